@@ -1,0 +1,210 @@
+"""The one exception tree of autocompact.
+
+Every error the library raises on purpose is an :class:`AutocompactError`. Errors carry fields
+(which file, which key, which provider and status) and a message that says what is wrong and
+what to do about it::
+
+    AutocompactError
+    ├── ConfigError                  bad window, malformed settings, unknown provider, ...
+    │   └── MissingDependencyError   an optional SDK is not installed (carries the pip hint)
+    ├── ContentError                 unknown part kind, malformed message, bad history shape
+    │   └── MessageTooLargeError     one message alone does not fit the window
+    ├── ProviderError                anything a provider call failed with
+    │   ├── ContextOverflowError     "prompt is too long": the reactive path acts on it
+    │   ├── AuthenticationError
+    │   ├── RateLimitError
+    │   ├── ProviderTimeoutError
+    │   ├── ProviderConnectionError
+    │   └── MalformedResponseError
+    ├── CompactionError              a compaction could not be made (see CompressionInfo.status)
+    ├── SessionFileError             a saved session file is damaged or not a session
+    └── TranscriptFormatError        a recorded transcript cannot be read
+
+Provider SDK exceptions never escape an adapter: adapters convert them here, ``raise ... from``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AuthenticationError",
+    "AutocompactError",
+    "CompactionError",
+    "ConfigError",
+    "ContentError",
+    "ContextOverflowError",
+    "MalformedResponseError",
+    "MessageTooLargeError",
+    "MissingDependencyError",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderTimeoutError",
+    "RateLimitError",
+    "SessionFileError",
+    "TranscriptFormatError",
+]
+
+
+class AutocompactError(Exception):
+    """Base of every error autocompact raises on purpose."""
+
+
+class ConfigError(AutocompactError):
+    """A configuration value is wrong: a window, a settings file, a provider name.
+
+    Attributes:
+        file: the settings file involved, if any.
+        key: the dotted key or argument name involved, if any.
+    """
+
+    def __init__(self, message: str, *, file: str | None = None, key: str | None = None) -> None:
+        super().__init__(message)
+        self.file = file
+        self.key = key
+
+
+class MissingDependencyError(ConfigError):
+    """An optional dependency (a provider SDK, matplotlib) is not installed.
+
+    Attributes:
+        extra: the name of the extra that installs it, e.g. ``"anthropic"``.
+    """
+
+    def __init__(self, package: str, extra: str) -> None:
+        self.package = package
+        self.extra = extra
+        super().__init__(
+            f"the '{package}' package is not installed; install it with: "
+            f'pip install "autocompact[{extra}]"',
+            key=extra,
+        )
+
+
+class ContentError(AutocompactError):
+    """A message, a part or a history does not have a shape the engine accepts.
+
+    Attributes:
+        index: the position of the offending message in its history, if known.
+    """
+
+    def __init__(self, message: str, *, index: int | None = None) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+class MessageTooLargeError(ContentError):
+    """A single message is larger than the whole context window: nothing can make it fit.
+
+    Attributes:
+        tokens: the estimated size of that message.
+        window: the context window.
+    """
+
+    def __init__(self, message: str, *, index: int | None, tokens: int, window: int) -> None:
+        super().__init__(message, index=index)
+        self.tokens = tokens
+        self.window = window
+
+
+class ProviderError(AutocompactError):
+    """A provider call failed.
+
+    Attributes:
+        provider: the provider's name (``"openai"``, ``"anthropic"``, ...).
+        model: the model the request was for.
+        status: the HTTP status, when there was one.
+        retryable: whether the same request may succeed later.
+    """
+
+    default_retryable = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str | None = None,
+        model: str | None = None,
+        status: int | None = None,
+        retryable: bool | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.model = model
+        self.status = status
+        self.retryable = self.default_retryable if retryable is None else retryable
+
+    def __str__(self) -> str:
+        base = super().__str__()
+        where = ", ".join(
+            part
+            for part in (
+                self.provider and f"provider {self.provider}",
+                self.model and f"model {self.model}",
+                self.status is not None and f"status {self.status}",
+            )
+            if part
+        )
+        return f"{base} ({where})" if where else base
+
+
+class ContextOverflowError(ProviderError):
+    """The provider rejected the request as longer than the model's context window."""
+
+
+class AuthenticationError(ProviderError):
+    """The provider rejected the credentials (missing, wrong or expired API key)."""
+
+
+class RateLimitError(ProviderError):
+    """The provider asked us to slow down (HTTP 429 or an overloaded error)."""
+
+    default_retryable = True
+
+
+class ProviderTimeoutError(ProviderError):
+    """The provider did not answer in time."""
+
+    default_retryable = True
+
+
+class ProviderConnectionError(ProviderError):
+    """The provider could not be reached."""
+
+    default_retryable = True
+
+
+class MalformedResponseError(ProviderError):
+    """The provider answered with something that is not a valid response."""
+
+
+class CompactionError(AutocompactError):
+    """A compaction could not be made; raised only where a caller asked for an exception."""
+
+
+class SessionFileError(AutocompactError):
+    """A saved session file cannot be read or written.
+
+    Attributes:
+        path: the file.
+        line: the 1-based line number, when one line is to blame.
+    """
+
+    def __init__(self, message: str, *, path: str, line: int | None = None) -> None:
+        where = f"{path}:{line}" if line is not None else path
+        super().__init__(f"{where}: {message}")
+        self.path = path
+        self.line = line
+
+
+class TranscriptFormatError(AutocompactError):
+    """A recorded transcript cannot be read.
+
+    Attributes:
+        path: the file.
+        line: the 1-based line number, when one line is to blame.
+    """
+
+    def __init__(self, message: str, *, path: str, line: int | None = None) -> None:
+        where = f"{path}:{line}" if line is not None else path
+        super().__init__(f"{where}: {message}")
+        self.path = path
+        self.line = line

@@ -1,0 +1,30 @@
+"""Model providers: the protocol, the adapters and the scripted fake.
+
+Adapters import their SDK lazily, so importing this package imports no SDK.
+"""
+
+from __future__ import annotations
+
+from autocompact.providers.base import (
+    ChatRequest,
+    Completion,
+    FinishReason,
+    Provider,
+    StreamDone,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolSpec,
+)
+
+__all__ = [
+    "ChatRequest",
+    "Completion",
+    "FinishReason",
+    "Provider",
+    "StreamDone",
+    "StreamEvent",
+    "TextDelta",
+    "ThinkingDelta",
+    "ToolSpec",
+]

@@ -1,0 +1,161 @@
+"""The provider protocol: one small interface every adapter implements.
+
+A provider turns a :class:`ChatRequest` into a :class:`Completion`, synchronously or
+asynchronously, whole or streamed. The summarization side query is an ordinary request with
+``thinking=False`` and ``max_output_tokens=COMPACT_MAX_OUTPUT_TOKENS``; each adapter maps those
+two generic settings to its provider's own fields (SPEC §6) and omits what is unset.
+
+Adapters convert every SDK exception to :mod:`autocompact.errors` in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
+
+from autocompact.content import Message, Usage
+
+__all__ = [
+    "ChatRequest",
+    "Completion",
+    "FinishReason",
+    "Provider",
+    "RequestPurpose",
+    "StreamDone",
+    "StreamEvent",
+    "TextDelta",
+    "ThinkingDelta",
+    "ToolSpec",
+]
+
+RequestPurpose: TypeAlias = Literal["chat", "side_query"]
+
+
+class FinishReason(StrEnum):
+    """Why the model stopped, normalized across providers."""
+
+    STOP = "stop"
+    LENGTH = "length"  # hit the output cap: a summary that ends here is truncated
+    TOOL_CALL = "tool_call"
+    CONTENT_FILTER = "content_filter"
+    OTHER = "other"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolSpec:
+    """A tool the model may call: a name, a description and a JSON-schema for its arguments."""
+
+    name: str
+    description: str = ""
+    parameters: Mapping[str, Any] = field(default_factory=lambda: {"type": "object"})
+
+    def as_json(self) -> dict[str, Any]:
+        """The declaration as a JSON object (what the estimate measures)."""
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChatRequest:
+    """One request to a model.
+
+    Attributes:
+        messages: the conversation to send (roles ``user`` / ``model``).
+        system_instruction: the system prompt, if any.
+        tools: tool declarations.
+        max_output_tokens: the output cap; ``None`` leaves the provider's default (omitted).
+        thinking: ``False`` turns thinking off as far as the model allows, ``True`` asks for it,
+            ``None`` sends nothing about it.
+        purpose: ``"side_query"`` for the compaction summary, ``"chat"`` otherwise.
+        extra: provider-prefixed extras (``{"openai": {...}}``), merged into that provider's body.
+    """
+
+    messages: tuple[Message, ...]
+    system_instruction: str | None = None
+    tools: tuple[ToolSpec, ...] = ()
+    max_output_tokens: int | None = None
+    thinking: bool | None = None
+    purpose: RequestPurpose = "chat"
+    extra: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Completion:
+    """A model's reply.
+
+    Attributes:
+        message: the reply as a ``model`` message.
+        usage: what the provider reported, or ``None`` when it reported nothing.
+        finish_reason: the normalized reason, or ``None`` when the provider gave none.
+        raw_finish_reason: the provider's own word for it.
+        model: the model that answered, as the provider named it.
+    """
+
+    message: Message
+    usage: Usage | None = None
+    finish_reason: FinishReason | None = None
+    raw_finish_reason: str | None = None
+    model: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The reply's text."""
+        return self.message.text
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TextDelta:
+    """A piece of streamed reply text."""
+
+    text: str
+    kind: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ThinkingDelta:
+    """A piece of streamed reasoning."""
+
+    text: str
+    kind: Literal["thinking"] = "thinking"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StreamDone:
+    """The end of a stream: the whole reply, with usage and finish reason."""
+
+    completion: Completion
+    kind: Literal["done"] = "done"
+
+
+StreamEvent: TypeAlias = TextDelta | ThinkingDelta | StreamDone
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """What the engine needs from a model provider.
+
+    ``stream`` and ``astream`` yield deltas and end with exactly one :class:`StreamDone`.
+    Every method raises only :class:`autocompact.errors.ProviderError` subclasses, with
+    :class:`autocompact.errors.ContextOverflowError` when the prompt is too long.
+    """
+
+    name: str
+    model: str
+
+    def complete(self, request: ChatRequest) -> Completion:
+        """Send a request and wait for the whole reply."""
+        ...
+
+    def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
+        """Send a request and yield the reply as it arrives."""
+        ...
+
+    async def acomplete(self, request: ChatRequest) -> Completion:
+        """Async :meth:`complete`."""
+        ...
+
+    def astream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        """Async :meth:`stream`."""
+        ...
+
