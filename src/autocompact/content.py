@@ -125,9 +125,7 @@ class FunctionResponsePart:
     @cached_property
     def stats(self) -> CharStats:
         """Character statistics of this part (cached): the length of its JSON form."""
-        return CharStats(
-            json_chars=len(json_form({"name": self.name, "response": self.response}))
-        )
+        return CharStats(json_chars=len(json_form({"name": self.name, "response": self.response})))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -164,7 +162,14 @@ class DocumentPart:
 Part: TypeAlias = (
     TextPart | ThinkingPart | FunctionCallPart | FunctionResponsePart | ImagePart | DocumentPart
 )
-_PART_TYPES = (TextPart, ThinkingPart, FunctionCallPart, FunctionResponsePart, ImagePart, DocumentPart)
+_PART_TYPES = (
+    TextPart,
+    ThinkingPart,
+    FunctionCallPart,
+    FunctionResponsePart,
+    ImagePart,
+    DocumentPart,
+)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -158,4 +158,3 @@ class Provider(Protocol):
     def astream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Async :meth:`stream`."""
         ...
-

@@ -80,7 +80,9 @@ def estimate_request_tokens(request: ChatRequest) -> int:
 
 def _default_responder(request: ChatRequest) -> FakeReply:
     if request.purpose == "side_query":
-        return FakeReply(text="<state_snapshot>\n<overall_goal>continue</overall_goal>\n</state_snapshot>")
+        return FakeReply(
+            text="<state_snapshot>\n<overall_goal>continue</overall_goal>\n</state_snapshot>"
+        )
     return FakeReply(text="OK.")
 
 
@@ -132,7 +134,9 @@ class FakeProvider:
         purpose: RequestPurpose | None = None,
     ) -> None:
         """Queue a text reply."""
-        self.enqueue(FakeReply(text=text, usage=usage, finish_reason=finish_reason), purpose=purpose)
+        self.enqueue(
+            FakeReply(text=text, usage=usage, finish_reason=finish_reason), purpose=purpose
+        )
 
     def enqueue_error(
         self, error: BaseException | None = None, *, purpose: RequestPurpose | None = None
@@ -151,7 +155,9 @@ class FakeProvider:
     def enqueue_malformed(self, *, purpose: RequestPurpose | None = None) -> None:
         """Queue a malformed response."""
         self.enqueue_error(
-            MalformedResponseError("scripted malformed reply", provider=self.name, model=self.model),
+            MalformedResponseError(
+                "scripted malformed reply", provider=self.name, model=self.model
+            ),
             purpose=purpose,
         )
 

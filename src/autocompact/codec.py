@@ -1,0 +1,172 @@
+"""The neutral JSON form of the content model, for saved sessions and exports.
+
+A message is ``{"role": "user" | "model", "parts": [...]}``; each part is an object with a
+``kind`` and that kind's fields, exactly the dataclass fields::
+
+    {"kind": "text", "text": "..."}
+    {"kind": "thinking", "text": "...", "signature": null, "redacted": false}
+    {"kind": "function_call", "id": "...", "name": "...", "arguments": {...}}
+    {"kind": "function_response", "id": "...", "name": "...", "response": ..., "is_error": false}
+    {"kind": "image", "media_type": "image/png", "data": "<base64>", "url": null}
+    {"kind": "document", "media_type": "application/pdf", "data": null, "url": "...", "title": null}
+
+Unknown kinds or missing fields raise :class:`ContentError` naming the message index and field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import fields
+from typing import Any, assert_never
+
+from autocompact.content import (
+    DocumentPart,
+    FunctionCallPart,
+    FunctionResponsePart,
+    ImagePart,
+    Message,
+    Part,
+    TextPart,
+    ThinkingPart,
+)
+from autocompact.errors import ContentError
+
+__all__ = ["history_from_dicts", "history_to_dicts", "message_from_dict", "message_to_dict"]
+
+_KINDS: dict[str, type[Part]] = {
+    "text": TextPart,
+    "thinking": ThinkingPart,
+    "function_call": FunctionCallPart,
+    "function_response": FunctionResponsePart,
+    "image": ImagePart,
+    "document": DocumentPart,
+}
+# (field name, required, check) for each kind; `kind` itself is not a constructor argument.
+_FIELD_CHECKS: dict[str, Callable[[object], bool]] = {
+    "text": lambda v: isinstance(v, str),
+    "signature": lambda v: v is None or isinstance(v, str),
+    "redacted": lambda v: isinstance(v, bool),
+    "id": lambda v: isinstance(v, str),
+    "name": lambda v: isinstance(v, str),
+    "arguments": lambda v: isinstance(v, Mapping),
+    "response": lambda v: True,
+    "is_error": lambda v: isinstance(v, bool),
+    "media_type": lambda v: isinstance(v, str),
+    "data": lambda v: v is None or isinstance(v, str),
+    "url": lambda v: v is None or isinstance(v, str),
+    "title": lambda v: v is None or isinstance(v, str),
+}
+
+
+def part_to_dict(part: Part) -> dict[str, Any]:
+    """The JSON form of one part."""
+    match part:
+        case TextPart(text=text):
+            return {"kind": "text", "text": text}
+        case ThinkingPart():
+            return {
+                "kind": "thinking",
+                "text": part.text,
+                "signature": part.signature,
+                "redacted": part.redacted,
+            }
+        case FunctionCallPart():
+            return {
+                "kind": "function_call",
+                "id": part.id,
+                "name": part.name,
+                "arguments": dict(part.arguments),
+            }
+        case FunctionResponsePart():
+            return {
+                "kind": "function_response",
+                "id": part.id,
+                "name": part.name,
+                "response": part.response,
+                "is_error": part.is_error,
+            }
+        case ImagePart():
+            return {
+                "kind": "image",
+                "media_type": part.media_type,
+                "data": part.data,
+                "url": part.url,
+            }
+        case DocumentPart():
+            return {
+                "kind": "document",
+                "media_type": part.media_type,
+                "data": part.data,
+                "url": part.url,
+                "title": part.title,
+            }
+        case _:
+            assert_never(part)
+
+
+def message_to_dict(message: Message) -> dict[str, Any]:
+    """The JSON form of one message."""
+    return {"role": message.role, "parts": [part_to_dict(p) for p in message.parts]}
+
+
+def history_to_dicts(history: Iterable[Message]) -> list[dict[str, Any]]:
+    """The JSON form of a history."""
+    return [message_to_dict(m) for m in history]
+
+
+def _part_from_dict(data: object, index: int | None, position: int) -> Part:
+    where = f"message {index}, part {position}" if index is not None else f"part {position}"
+    if not isinstance(data, Mapping):
+        raise ContentError(f"{where}: a part must be a JSON object, got {data!r:.60}", index=index)
+    kind = data.get("kind")
+    cls = _KINDS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise ContentError(
+            f"{where}: unknown part kind {kind!r}; expected one of {', '.join(_KINDS)}",
+            index=index,
+        )
+    kwargs: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.name == "kind":
+            continue
+        required = f.name in ("text", "id", "name", "response") or (
+            f.name == "arguments" and cls is FunctionCallPart
+        )
+        if f.name not in data:
+            if required:
+                raise ContentError(f"{where}: {kind} part is missing {f.name!r}", index=index)
+            continue
+        value = data[f.name]
+        if not _FIELD_CHECKS[f.name](value):
+            raise ContentError(
+                f"{where}: field {f.name!r} of a {kind} part has the wrong type "
+                f"({type(value).__name__})",
+                index=index,
+            )
+        kwargs[f.name] = value
+    return cls(**kwargs)
+
+
+def message_from_dict(data: object, *, index: int | None = None) -> Message:
+    """A message from its JSON form.
+
+    Raises:
+        ContentError: the object is not a message; the error names the index and field.
+    """
+    where = f"message {index}" if index is not None else "message"
+    if not isinstance(data, Mapping):
+        raise ContentError(f"{where}: must be a JSON object, got {data!r:.60}", index=index)
+    role = data.get("role")
+    if role not in ("user", "model"):
+        raise ContentError(f"{where}: role must be 'user' or 'model', got {role!r}", index=index)
+    parts = data.get("parts")
+    if not isinstance(parts, list):
+        raise ContentError(f"{where}: 'parts' must be a list", index=index)
+    return Message(
+        role=role, parts=tuple(_part_from_dict(p, index, i) for i, p in enumerate(parts))
+    )
+
+
+def history_from_dicts(items: Sequence[object]) -> list[Message]:
+    """A history from its JSON form (errors name the message index)."""
+    return [message_from_dict(item, index=i) for i, item in enumerate(items)]
