@@ -193,11 +193,7 @@ class Message:
         if not isinstance(self.parts, tuple):
             object.__setattr__(self, "parts", tuple(self.parts))
         for part in self.parts:
-            if not isinstance(part, _PART_TYPES):
-                raise ContentError(
-                    f"unknown part {type(part).__name__!r} in a {self.role} message: use TextPart, "
-                    "ThinkingPart, FunctionCallPart, FunctionResponsePart, ImagePart or DocumentPart"
-                )
+            _check_part(part, self.role)
 
     @classmethod
     def user(cls, *content: str | Part) -> Message:
@@ -231,6 +227,14 @@ class Message:
     def function_responses(self) -> tuple[FunctionResponsePart, ...]:
         """The function responses in this message."""
         return tuple(p for p in self.parts if isinstance(p, FunctionResponsePart))
+
+
+def _check_part(part: object, role: str) -> None:
+    if not isinstance(part, _PART_TYPES):
+        raise ContentError(
+            f"unknown part {type(part).__name__!r} in a {role} message: use TextPart, ThinkingPart, "
+            "FunctionCallPart, FunctionResponsePart, ImagePart or DocumentPart"
+        )
 
 
 def _parts(content: Iterable[str | Part]) -> tuple[Part, ...]:
