@@ -190,7 +190,8 @@ class Message:
                 f"unknown message role {self.role!r}: use 'user' or 'model' "
                 "(pass the system instruction separately)"
             )
-        if not isinstance(self.parts, tuple):
+        given: object = self.parts  # a list is accepted and stored as a tuple
+        if not isinstance(given, tuple):
             object.__setattr__(self, "parts", tuple(self.parts))
         for part in self.parts:
             _check_part(part, self.role)
@@ -232,8 +233,8 @@ class Message:
 def _check_part(part: object, role: str) -> None:
     if not isinstance(part, _PART_TYPES):
         raise ContentError(
-            f"unknown part {type(part).__name__!r} in a {role} message: use TextPart, ThinkingPart, "
-            "FunctionCallPart, FunctionResponsePart, ImagePart or DocumentPart"
+            f"unknown part {type(part).__name__!r} in a {role} message: use TextPart, "
+            "ThinkingPart, FunctionCallPart, FunctionResponsePart, ImagePart or DocumentPart"
         )
 
 
