@@ -1,0 +1,376 @@
+"""Decide → build the side query → validate the reply → new history (SPEC §5–§6). Pure.
+
+:func:`compress_flow` is the whole compaction as a generator: it yields the side-query
+:class:`ChatRequest` and receives the provider's :class:`Completion` (or has the provider's
+:class:`ProviderError` thrown into it). Sync and async drivers (``service.py``, ``chat.py``) run
+the same flow, so both session classes behave identically. Every failure path returns the input
+history object itself, untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Literal, TypeAlias
+
+from autocompact.compaction.prompts import (
+    SUMMARY_ACKNOWLEDGEMENT,
+    SUMMARY_FINAL_INSTRUCTION,
+    SUMMARY_PREAMBLE,
+    summary_system_prompt,
+)
+from autocompact.compaction.slimming import slim_for_summary
+from autocompact.compaction.split import (
+    COMPRESSION_PRESERVE_THRESHOLD,
+    MIN_COMPRESSION_FRACTION,
+    find_split_point,
+)
+from autocompact.content import Message, Usage
+from autocompact.errors import ProviderError
+from autocompact.estimation import (
+    PendingMessage,
+    estimate_content_chars,
+    estimate_content_tokens,
+    estimate_prompt_tokens,
+    estimate_text_tokens,
+    estimate_tools_tokens,
+)
+from autocompact.providers.base import ChatRequest, Completion, FinishReason, ToolSpec
+from autocompact.thresholds import (
+    COMPACT_MAX_OUTPUT_TOKENS,
+    DEFAULT_IMAGE_TOKEN_ESTIMATE,
+    MAX_CONSECUTIVE_FAILURES,
+    compute_thresholds,
+)
+
+__all__ = [
+    "CompressOptions",
+    "CompressionFlow",
+    "CompressionInfo",
+    "CompressionResult",
+    "CompressionStatus",
+    "CompressionTrigger",
+    "Summarizer",
+    "build_side_query",
+    "compress_flow",
+    "count_history_tokens",
+]
+
+Summarizer: TypeAlias = Callable[[Sequence[Message]], str]
+"""Writes a summary without a model (used when no provider is available)."""
+
+
+class CompressionStatus(StrEnum):
+    """The outcome of one compaction attempt."""
+
+    COMPRESSED = "compressed"
+    NOOP = "noop"
+    COMPRESSION_FAILED_OUTPUT_TRUNCATED = "compression_failed_output_truncated"
+    COMPRESSION_FAILED_EMPTY_SUMMARY = "compression_failed_empty_summary"
+    COMPRESSION_FAILED_INFLATED_TOKEN_COUNT = "compression_failed_inflated_token_count"
+    COMPRESSION_FAILED_TOKEN_COUNT_ERROR = "compression_failed_token_count_error"
+    COMPRESSION_FAILED_PROVIDER_ERROR = "compression_failed_provider_error"
+
+    @property
+    def failed(self) -> bool:
+        """Whether this status is a failure (neither compressed nor not needed)."""
+        return self not in (CompressionStatus.COMPRESSED, CompressionStatus.NOOP)
+
+
+class CompressionTrigger(StrEnum):
+    """What asked for the compaction."""
+
+    AUTO = "auto"
+    HARD = "hard"
+    REACTIVE = "reactive"
+    MANUAL = "manual"
+
+
+Method: TypeAlias = Literal["none", "summary", "clearing"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompressOptions:
+    """Everything one compaction attempt needs to know besides the history.
+
+    Attributes:
+        context_window: the model's context window in tokens.
+        force: skip the breaker and the threshold check (hard rescue, reactive, manual).
+        consecutive_failures: unforced failures in a row so far (the breaker's count).
+        user_message: the message about to be sent (counted by the pre-send estimate).
+        last_prompt_token_count: the provider's count of the history (0: unknown, estimate).
+        trigger: what asked for the compaction (recorded in telemetry).
+        system_instruction, tools: counted by the cold estimate.
+        image_token_estimate: tokens per image or document.
+        instructions: extra instructions for the summary (``/compress ...``).
+    """
+
+    context_window: int
+    force: bool = False
+    consecutive_failures: int = 0
+    user_message: PendingMessage = None
+    last_prompt_token_count: int = 0
+    trigger: CompressionTrigger = CompressionTrigger.AUTO
+    system_instruction: str | None = None
+    tools: Sequence[ToolSpec] = ()
+    image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE
+    instructions: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompressionInfo:
+    """Telemetry of one compaction attempt (SPEC §6).
+
+    Attributes:
+        status, trigger: the outcome and what asked for it.
+        original_token_count: the history's size before (provider count when known).
+        new_token_count: its size after (equal to the original on any failure or no-op).
+        compression_input_token_count: the side query's prompt size.
+        compression_output_token_count: the side query's output size (the summary).
+        compressed_messages, kept_messages: how many messages were summarized and kept.
+        error: why it failed or did nothing, in words.
+        summary: the summary text, when one was accepted.
+        method: what reduced the history: ``summary``, ``clearing`` (no model) or ``none``.
+        cleared_tool_outputs, clearing_tokens_saved: what tool-output clearing did.
+    """
+
+    status: CompressionStatus
+    trigger: CompressionTrigger
+    original_token_count: int
+    new_token_count: int
+    compression_input_token_count: int = 0
+    compression_output_token_count: int = 0
+    compressed_messages: int = 0
+    kept_messages: int = 0
+    error: str | None = None
+    summary: str | None = None
+    method: Method = "none"
+    cleared_tool_outputs: int = 0
+    clearing_tokens_saved: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field."""
+        return {
+            name: (value.value if isinstance(value, StrEnum) else value)
+            for name, value in self.__dict__.items()
+        }
+
+
+@dataclass(frozen=True)
+class CompressionResult:
+    """The history after the attempt (the same object on failure) and its telemetry."""
+
+    history: tuple[Message, ...]
+    info: CompressionInfo = field()
+
+
+CompressionFlow: TypeAlias = Generator[ChatRequest, Completion, CompressionResult]
+
+
+def count_history_tokens(history: Sequence[Message], options: CompressOptions) -> int:
+    """The history's size: the provider's count when known, else the cold estimate."""
+    if options.last_prompt_token_count > 0:
+        return options.last_prompt_token_count
+    return (
+        estimate_content_tokens(history, options.image_token_estimate)
+        + estimate_text_tokens(options.system_instruction)
+        + estimate_tools_tokens(options.tools)
+    )
+
+
+def compress_flow(
+    history: Sequence[Message],
+    options: CompressOptions,
+    *,
+    summarizer: Summarizer | None = None,
+) -> CompressionFlow:
+    """One compaction attempt as a generator (see the module docstring).
+
+    With ``summarizer`` given, no request is yielded: the summary is written locally.
+    """
+    original_history = tuple(history)
+    try:
+        original = count_history_tokens(original_history, options)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return _result(
+            original_history,
+            options,
+            CompressionStatus.COMPRESSION_FAILED_TOKEN_COUNT_ERROR,
+            0,
+            error=f"could not count the history: {exc}",
+        )
+
+    def fail(status: CompressionStatus, error: str, **extra: Any) -> CompressionResult:
+        return _result(original_history, options, status, original, error=error, **extra)
+
+    if options.consecutive_failures >= MAX_CONSECUTIVE_FAILURES and not options.force:
+        return fail(CompressionStatus.NOOP, "breaker open: automatic compaction is paused")
+    if not options.force:
+        effective = estimate_prompt_tokens(
+            original_history,
+            options.user_message,
+            options.last_prompt_token_count,
+            system_instruction=options.system_instruction,
+            tools=options.tools,
+            image_token_estimate=options.image_token_estimate,
+        )
+        auto = compute_thresholds(options.context_window).auto
+        if effective < auto:
+            return fail(
+                CompressionStatus.NOOP, f"below the auto threshold ({effective} < {auto:.0f})"
+            )
+    if not original_history:
+        return fail(CompressionStatus.NOOP, "the history is empty")
+
+    split = find_split_point(
+        original_history,
+        COMPRESSION_PRESERVE_THRESHOLD,
+        image_token_estimate=options.image_token_estimate,
+    )
+    to_compress, to_keep = original_history[:split], original_history[split:]
+    total_chars = estimate_content_chars(original_history, options.image_token_estimate)
+    compressed_chars = estimate_content_chars(to_compress, options.image_token_estimate)
+    if not to_compress or compressed_chars < MIN_COMPRESSION_FRACTION * total_chars:
+        return fail(CompressionStatus.NOOP, "too little history can be compressed safely")
+
+    request = build_side_query(to_compress, options)
+    if summarizer is not None:
+        text = summarizer(to_compress)
+        completion = Completion(
+            message=Message.model(text),
+            usage=Usage(output_tokens=estimate_text_tokens(text)),
+            finish_reason=FinishReason.STOP,
+        )
+    else:
+        try:
+            completion = yield request
+        except ProviderError as exc:
+            return fail(
+                CompressionStatus.COMPRESSION_FAILED_PROVIDER_ERROR,
+                f"the summary request failed: {exc}",
+                compressed_messages=len(to_compress),
+                kept_messages=len(to_keep),
+            )
+    return _finish(original_history, to_compress, to_keep, request, completion, original, options)
+
+
+def build_side_query(to_compress: Sequence[Message], options: CompressOptions) -> ChatRequest:
+    """The bounded summarization request: thinking off, output capped at 20K (SPEC §6)."""
+    messages = (*slim_for_summary(to_compress), Message.user(SUMMARY_FINAL_INSTRUCTION))
+    if messages[0].role != "user":
+        messages = (Message.user("(earlier conversation follows)"), *messages)
+    return ChatRequest(
+        messages=messages,
+        system_instruction=summary_system_prompt(options.instructions),
+        max_output_tokens=COMPACT_MAX_OUTPUT_TOKENS,
+        thinking=False,
+        purpose="side_query",
+    )
+
+
+def _finish(
+    history: tuple[Message, ...],
+    to_compress: tuple[Message, ...],
+    to_keep: tuple[Message, ...],
+    request: ChatRequest,
+    completion: Completion,
+    original: int,
+    options: CompressOptions,
+) -> CompressionResult:
+    usage = completion.usage
+    summary = completion.text.strip()
+    sizes: dict[str, Any] = {
+        "compressed_messages": len(to_compress),
+        "kept_messages": len(to_keep),
+        "compression_input_token_count": usage.prompt_tokens if usage else 0,
+        "compression_output_token_count": usage.output_tokens if usage else 0,
+    }
+
+    def fail(status: CompressionStatus, error: str) -> CompressionResult:
+        return _result(history, options, status, original, error=error, **sizes)
+
+    if _truncated(completion):
+        return fail(
+            CompressionStatus.COMPRESSION_FAILED_OUTPUT_TRUNCATED,
+            "the summary stopped at its output cap; a truncated summary is never kept",
+        )
+    if not summary:
+        return fail(CompressionStatus.COMPRESSION_FAILED_EMPTY_SUMMARY, "the summary was empty")
+    try:
+        new_history = (
+            Message.user(SUMMARY_PREAMBLE + summary),
+            Message.model(SUMMARY_ACKNOWLEDGEMENT),
+            *to_keep,
+        )
+        summary_tokens = (
+            usage.output_tokens
+            if usage and usage.output_tokens > 0
+            else estimate_text_tokens(summary)
+        )
+        compressed_tokens = estimate_content_tokens(to_compress, options.image_token_estimate)
+        # SPEC §6: original − compressed part + summary. The estimate of the new history is a
+        # floor: it may only raise the count (fire earlier), never lower it.
+        floor = count_history_tokens(new_history, _cold(options))
+        new = max(original - compressed_tokens + summary_tokens, floor)
+        if not sizes["compression_input_token_count"]:
+            sizes["compression_input_token_count"] = estimate_content_tokens(request.messages)
+        if not sizes["compression_output_token_count"]:
+            sizes["compression_output_token_count"] = summary_tokens
+    except (TypeError, ValueError, RecursionError) as exc:
+        return fail(
+            CompressionStatus.COMPRESSION_FAILED_TOKEN_COUNT_ERROR, f"could not count: {exc}"
+        )
+    if new >= original:
+        return fail(
+            CompressionStatus.COMPRESSION_FAILED_INFLATED_TOKEN_COUNT,
+            f"the compacted history would not be smaller ({new} ≥ {original} tokens)",
+        )
+    info = CompressionInfo(
+        status=CompressionStatus.COMPRESSED,
+        trigger=options.trigger,
+        original_token_count=original,
+        new_token_count=new,
+        summary=summary,
+        method="summary",
+        **sizes,
+    )
+    return CompressionResult(history=new_history, info=info)
+
+
+def _truncated(completion: Completion) -> bool:
+    if completion.finish_reason is FinishReason.LENGTH:
+        return True
+    if completion.finish_reason is None:
+        usage = completion.usage
+        return usage is not None and usage.output_tokens >= COMPACT_MAX_OUTPUT_TOKENS
+    return False
+
+
+def _cold(options: CompressOptions) -> CompressOptions:
+    return CompressOptions(
+        context_window=options.context_window,
+        system_instruction=options.system_instruction,
+        tools=options.tools,
+        image_token_estimate=options.image_token_estimate,
+    )
+
+
+def _result(
+    history: tuple[Message, ...],
+    options: CompressOptions,
+    status: CompressionStatus,
+    original: int,
+    *,
+    error: str,
+    **extra: Any,
+) -> CompressionResult:
+    info = CompressionInfo(
+        status=status,
+        trigger=options.trigger,
+        original_token_count=original,
+        new_token_count=original,
+        error=error,
+        **extra,
+    )
+    return CompressionResult(history=history, info=info)

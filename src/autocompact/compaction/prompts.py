@@ -1,0 +1,58 @@
+"""The text of the summarization side query: what the model is asked to write."""
+
+from __future__ import annotations
+
+__all__ = [
+    "SUMMARY_ACKNOWLEDGEMENT",
+    "SUMMARY_FINAL_INSTRUCTION",
+    "SUMMARY_PREAMBLE",
+    "summary_system_prompt",
+]
+
+_SYSTEM_PROMPT = """\
+You are the component that compresses an agent's conversation history into a structured state \
+snapshot. The conversation so far will be replaced by your snapshot, so it must hold everything \
+the agent needs to carry on: goals, constraints, facts learned, files and code touched, errors \
+and how they were fixed, what was just done, and what comes next. Be dense and specific: keep \
+file paths, function names, commands, numbers, identifiers and the user's exact requirements. \
+Leave out chit-chat and anything superseded.
+
+Write the snapshot in exactly this XML structure, and nothing after it:
+
+<state_snapshot>
+    <overall_goal>The user's high-level objective, in one or two sentences.</overall_goal>
+    <constraints>Requirements, preferences and rules the user stated, as a list.</constraints>
+    <key_knowledge>Facts, decisions and conventions learned, as a list.</key_knowledge>
+    <file_system_state>Files and directories read, created, changed or deleted, with what \
+matters about each.</file_system_state>
+    <code_state>Key code as it now stands: signatures, data structures, snippets worth \
+keeping verbatim.</code_state>
+    <errors_and_fixes>Errors met, their causes and the fixes applied (or still \
+open).</errors_and_fixes>
+    <recent_actions>The last significant actions and their outcomes.</recent_actions>
+    <current_plan>The plan, step by step, each marked [DONE], [IN PROGRESS] or \
+[TODO].</current_plan>
+    <next_step>The single next action to take.</next_step>
+</state_snapshot>
+"""
+
+SUMMARY_FINAL_INSTRUCTION = (
+    "Write the <state_snapshot> for the conversation above now. Do not call any tools."
+)
+
+SUMMARY_PREAMBLE = (
+    "This session continues an earlier conversation that was compacted to save context. "
+    "Its state so far:\n\n"
+)
+
+SUMMARY_ACKNOWLEDGEMENT = "Got it. Thanks for the additional context!"
+
+
+def summary_system_prompt(instructions: str | None = None) -> str:
+    """The side query's system prompt, plus the user's extra instructions (``/compress``)."""
+    if instructions and instructions.strip():
+        return (
+            f"{_SYSTEM_PROMPT}\nAdditional instructions from the user for this summary:\n"
+            f"{instructions.strip()}\n"
+        )
+    return _SYSTEM_PROMPT

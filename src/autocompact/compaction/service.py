@@ -1,0 +1,108 @@
+"""``CompressionService``: the compaction flow plus the provider call, sync and async.
+
+The service makes one attempt and reports it; it keeps no state. Failure accounting (the
+breaker) belongs to the caller — :class:`autocompact.chat.ChatSession` — which passes
+``consecutive_failures`` in :class:`CompressOptions`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from autocompact.compaction.plan import (
+    CompressionFlow,
+    CompressionResult,
+    CompressOptions,
+    Summarizer,
+    compress_flow,
+)
+from autocompact.content import Message
+from autocompact.errors import ConfigError, ProviderError
+from autocompact.providers.base import Provider
+
+__all__ = ["CompressionService", "drive_flow", "drive_flow_async"]
+
+logger = logging.getLogger("autocompact")
+
+
+def drive_flow(flow: CompressionFlow, provider: Provider | None) -> CompressionResult:
+    """Run a compaction flow to its end, answering its side query with ``provider.complete``."""
+    try:
+        request = next(flow)
+        while True:
+            if provider is None:
+                raise ConfigError("a summary is needed but there is no provider and no summarizer")
+            try:
+                completion = provider.complete(request)
+            except ProviderError as exc:
+                request = flow.throw(exc)
+            else:
+                request = flow.send(completion)
+    except StopIteration as stop:
+        result: CompressionResult = stop.value
+        return result
+
+
+async def drive_flow_async(flow: CompressionFlow, provider: Provider | None) -> CompressionResult:
+    """Async :func:`drive_flow`: the side query goes through ``provider.acomplete``."""
+    try:
+        request = next(flow)
+        while True:
+            if provider is None:
+                raise ConfigError("a summary is needed but there is no provider and no summarizer")
+            try:
+                completion = await provider.acomplete(request)
+            except ProviderError as exc:
+                request = flow.throw(exc)
+            else:
+                request = flow.send(completion)
+    except StopIteration as stop:
+        result: CompressionResult = stop.value
+        return result
+
+
+class CompressionService:
+    """Compacts a history through a provider's side query, or a local summarizer.
+
+    Args:
+        provider: the model that writes the summary; ``None`` to use ``summarizer`` only.
+        summarizer: writes a summary without a model; used when ``provider`` is ``None``.
+    """
+
+    def __init__(self, provider: Provider | None, *, summarizer: Summarizer | None = None) -> None:
+        if provider is None and summarizer is None:
+            raise ConfigError("CompressionService needs a provider or a summarizer")
+        self.provider = provider
+        self.summarizer = summarizer
+
+    def flow(self, history: Sequence[Message], options: CompressOptions) -> CompressionFlow:
+        """The compaction flow for this service's configuration (for custom drivers)."""
+        local = self.summarizer if self.provider is None else None
+        return compress_flow(history, options, summarizer=local)
+
+    def compress(self, history: Sequence[Message], options: CompressOptions) -> CompressionResult:
+        """One compaction attempt; on failure the returned history is the input, untouched."""
+        result = drive_flow(self.flow(history, options), self.provider)
+        _log(result)
+        return result
+
+    async def acompress(
+        self, history: Sequence[Message], options: CompressOptions
+    ) -> CompressionResult:
+        """Async :meth:`compress`."""
+        result = await drive_flow_async(self.flow(history, options), self.provider)
+        _log(result)
+        return result
+
+
+def _log(result: CompressionResult) -> None:
+    info = result.info
+    logger.info(
+        "compaction %s (trigger %s): %d -> %d tokens%s",
+        info.status.value,
+        info.trigger.value,
+        info.original_token_count,
+        info.new_token_count,
+        f": {info.error}" if info.error else "",
+    )

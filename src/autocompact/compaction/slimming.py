@@ -1,0 +1,62 @@
+"""Input slimming: shrink what the side query must read before it is sent. Pure.
+
+Oversized function responses in the part to be summarized are cut to their head and tail with a
+marker, and images and documents are replaced by a short text placeholder. Sizes come from the
+same character counter as the estimate (SPEC §4), so what is slimmed is what is counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from autocompact.content import (
+    DocumentPart,
+    FunctionResponsePart,
+    ImagePart,
+    Message,
+    Part,
+    TextPart,
+    json_form,
+)
+
+__all__ = ["MAX_FUNCTION_RESPONSE_CHARS", "SLIM_HEAD_CHARS", "SLIM_TAIL_CHARS", "slim_for_summary"]
+
+MAX_FUNCTION_RESPONSE_CHARS = 8_000
+"""A function response larger than this (by the shared counter) is cut before the side query."""
+SLIM_HEAD_CHARS = 3_000
+SLIM_TAIL_CHARS = 1_000
+
+
+def slim_for_summary(
+    messages: Sequence[Message], *, max_response_chars: int = MAX_FUNCTION_RESPONSE_CHARS
+) -> tuple[Message, ...]:
+    """The messages with oversized tool output cut and media replaced by placeholders.
+
+    Messages without anything to slim are returned as the same objects (their cached sizes stay).
+    """
+    return tuple(_slim_message(m, max_response_chars) for m in messages)
+
+
+def _slim_message(message: Message, limit: int) -> Message:
+    new_parts = tuple(_slim_part(p, limit) for p in message.parts)
+    if all(new is old for new, old in zip(new_parts, message.parts, strict=True)):
+        return message
+    return Message(role=message.role, parts=new_parts)
+
+
+def _slim_part(part: Part, limit: int) -> Part:
+    if isinstance(part, FunctionResponsePart) and part.stats.json_chars > limit:
+        body = part.response if isinstance(part.response, str) else json_form(part.response)
+        cut = len(body) - SLIM_HEAD_CHARS - SLIM_TAIL_CHARS
+        slimmed = (
+            f"{body[:SLIM_HEAD_CHARS]}\n[... {cut:,} characters of tool output omitted "
+            f"before summarizing ...]\n{body[-SLIM_TAIL_CHARS:]}"
+        )
+        return replace(part, response=slimmed)
+    if isinstance(part, ImagePart):
+        return TextPart(text=f"[image ({part.media_type}) omitted before summarizing]")
+    if isinstance(part, DocumentPart):
+        title = f" '{part.title}'" if part.title else ""
+        return TextPart(text=f"[document{title} ({part.media_type}) omitted before summarizing]")
+    return part
