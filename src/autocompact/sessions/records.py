@@ -1,0 +1,403 @@
+"""The session file format: header, records, replay, migrations and export. Stdlib only.
+
+See :mod:`autocompact.sessions` for the layout of a file. Reading never changes a file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import Enum
+from pathlib import Path
+from typing import Any, Literal, TypeAlias
+from urllib.parse import urlsplit, urlunsplit
+
+from autocompact.codec import history_from_dicts, history_to_dicts, message_from_dict
+from autocompact.content import Message
+from autocompact.errors import ContentError, SessionFileError
+
+__all__ = [
+    "REDACTED",
+    "SCHEMA_VERSION",
+    "SUFFIX",
+    "ExportFormat",
+    "JsonDict",
+    "SavedSession",
+    "SessionHeader",
+    "SessionSummary",
+    "encode_record",
+    "export_session",
+    "info_succeeded",
+    "info_to_dict",
+    "load_session",
+    "now_iso",
+    "sanitize_url",
+    "secrets_to_redact",
+]
+
+SCHEMA_VERSION = 1
+"""The version of the session file format this build reads and writes."""
+
+SUFFIX = ".jsonl"
+REDACTED = "[redacted]"
+_MIN_SECRET_LEN = 8
+
+JsonDict: TypeAlias = dict[str, Any]
+ExportFormat: TypeAlias = Literal["openai", "jsonl"]
+
+# Ordered migrations: _MIGRATIONS[n] upgrades the records of a version-n file to version n + 1.
+# Version 1 is the first; the table is where the next format change goes.
+_MIGRATIONS: dict[int, Callable[[list[JsonDict]], list[JsonDict]]] = {}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionHeader:
+    """The first line of a session file: what the session is, never a credential.
+
+    Attributes:
+        id: the session id (the file is ``<id>.jsonl``).
+        created: when it was created, ISO 8601 in UTC.
+        cwd: the working directory it was started in (``--continue`` matches on it).
+        provider: the provider's name (``"openai"``, ``"fake"``, ...).
+        model: the model name.
+        context_window: the window the session ran with.
+        window_source: where that window came from (known, configured, server, assumed).
+        system_instruction: the system prompt, if any.
+        base_url: the provider's base URL with any user info and query removed.
+        schema: the file format version.
+    """
+
+    id: str
+    created: str
+    cwd: str
+    provider: str
+    model: str
+    context_window: int
+    window_source: str | None = None
+    system_instruction: str | None = None
+    base_url: str | None = None
+    schema: int = SCHEMA_VERSION
+
+    def to_dict(self) -> JsonDict:
+        """The header line's JSON object (unset optional fields omitted)."""
+        data: JsonDict = {"type": "header", "schema": self.schema}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name != "schema" and value is not None:
+                data[f.name] = value
+        return data
+
+
+@dataclass(frozen=True, kw_only=True)
+class SavedSession:
+    """A session read back from disk: the state to resume from.
+
+    Attributes:
+        header: the header.
+        path: the file.
+        history: the conversation, rebuilt from the records.
+        last_prompt_token_count: the provider's last reported prompt size.
+        consecutive_failures: the breaker's counter.
+        calibration: the estimation calibration, as saved (any JSON value, or ``None``).
+        compactions: every compaction attempt's info, oldest first.
+        warnings: what was wrong with the file and what was done about it.
+        damaged: whether a damaged tail was dropped (the file needs a repair before appending).
+        good_lines: how many leading lines were readable (the header included).
+    """
+
+    header: SessionHeader
+    path: Path
+    history: tuple[Message, ...] = ()
+    last_prompt_token_count: int = 0
+    consecutive_failures: int = 0
+    calibration: Any = None
+    compactions: tuple[JsonDict, ...] = ()
+    warnings: tuple[str, ...] = ()
+    damaged: bool = False
+    good_lines: int = 1
+
+    @property
+    def id(self) -> str:
+        """The session id."""
+        return self.header.id
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionSummary:
+    """One line of ``sessions list``.
+
+    Attributes:
+        header: the session's header.
+        path: the file.
+        updated: when the file last changed, ISO 8601 in UTC.
+        messages: how many messages its history holds.
+        compactions: how many compactions succeeded.
+        preview: the start of the first user message's text.
+        warnings: damage found while reading it.
+    """
+
+    header: SessionHeader
+    path: Path
+    updated: str
+    messages: int
+    compactions: int
+    preview: str
+    warnings: tuple[str, ...] = ()
+
+
+def sanitize_url(url: str | None) -> str | None:
+    """A URL without user info, query or fragment (where credentials hide), or ``None``."""
+    if not url:
+        return None
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def info_to_dict(info: object) -> JsonDict:
+    """A compaction info record as JSON: a dataclass (CompressionInfo) or a mapping."""
+    if dataclasses.is_dataclass(info) and not isinstance(info, type):
+        raw = {f.name: getattr(info, f.name) for f in dataclasses.fields(info)}
+    elif isinstance(info, Mapping):
+        raw = dict(info)
+    else:
+        raise TypeError(f"a compaction info must be a dataclass or a mapping, not {info!r:.60}")
+    # StrEnum values (status, trigger) become their plain string value.
+    return {k: (str(v) if isinstance(v, Enum) else v) for k, v in raw.items()}
+
+
+def info_succeeded(info: Mapping[str, Any]) -> bool:
+    return str(info.get("status", "")) == "compressed"
+
+
+def secrets_to_redact(redact: Iterable[str]) -> tuple[str, ...]:
+    """The strings to redact, longest first (so a key containing another is caught whole)."""
+    return tuple(sorted({s for s in redact if len(s) >= _MIN_SECRET_LEN}, key=len, reverse=True))
+
+
+def encode_record(record: JsonDict, redact: Sequence[str]) -> str:
+    """One record as one JSON line, with every secret replaced."""
+    line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
+    for secret in redact:
+        line = line.replace(secret, REDACTED)
+        # A secret may appear JSON-escaped (quotes, backslashes, non-ASCII are escaped).
+        escaped = json.dumps(secret, ensure_ascii=False)[1:-1]
+        if escaped != secret:
+            line = line.replace(escaped, REDACTED)
+    return line + "\n"
+
+
+def load_session(path: Path) -> SavedSession:
+    """Read one session file.
+
+    Raises:
+        SessionFileError: the file cannot be read, is not a session, or has a schema version
+            this build does not read.
+    """
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise SessionFileError(f"cannot read: {exc.strerror or exc}", path=str(path)) from exc
+    lines = raw.split(b"\n")
+    # A file written by us ends with a newline, so the last element is b"" unless truncated.
+    tail_unterminated = lines[-1] != b""
+    if not tail_unterminated:
+        lines.pop()
+    if not lines or not lines[0].strip():
+        raise SessionFileError("empty file: not an autocompact session", path=str(path))
+    header_data = _parse_line(lines[0])
+    if not isinstance(header_data, dict) or header_data.get("type") != "header":
+        raise SessionFileError(
+            "not an autocompact session (the first line is not a session header)",
+            path=str(path),
+            line=1,
+        )
+    schema = header_data.get("schema")
+    if not isinstance(schema, int) or isinstance(schema, bool) or schema < 1:
+        raise SessionFileError(
+            f"the header has no valid schema version ({schema!r})", path=str(path), line=1
+        )
+    if schema > SCHEMA_VERSION:
+        raise SessionFileError(
+            f"session schema version {schema} is newer than this build reads (version "
+            f"{SCHEMA_VERSION}); upgrade autocompact to open it",
+            path=str(path),
+            line=1,
+        )
+    header = _header_from_dict(header_data, path)
+
+    records: list[JsonDict] = []
+    warnings: list[str] = []
+    good = 1
+    damaged = False
+    for number, line in enumerate(lines[1:], start=2):
+        is_last = number == len(lines)
+        if not line.strip():
+            good += 1
+            continue
+        data = _parse_line(line)
+        if not isinstance(data, dict) or not isinstance(data.get("type"), str):
+            damaged = True
+            if is_last:
+                warnings.append(
+                    f"line {number} is incomplete (an interrupted write); it was dropped and "
+                    "every complete turn before it kept"
+                )
+            else:
+                warnings.append(
+                    f"line {number} is unreadable; the {number - 2} records before it were "
+                    f"kept and the {len(lines) - number} after it ignored"
+                )
+            break
+        records.append(data)
+        good += 1
+    if tail_unterminated and not damaged:
+        damaged = True  # complete JSON but no newline: appends need a clean line first
+
+    for version in range(schema, SCHEMA_VERSION):
+        records = _MIGRATIONS[version](records)
+    state = _replay(records, path, warnings)
+    history = state.history
+    if (
+        damaged
+        and records
+        and records[-1]["type"] == "message"
+        and history
+        and history[-1].role == "user"
+        and not history[-1].function_responses
+    ):
+        # The crash hit the turn in progress: its question was saved, its answer was not.
+        # Dropping its line too means a repair leaves no dangling question behind.
+        history = history[:-1]
+        good -= 1
+        warnings.append("the last, unanswered user message was dropped (an interrupted turn)")
+    return SavedSession(
+        header=header,
+        path=path,
+        history=tuple(history),
+        last_prompt_token_count=state.last_prompt_token_count,
+        consecutive_failures=state.consecutive_failures,
+        calibration=state.calibration,
+        compactions=tuple(state.compactions),
+        warnings=tuple(warnings),
+        damaged=damaged,
+        good_lines=good,
+    )
+
+
+def _parse_line(line: bytes) -> object:
+    try:
+        return json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+
+
+def _header_from_dict(data: Mapping[str, Any], path: Path) -> SessionHeader:
+    def need(key: str, kind: type) -> Any:
+        value = data.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise SessionFileError(
+                f"the header field {key!r} is missing or not a {kind.__name__}",
+                path=str(path),
+                line=1,
+            )
+        return value
+
+    def maybe(key: str, kind: type) -> Any:
+        value = data.get(key)
+        return value if isinstance(value, kind) else None
+
+    return SessionHeader(
+        id=need("id", str),
+        created=need("created", str),
+        cwd=need("cwd", str),
+        provider=need("provider", str),
+        model=need("model", str),
+        context_window=need("context_window", int),
+        window_source=maybe("window_source", str),
+        system_instruction=maybe("system_instruction", str),
+        base_url=maybe("base_url", str),
+        schema=SCHEMA_VERSION,
+    )
+
+
+@dataclass
+class _ReplayState:
+    history: list[Message] = field(default_factory=list)
+    last_prompt_token_count: int = 0
+    consecutive_failures: int = 0
+    calibration: Any = None
+    compactions: list[JsonDict] = field(default_factory=list)
+
+
+def _replay(records: Sequence[JsonDict], path: Path, warnings: list[str]) -> _ReplayState:
+    state = _ReplayState()
+    for number, record in enumerate(records, start=2):
+        kind = record["type"]
+        try:
+            if kind == "message":
+                state.history.append(message_from_dict(record.get("message")))
+            elif kind == "state":
+                state.last_prompt_token_count = _int(record, "last_prompt_token_count")
+                state.consecutive_failures = _int(record, "consecutive_failures")
+                state.calibration = record.get("calibration")
+            elif kind == "compaction":
+                info = record.get("info")
+                state.compactions.append(dict(info) if isinstance(info, Mapping) else {})
+                if "history" in record:
+                    items = record["history"]
+                    if not isinstance(items, list):
+                        raise ContentError("'history' must be a list")
+                    state.history = history_from_dicts(items)
+            elif kind == "clear":
+                state.history = []
+                state.last_prompt_token_count = 0
+                state.consecutive_failures = 0
+            else:
+                warnings.append(f"record type {kind!r} is unknown to this build; skipped")
+        except ContentError as exc:
+            raise SessionFileError(
+                f"a {kind} record is malformed: {exc}", path=str(path), line=number
+            ) from exc
+    return state
+
+
+def _int(record: Mapping[str, Any], key: str) -> int:
+    value = record.get(key, 0)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ContentError(f"{key!r} must be a whole number ≥ 0, got {value!r}")
+    return value
+
+
+def export_session(saved: SavedSession, fmt: ExportFormat) -> str:
+    """A saved session's history as text in an interchange format.
+
+    Args:
+        saved: the session.
+        fmt: ``"openai"`` — a JSON array of OpenAI chat-completions messages (the system
+            instruction first); ``"jsonl"`` — one neutral message object per line
+            (``autocompact.codec`` form).
+
+    Raises:
+        ContentError: a part the OpenAI format cannot carry.
+    """
+    if fmt == "jsonl":
+        return "".join(
+            json.dumps(m, ensure_ascii=False, separators=(",", ":")) + "\n"
+            for m in history_to_dicts(saved.history)
+        )
+    if fmt == "openai":
+        from autocompact.convert import to_openai_messages
+
+        messages = to_openai_messages(saved.history, saved.header.system_instruction)
+        return json.dumps(messages, ensure_ascii=False, indent=2) + "\n"
+    raise ValueError(f"unknown export format {fmt!r}: use 'openai' or 'jsonl'")
