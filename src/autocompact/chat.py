@@ -1,0 +1,466 @@
+"""Chat sessions: the pre-send check, the hard rescue, the breaker and the reactive retry (SPEC §5).
+
+:class:`ChatSession` and :class:`AsyncChatSession` share one turn flow, written once as a
+generator in :class:`_SessionCore`: it yields each :class:`ChatRequest` (side query or main turn)
+and receives the :class:`Completion`; provider errors are thrown into it. The two classes only
+differ in how they answer a request (``complete``/``stream`` or ``acomplete``/``astream``).
+
+Before every send:
+
+1. the pre-send estimate (SPEC §4) is computed once;
+2. at or above *hard*, a forced compaction runs (the hard-tier rescue; bypasses the breaker and
+   does not reset its count); below hard, an unforced one runs when the count is at or above
+   *auto* and the breaker is closed;
+3. if the count is still at or above *hard* (the summary failed, the breaker is open), the oldest
+   turns are left out of this one request — never out of the history — until it is below *auto*
+   (the guarantee); a single message larger than the window is refused before anything is sent;
+4. the request is sent; if the provider still says it is too long, a forced compaction runs and
+   the send is retried once; if that does not help, the provider's original error is raised.
+
+Failure accounting: an unforced or reactive failure adds 1, a forced (hard, manual) failure adds
+nothing, any success resets to 0. State is committed only when a step completes: a turn that is
+cancelled or fails leaves the history as it was before that turn's send (a compaction that had
+already succeeded in the same call is kept — it is a complete, valid history of its own).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import AsyncIterator, Generator, Iterator, Sequence
+from typing import TypeVar
+
+from autocompact.compaction.fallback import check_message_fits, trim_request
+from autocompact.compaction.plan import (
+    CompressionInfo,
+    CompressionResult,
+    CompressionStatus,
+    CompressionTrigger,
+    CompressOptions,
+)
+from autocompact.compaction.service import CompressionService
+from autocompact.compaction.split import validate_history
+from autocompact.content import Message, Part, as_message
+from autocompact.errors import ContextOverflowError, MalformedResponseError, ProviderError
+from autocompact.estimation import estimate_content_tokens, estimate_prompt_tokens
+from autocompact.events import (
+    BreakerClosed,
+    BreakerOpened,
+    CompactionFailed,
+    CompactionStarted,
+    CompactionSucceeded,
+    Event,
+    Hook,
+    RequestTrimmed,
+    ThresholdCrossed,
+)
+from autocompact.providers.base import (
+    ChatRequest,
+    Completion,
+    Provider,
+    StreamDone,
+    StreamEvent,
+    ToolSpec,
+)
+from autocompact.thresholds import (
+    DEFAULT_IMAGE_TOKEN_ESTIMATE,
+    MAX_CONSECUTIVE_FAILURES,
+    CompactionThresholds,
+    Tier,
+    compute_thresholds,
+    parse_window,
+)
+
+__all__ = ["AsyncChatSession", "ChatSession"]
+
+logger = logging.getLogger("autocompact")
+
+MessageLike = str | Message | Sequence[Part]
+_T = TypeVar("_T")
+_Flow = Generator[ChatRequest, Completion, Completion]
+_CompactionStep = Generator[ChatRequest, Completion, CompressionInfo]
+
+
+class _SessionCore:
+    """State and the turn flow shared by both session classes (no I/O here)."""
+
+    def __init__(
+        self,
+        provider: Provider,
+        *,
+        context_window: int,
+        system_instruction: str | None = None,
+        tools: Sequence[ToolSpec] = (),
+        history: Sequence[Message] = (),
+        last_prompt_token_count: int = 0,
+        consecutive_failures: int = 0,
+        image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE,
+        hooks: Sequence[Hook] = (),
+        max_output_tokens: int | None = None,
+        compression_service: CompressionService | None = None,
+    ) -> None:
+        self.provider = provider
+        self.context_window = parse_window(context_window, name="context_window")
+        self.thresholds: CompactionThresholds = compute_thresholds(self.context_window)
+        validate_history(history)
+        self.system_instruction = system_instruction
+        self.tools = tuple(tools)
+        self.image_token_estimate = image_token_estimate
+        self.max_output_tokens = max_output_tokens
+        self.compression = compression_service or CompressionService(provider)
+        self._history: tuple[Message, ...] = tuple(history)
+        self.last_prompt_token_count = max(0, int(last_prompt_token_count))
+        # Tokens appended after the provider's last count (the model's reply), so the main path
+        # covers the whole history, not only what the provider counted.
+        self._since_count = 0
+        self.consecutive_failures = max(0, int(consecutive_failures))
+        self.compactions: list[CompressionInfo] = []
+        self._hooks: list[Hook] = list(hooks)
+        self._tier = self.thresholds.tier(self.estimate_tokens())
+        self._make_lock()
+
+    def _make_lock(self) -> None:
+        """Create the lock that serializes sends (each session class picks its kind)."""
+
+    # -- what callers can read -------------------------------------------------------------
+
+    @property
+    def history(self) -> tuple[Message, ...]:
+        """The conversation so far (compacted where a compaction ran)."""
+        return self._history
+
+    @property
+    def tier(self) -> Tier:
+        """The tier of the current pre-send estimate (no pending message)."""
+        return self.thresholds.tier(self.estimate_tokens())
+
+    @property
+    def breaker_open(self) -> bool:
+        """Whether automatic compaction is paused by the circuit breaker."""
+        return self.consecutive_failures >= MAX_CONSECUTIVE_FAILURES
+
+    def estimate_tokens(self, message: MessageLike | None = None) -> int:
+        """The pre-send estimate of the next request (SPEC §4), with ``message`` pending."""
+        return estimate_prompt_tokens(
+            self._history,
+            None if message is None else as_message(message),
+            self._count_base(),
+            system_instruction=self.system_instruction,
+            tools=self.tools,
+            image_token_estimate=self.image_token_estimate,
+        )
+
+    def add_hook(self, hook: Hook) -> None:
+        """Register a callable that receives every event."""
+        self._hooks.append(hook)
+
+    def clear(self) -> None:
+        """Forget the conversation (and the counts and breaker state that came with it)."""
+        self._history = ()
+        self.last_prompt_token_count = 0
+        self._since_count = 0
+        self.consecutive_failures = 0
+        self._note_tier(self.estimate_tokens())
+
+    # -- the flows -------------------------------------------------------------------------
+
+    def _count_base(self) -> int:
+        if self.last_prompt_token_count <= 0:
+            return 0
+        return self.last_prompt_token_count + self._since_count
+
+    def turn_flow(self, message: Message) -> _Flow:
+        effective = self.estimate_tokens(message)
+        self._note_tier(effective)
+        if effective >= self.thresholds.hard:
+            yield from self.compaction_step(CompressionTrigger.HARD, message)
+        elif effective >= self.thresholds.auto and not self.breaker_open:
+            yield from self.compaction_step(CompressionTrigger.AUTO, message)
+        request = self._request_for(message)
+        try:
+            completion = yield request
+        except ContextOverflowError as overflow:
+            info = yield from self.compaction_step(CompressionTrigger.REACTIVE, message)
+            if info.status is not CompressionStatus.COMPRESSED:
+                raise overflow
+            request = self._request_for(message)
+            completion = yield request
+        self._commit_turn(message, request, completion)
+        return completion
+
+    def compaction_step(
+        self,
+        trigger: CompressionTrigger,
+        message: Message | None,
+        instructions: str | None = None,
+    ) -> _CompactionStep:
+        force = trigger is not CompressionTrigger.AUTO
+        options = CompressOptions(
+            context_window=self.context_window,
+            force=force,
+            consecutive_failures=self.consecutive_failures,
+            user_message=message,
+            last_prompt_token_count=self._count_base(),
+            trigger=trigger,
+            system_instruction=self.system_instruction,
+            tools=self.tools,
+            image_token_estimate=self.image_token_estimate,
+            instructions=instructions,
+        )
+        self._emit(CompactionStarted(trigger=trigger, tokens=self.estimate_tokens(message)))
+        result: CompressionResult = yield from self.compression.flow(self._history, options)
+        self._apply(result)
+        return result.info
+
+    def _apply(self, result: CompressionResult) -> None:
+        info = result.info
+        self.compactions.append(info)
+        was_open = self.breaker_open
+        previous = self.consecutive_failures
+        if info.status is CompressionStatus.COMPRESSED:
+            self._history = result.history
+            self.last_prompt_token_count = info.new_token_count
+            self._since_count = 0
+            self.consecutive_failures = 0
+            self._emit(CompactionSucceeded(info=info))
+            if was_open:
+                self._emit(BreakerClosed(previous_failures=previous))
+        elif info.status.failed:
+            if info.trigger in (CompressionTrigger.AUTO, CompressionTrigger.REACTIVE):
+                self.consecutive_failures += 1
+            self._emit(CompactionFailed(info=info))
+            if self.breaker_open and not was_open:
+                self._emit(BreakerOpened(consecutive_failures=self.consecutive_failures))
+        self._note_tier(self.estimate_tokens())
+
+    def _request_for(self, message: Message) -> ChatRequest:
+        check_message_fits(
+            message, window=self.context_window, image_token_estimate=self.image_token_estimate
+        )
+        messages: tuple[Message, ...] = (*self._history, message)
+        count = self.estimate_tokens(message)
+        if count >= self.thresholds.hard:
+            trimmed = trim_request(
+                self._history,
+                message,
+                count=count,
+                target=self.thresholds.auto,
+                image_token_estimate=self.image_token_estimate,
+            )
+            if trimmed.dropped:
+                messages = trimmed.messages
+                self._emit(
+                    RequestTrimmed(
+                        dropped_messages=trimmed.dropped,
+                        tokens_before=count,
+                        tokens_after=trimmed.tokens_after,
+                        reason="still at or above the hard threshold after the rescue",
+                    )
+                )
+        return ChatRequest(
+            messages=messages,
+            system_instruction=self.system_instruction,
+            tools=self.tools,
+            max_output_tokens=self.max_output_tokens,
+        )
+
+    def _commit_turn(self, message: Message, request: ChatRequest, completion: Completion) -> None:
+        dropped = len(self._history) + 1 - len(request.messages)
+        self._history = (*self._history, message, completion.message)
+        usage = completion.usage
+        reply_tokens = estimate_content_tokens([completion.message], self.image_token_estimate)
+        if usage is not None and usage.prompt_tokens > 0:
+            left_out = 0
+            if dropped > 0:
+                # The provider counted a trimmed request; add back what was left out.
+                left_out = estimate_content_tokens(self._history[: dropped + 1])
+            self.last_prompt_token_count = usage.prompt_tokens + left_out
+            self._since_count = max(usage.output_tokens, reply_tokens)
+        else:
+            # No count from the provider: the next send takes the cold path (whole history).
+            self.last_prompt_token_count = 0
+            self._since_count = 0
+        self._note_tier(self.estimate_tokens())
+
+    # -- events ----------------------------------------------------------------------------
+
+    def _note_tier(self, tokens: int) -> None:
+        tier = self.thresholds.tier(tokens)
+        if tier is not self._tier:
+            previous, self._tier = self._tier, tier
+            self._emit(ThresholdCrossed(previous=previous, current=tier, tokens=tokens))
+
+    def _emit(self, event: Event) -> None:
+        for hook in self._hooks:
+            try:
+                hook(event)
+            except Exception:
+                logger.exception("an autocompact hook raised on %s", event.kind)
+
+
+class ChatSession(_SessionCore):
+    """A conversation with automatic compaction, for synchronous code.
+
+    Args:
+        provider: the model to talk to (and, unless ``compression_service`` says otherwise, the
+            model that writes summaries).
+        context_window: the model's context window in tokens.
+        system_instruction: the system prompt.
+        tools: tool declarations sent with every turn.
+        history: a conversation to continue (a restored session: pass
+            ``last_prompt_token_count=0`` so the first send takes the cold estimate path).
+        last_prompt_token_count: the provider's last count of ``history``, if known.
+        consecutive_failures: the breaker's count to continue from.
+        image_token_estimate: tokens per image or document.
+        hooks: callables that receive every :mod:`autocompact.events` record.
+        max_output_tokens: the output cap of chat turns (``None``: the provider's default).
+        compression_service: a custom summarizer (another model, or a local summarizer).
+
+    Sends on one session are serialized by a lock.
+    """
+
+    def _make_lock(self) -> None:
+        self._lock = threading.RLock()
+
+    def send(self, message: MessageLike) -> Completion:
+        """Send a message and return the model's reply; compacts first when needed."""
+        msg = as_message(message)
+        with self._lock:
+            return self._drive(self.turn_flow(msg))
+
+    def send_stream(self, message: MessageLike) -> Iterator[StreamEvent]:
+        """Send a message and yield the reply as it streams; the last event is a StreamDone."""
+        msg = as_message(message)
+        with self._lock:
+            flow = self.turn_flow(msg)
+            try:
+                request = next(flow)
+                while True:
+                    if request.purpose == "side_query":
+                        try:
+                            completion = self._side_provider.complete(request)
+                        except ProviderError as exc:
+                            request = flow.throw(exc)
+                            continue
+                        request = flow.send(completion)
+                        continue
+                    final: Completion | None = None
+                    try:
+                        for event in self.provider.stream(request):
+                            if isinstance(event, StreamDone):
+                                final = event.completion
+                            else:
+                                yield event
+                        if final is None:
+                            raise MalformedResponseError(
+                                "the stream ended without a final message",
+                                provider=self.provider.name,
+                                model=self.provider.model,
+                            )
+                    except ProviderError as exc:
+                        request = flow.throw(exc)
+                        continue
+                    request = flow.send(final)
+            except StopIteration as stop:
+                yield StreamDone(completion=stop.value)
+
+    def compress(self, instructions: str | None = None) -> CompressionInfo:
+        """Compact now (manual, forced); ``instructions`` are added to the summary prompt."""
+        with self._lock:
+            step = self.compaction_step(CompressionTrigger.MANUAL, None, instructions)
+            return self._drive(step)
+
+    @property
+    def _side_provider(self) -> Provider:
+        return self.compression.provider or self.provider
+
+    def _drive(self, flow: Generator[ChatRequest, Completion, _T]) -> _T:
+        try:
+            request = next(flow)
+            while True:
+                provider = self._side_provider if request.purpose == "side_query" else self.provider
+                try:
+                    completion = provider.complete(request)
+                except ProviderError as exc:
+                    request = flow.throw(exc)
+                else:
+                    request = flow.send(completion)
+        except StopIteration as stop:
+            result: _T = stop.value
+            return result
+
+
+class AsyncChatSession(_SessionCore):
+    """A conversation with automatic compaction, for asyncio code (same arguments as
+    :class:`ChatSession`). Sends on one session are serialized by an :class:`asyncio.Lock`."""
+
+    def _make_lock(self) -> None:
+        self._lock = asyncio.Lock()
+
+    async def send(self, message: MessageLike) -> Completion:
+        """Send a message and return the model's reply; compacts first when needed."""
+        msg = as_message(message)
+        async with self._lock:
+            return await self._drive(self.turn_flow(msg))
+
+    async def send_stream(self, message: MessageLike) -> AsyncIterator[StreamEvent]:
+        """Send a message and yield the reply as it streams; the last event is a StreamDone."""
+        msg = as_message(message)
+        async with self._lock:
+            flow = self.turn_flow(msg)
+            try:
+                request = next(flow)
+                while True:
+                    if request.purpose == "side_query":
+                        try:
+                            completion = await self._side_provider.acomplete(request)
+                        except ProviderError as exc:
+                            request = flow.throw(exc)
+                            continue
+                        request = flow.send(completion)
+                        continue
+                    final: Completion | None = None
+                    try:
+                        async for event in self.provider.astream(request):
+                            if isinstance(event, StreamDone):
+                                final = event.completion
+                            else:
+                                yield event
+                        if final is None:
+                            raise MalformedResponseError(
+                                "the stream ended without a final message",
+                                provider=self.provider.name,
+                                model=self.provider.model,
+                            )
+                    except ProviderError as exc:
+                        request = flow.throw(exc)
+                        continue
+                    request = flow.send(final)
+            except StopIteration as stop:
+                yield StreamDone(completion=stop.value)
+
+    async def compress(self, instructions: str | None = None) -> CompressionInfo:
+        """Compact now (manual, forced); ``instructions`` are added to the summary prompt."""
+        async with self._lock:
+            step = self.compaction_step(CompressionTrigger.MANUAL, None, instructions)
+            return await self._drive(step)
+
+    @property
+    def _side_provider(self) -> Provider:
+        return self.compression.provider or self.provider
+
+    async def _drive(self, flow: Generator[ChatRequest, Completion, _T]) -> _T:
+        try:
+            request = next(flow)
+            while True:
+                provider = self._side_provider if request.purpose == "side_query" else self.provider
+                try:
+                    completion = await provider.acomplete(request)
+                except ProviderError as exc:
+                    request = flow.throw(exc)
+                else:
+                    request = flow.send(completion)
+        except StopIteration as stop:
+            result: _T = stop.value
+            return result

@@ -1,0 +1,100 @@
+"""Frozen event records the chat sessions emit to hooks (STYLE habit 5).
+
+A hook is any callable taking one :data:`Event`. Hooks run synchronously, in registration order;
+an exception in a hook is logged under the ``autocompact`` logger and does not stop the send.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+from autocompact.compaction.plan import CompressionInfo, CompressionTrigger
+from autocompact.thresholds import Tier
+
+__all__ = [
+    "BreakerClosed",
+    "BreakerOpened",
+    "CompactionFailed",
+    "CompactionStarted",
+    "CompactionSucceeded",
+    "Event",
+    "Hook",
+    "RequestTrimmed",
+    "ThresholdCrossed",
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ThresholdCrossed:
+    """The pre-send count moved into another tier (up or down)."""
+
+    previous: Tier
+    current: Tier
+    tokens: int
+    kind: Literal["threshold_crossed"] = "threshold_crossed"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompactionStarted:
+    """A compaction attempt is about to run."""
+
+    trigger: CompressionTrigger
+    tokens: int
+    kind: Literal["compaction_started"] = "compaction_started"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompactionSucceeded:
+    """A compaction replaced the history (``info.method`` says how)."""
+
+    info: CompressionInfo
+    kind: Literal["compaction_succeeded"] = "compaction_succeeded"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompactionFailed:
+    """A compaction attempt failed; the history is unchanged (``info.error`` says why)."""
+
+    info: CompressionInfo
+    kind: Literal["compaction_failed"] = "compaction_failed"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BreakerOpened:
+    """Too many unforced failures in a row: automatic compaction pauses."""
+
+    consecutive_failures: int
+    kind: Literal["breaker_opened"] = "breaker_opened"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BreakerClosed:
+    """A compaction succeeded while the breaker was open: automatic compaction resumes."""
+
+    previous_failures: int
+    kind: Literal["breaker_closed"] = "breaker_closed"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequestTrimmed:
+    """The last-resort fallback left the oldest turns out of one request (never the history)."""
+
+    dropped_messages: int
+    tokens_before: int
+    tokens_after: int
+    reason: str
+    kind: Literal["request_trimmed"] = "request_trimmed"
+
+
+Event: TypeAlias = (
+    ThresholdCrossed
+    | CompactionStarted
+    | CompactionSucceeded
+    | CompactionFailed
+    | BreakerOpened
+    | BreakerClosed
+    | RequestTrimmed
+)
+Hook: TypeAlias = Callable[[Event], None]
