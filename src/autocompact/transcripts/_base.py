@@ -1,0 +1,195 @@
+"""The transcript record types and the file plumbing every reader shares. Pure (reads files).
+
+A :class:`Transcript` is what a recorded agent session says, in the engine's content model:
+the messages in the order the model saw them, one :class:`RecordedCall` per API call (the prompt
+size the provider reported and how many messages preceded it) and the compactions the agent made
+(:class:`CompactionMarker`). Readers open plain or gzip'd files alike (by the gzip magic bytes,
+not the file name) and raise :class:`TranscriptFormatError` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autocompact.content import Message
+from autocompact.errors import TranscriptFormatError
+
+__all__ = [
+    "CompactionMarker",
+    "RecordedCall",
+    "Transcript",
+    "int_field",
+    "iter_json_lines",
+    "load_json",
+    "read_head",
+    "read_text",
+]
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordedCall:
+    """One API call of a recorded session.
+
+    Attributes:
+        index: the call's position among the transcript's calls (0-based).
+        preceding: how many of the transcript's messages preceded the call
+            (``messages[context_start:preceding]`` is what the model was sent).
+        context_start: the first message of the live context: 0, or the position of the latest
+            compaction's summary when the agent had compacted before this call.
+        prompt_tokens: the prompt size the provider reported, cached parts included.
+        output_tokens: the output tokens the provider reported (0 when unknown).
+        model: the model that answered, when recorded.
+        line: the 1-based line (JSONL) or message position (JSON) the call was read from.
+    """
+
+    index: int
+    preceding: int
+    context_start: int
+    prompt_tokens: int
+    output_tokens: int = 0
+    model: str | None = None
+    line: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompactionMarker:
+    """A compaction the recorded agent made.
+
+    Attributes:
+        position: index into the transcript's messages where the compacted context starts
+            (its first message is the summary, when the transcript holds one).
+        trigger: ``"auto"``, ``"manual"`` or whatever the agent recorded.
+        pre_tokens: the prompt size the agent reported just before compacting, when recorded.
+        post_tokens: the size it reported after, when recorded.
+        line: the 1-based line (or record position) of the marker.
+    """
+
+    position: int
+    trigger: str
+    pre_tokens: int | None = None
+    post_tokens: int | None = None
+    line: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Transcript:
+    """A recorded session in the engine's content model.
+
+    Attributes:
+        path: the file it was read from.
+        format: the reader's name (``"claude-code"``, ``"qwen-code"``, ``"gemini-cli"``,
+            ``"openai-json"``, ``"autocompact-session"``).
+        messages: every message the model saw, in order; after a compaction the summary
+            message and what followed it (the pre-compaction messages stay, before it).
+        calls: the recorded API calls, in order.
+        compactions: the recorded compactions, in order.
+        system_instruction: the system prompt, when the format records it.
+        summary_positions: indices of messages that are compaction summaries (not
+            conversation: a replay that simulates its own compactions skips them).
+    """
+
+    path: str
+    format: str
+    messages: tuple[Message, ...]
+    calls: tuple[RecordedCall, ...]
+    compactions: tuple[CompactionMarker, ...] = ()
+    system_instruction: str | None = None
+    summary_positions: frozenset[int] = frozenset()
+
+    def context_before(self, call: RecordedCall) -> tuple[Message, ...]:
+        """The messages the model was sent for a call (its live context)."""
+        return self.messages[call.context_start : call.preceding]
+
+
+def read_head(path: Path, size: int = 4096) -> bytes:
+    """The first bytes of a file's content (decompressed when gzip'd).
+
+    Raises:
+        TranscriptFormatError: the file cannot be opened or is a damaged gzip file.
+    """
+    try:
+        with path.open("rb") as raw:
+            magic = raw.read(2)
+        if magic == _GZIP_MAGIC:
+            with gzip.open(path, "rb") as handle:
+                return handle.read(size)
+        with path.open("rb") as handle:
+            return handle.read(size)
+    except (OSError, EOFError) as exc:
+        raise TranscriptFormatError(f"cannot read the file: {exc}", path=str(path)) from exc
+
+
+def read_text(path: Path) -> str:
+    """The whole file as UTF-8 text (gzip'd or not).
+
+    Raises:
+        TranscriptFormatError: the file cannot be read, or is not UTF-8 text.
+    """
+    try:
+        with path.open("rb") as raw:
+            magic = raw.read(2)
+        if magic == _GZIP_MAGIC:
+            with gzip.open(path, "rb") as handle:
+                data = handle.read()
+        else:
+            data = path.read_bytes()
+    except (OSError, EOFError) as exc:
+        raise TranscriptFormatError(f"cannot read the file: {exc}", path=str(path)) from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise TranscriptFormatError(
+            "not UTF-8 text: is this a transcript?", path=str(path), line=line
+        ) from exc
+
+
+def iter_json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for every non-blank line of a JSONL file.
+
+    Raises:
+        TranscriptFormatError: a line is not JSON or not a JSON object (names the line).
+    """
+    for number, line in enumerate(read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TranscriptFormatError(
+                f"not valid JSON ({exc.msg} at column {exc.colno})", path=str(path), line=number
+            ) from None
+        if not isinstance(value, dict):
+            raise TranscriptFormatError(
+                f"expected a JSON object, got {type(value).__name__}", path=str(path), line=number
+            )
+        yield number, value
+
+
+def load_json(path: Path) -> Any:
+    """The whole file parsed as one JSON document.
+
+    Raises:
+        TranscriptFormatError: the file is not valid JSON (names the line).
+    """
+    text = read_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TranscriptFormatError(
+            f"not valid JSON ({exc.msg} at column {exc.colno})", path=str(path), line=exc.lineno
+        ) from None
+
+
+def int_field(value: object) -> int:
+    """A non-negative token count from a JSON value (missing or malformed → 0)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    return max(0, int(value))

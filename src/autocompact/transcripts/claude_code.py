@@ -1,0 +1,206 @@
+"""Reader for Claude Code session logs (``~/.claude/projects/*/<session>.jsonl``). Pure.
+
+One JSON object a line. Only ``user`` and ``assistant`` lines are conversation; ``progress``,
+``system``, ``file-history-snapshot`` and ``queue-operation`` lines are not, except the
+``system`` line with ``subtype: "compact_boundary"`` that marks a compaction (``compactMetadata``
+holds ``trigger`` and ``preTokens``); the ``user`` line after it, flagged ``isCompactSummary``,
+holds the summary the model saw from then on.
+
+* One API response is streamed over several ``assistant`` lines sharing ``message.id``: their
+  blocks are merged into one message and the call is counted once. Its prompt size is
+  ``input_tokens + cache_creation_input_tokens + cache_read_input_tokens``.
+* ``toolUseResult`` is the UI's copy of a tool's output; the model saw the ``tool_result``
+  block instead, so only that is read.
+* ``isVisibleInTranscriptOnly`` is a UI flag (the compact summary carries it and the model does
+  see the summary): it does not exclude a line. Assistant lines from the ``<synthetic>`` model
+  (client-made error notices) are not API calls.
+* ``isSidechain`` lines belong to a sub-agent: they are skipped in a main session, and read
+  when every conversation line of the file is one (a ``subagents/agent-*.jsonl`` file).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from autocompact.content import Message
+from autocompact.convert import from_anthropic_message
+from autocompact.errors import ContentError, TranscriptFormatError
+from autocompact.transcripts._base import (
+    CompactionMarker,
+    RecordedCall,
+    Transcript,
+    int_field,
+    iter_json_lines,
+)
+
+__all__ = ["FORMAT", "looks_like", "read"]
+
+FORMAT = "claude-code"
+
+_ONLY_HERE = frozenset({"progress", "file-history-snapshot", "queue-operation", "summary"})
+_SYNTHETIC_MODEL = "<synthetic>"
+
+
+def looks_like(head: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the first JSON lines of a JSONL file are a Claude Code log.
+
+    A line of a type only Claude Code writes, or a conversation line whose ``message`` is an
+    Anthropic message (``content``, not Gemini's ``parts``).
+    """
+    for obj in head:
+        kind = obj.get("type")
+        if kind in _ONLY_HERE:
+            return True
+        message = obj.get("message")
+        if kind in ("user", "assistant") and isinstance(message, Mapping):
+            return "content" in message and "parts" not in message
+    return False
+
+
+def read(path: Path) -> Transcript:
+    """Read a Claude Code session log.
+
+    Raises:
+        TranscriptFormatError: a line is not JSON, or a conversation line has no usable
+            ``message`` (the error names the file and line).
+    """
+    lines = list(iter_json_lines(path))
+    conversation = [obj for _, obj in lines if obj.get("type") in ("user", "assistant")]
+    sidechain_file = bool(conversation) and all(obj.get("isSidechain") for obj in conversation)
+
+    messages: list[Message] = []
+    calls: list[RecordedCall] = []
+    compactions: list[CompactionMarker] = []
+    summaries: set[int] = set()
+    by_id: dict[str, tuple[int, int]] = {}  # message.id -> (message index, call index)
+    tool_names: dict[str, str] = {}
+    context_start = 0
+
+    for number, obj in lines:
+        kind = obj.get("type")
+        if kind == "system" and obj.get("subtype") == "compact_boundary":
+            meta = obj.get("compactMetadata")
+            meta = meta if isinstance(meta, Mapping) else {}
+            pre = meta.get("preTokens")
+            context_start = len(messages)
+            compactions.append(
+                CompactionMarker(
+                    position=context_start,
+                    trigger=str(meta.get("trigger", "unknown")),
+                    pre_tokens=int_field(pre) if pre is not None else None,
+                    line=number,
+                )
+            )
+            continue
+        if kind not in ("user", "assistant"):
+            continue
+        if obj.get("isSidechain") and not sidechain_file:
+            continue
+        raw = obj.get("message")
+        if not isinstance(raw, Mapping):
+            raise TranscriptFormatError(
+                f"a {kind} line without a 'message' object", path=str(path), line=number
+            )
+        if kind == "user":
+            message = _convert(raw, "user", len(messages), tool_names, path, number)
+            if obj.get("isCompactSummary"):
+                summaries.add(len(messages))
+            messages.append(message)
+            continue
+        message = _convert(raw, "assistant", len(messages), tool_names, path, number)
+        message_id = raw.get("id")
+        usage = raw.get("usage")
+        model = raw.get("model")
+        if isinstance(message_id, str) and message_id in by_id:
+            position, call_index = by_id[message_id]
+            merged = messages[position].parts + message.parts
+            messages[position] = Message(role="model", parts=merged)
+            if isinstance(usage, Mapping):
+                previous = calls[call_index]
+                output = max(previous.output_tokens, int_field(usage.get("output_tokens")))
+                calls[call_index] = _replace_output(previous, output)
+            continue
+        if model == _SYNTHETIC_MODEL or not isinstance(usage, Mapping):
+            messages.append(message)
+            continue
+        prompt = (
+            int_field(usage.get("input_tokens"))
+            + int_field(usage.get("cache_creation_input_tokens"))
+            + int_field(usage.get("cache_read_input_tokens"))
+        )
+        call = RecordedCall(
+            index=len(calls),
+            preceding=len(messages),
+            context_start=context_start,
+            prompt_tokens=prompt,
+            output_tokens=int_field(usage.get("output_tokens")),
+            model=model if isinstance(model, str) else None,
+            line=number,
+        )
+        if isinstance(message_id, str):
+            by_id[message_id] = (len(messages), len(calls))
+        calls.append(call)
+        messages.append(message)
+
+    return Transcript(
+        path=str(path),
+        format=FORMAT,
+        messages=tuple(messages),
+        calls=tuple(calls),
+        compactions=tuple(_with_post_tokens(compactions, calls)),
+        summary_positions=frozenset(summaries),
+    )
+
+
+def _convert(
+    raw: Mapping[str, Any],
+    role: str,
+    index: int,
+    tool_names: dict[str, str],
+    path: Path,
+    line: int,
+) -> Message:
+    content = raw.get("content")
+    if content is None:
+        raise TranscriptFormatError(
+            f"a {role} message without 'content'", path=str(path), line=line
+        )
+    try:
+        return from_anthropic_message(
+            {"role": role, "content": content}, index=index, tool_names=tool_names
+        )
+    except ContentError as exc:
+        raise TranscriptFormatError(str(exc), path=str(path), line=line) from exc
+
+
+def _replace_output(call: RecordedCall, output: int) -> RecordedCall:
+    return RecordedCall(
+        index=call.index,
+        preceding=call.preceding,
+        context_start=call.context_start,
+        prompt_tokens=call.prompt_tokens,
+        output_tokens=output,
+        model=call.model,
+        line=call.line,
+    )
+
+
+def _with_post_tokens(
+    compactions: list[CompactionMarker], calls: list[RecordedCall]
+) -> list[CompactionMarker]:
+    """Each marker with the first reported size after it (what the compaction left)."""
+    out = []
+    for marker in compactions:
+        after = next((c for c in calls if c.context_start == marker.position), None)
+        out.append(
+            CompactionMarker(
+                position=marker.position,
+                trigger=marker.trigger,
+                pre_tokens=marker.pre_tokens,
+                post_tokens=after.prompt_tokens if after else None,
+                line=marker.line,
+            )
+        )
+    return out
