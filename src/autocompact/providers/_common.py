@@ -1,0 +1,103 @@
+"""Helpers shared by the SDK adapters: error classification, key redaction, usage sums.
+
+Nothing here imports an SDK. Each adapter keeps its own single ``_convert_error`` that reads its
+SDK's exception fields and calls :func:`provider_error` to pick the project's error class.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from autocompact.errors import (
+    AuthenticationError,
+    ContextOverflowError,
+    MalformedResponseError,
+    ProviderError,
+    RateLimitError,
+)
+
+__all__ = [
+    "OVERFLOW_PATTERNS",
+    "looks_like_overflow",
+    "merge_extra",
+    "provider_error",
+    "redact",
+]
+
+# Phrases providers use when a prompt is longer than the window (HTTP 400 / 413 bodies).
+OVERFLOW_PATTERNS = re.compile(
+    r"prompt is too long"
+    r"|context[_ ]length[_ ]exceeded"
+    r"|maximum context length"
+    r"|context window"
+    r"|exceeds? the (?:maximum|max) (?:number of )?tokens"
+    r"|input token count .* exceeds"
+    r"|input (?:length|is too long|tokens? exceed)"
+    r"|range of input length"
+    r"|too many tokens"
+    r"|reduce the length of the messages"
+    r"|request too large",
+    re.IGNORECASE,
+)
+
+_MIN_SECRET = 6
+
+
+def redact(text: str, secret: str | None) -> str:
+    """``text`` with every occurrence of ``secret`` (and of its long prefixes) replaced by ``***``.
+
+    A prefix of 12+ characters counts too, because servers often echo a key truncated.
+    """
+    if not secret or len(secret) < _MIN_SECRET:
+        return text
+    out = text.replace(secret, "***")
+    if len(secret) >= 16:
+        out = re.sub(re.escape(secret[:12]) + r"\S*", "***", out)
+    return out
+
+
+def looks_like_overflow(status: int | None, message: str, code: str | None = None) -> bool:
+    """Whether an error says the prompt does not fit the model's context window."""
+    if code and OVERFLOW_PATTERNS.search(code):
+        return True
+    if status == 413:
+        return True
+    return status in (None, 400, 422) and bool(OVERFLOW_PATTERNS.search(message))
+
+
+def provider_error(
+    message: str,
+    *,
+    provider: str,
+    model: str,
+    status: int | None,
+    code: str | None = None,
+    api_key: str | None = None,
+) -> ProviderError:
+    """The project error for an HTTP failure, chosen by status and message, key redacted."""
+    text = redact(message, api_key)
+    kwargs: dict[str, Any] = {"provider": provider, "model": model, "status": status}
+    if looks_like_overflow(status, text, code):
+        return ContextOverflowError(f"the prompt is too long for the model: {text}", **kwargs)
+    if status in (401, 403):
+        return AuthenticationError(
+            f"the provider rejected the credentials: {text}; check the API key", **kwargs
+        )
+    if status == 429 or (code is not None and "overloaded" in code):
+        return RateLimitError(f"rate limited or overloaded: {text}", **kwargs)
+    if status == 529:
+        return RateLimitError(f"the provider is overloaded: {text}", retryable=True, **kwargs)
+    if status is not None and status >= 500:
+        return ProviderError(f"server error: {text}", retryable=True, **kwargs)
+    if status is not None and 200 <= status < 300:
+        return MalformedResponseError(f"malformed response: {text}", **kwargs)
+    return ProviderError(f"request failed: {text}", **kwargs)
+
+
+def merge_extra(body: dict[str, Any], extra: Mapping[str, Mapping[str, Any]], *keys: str) -> None:
+    """Merge the provider-prefixed extras of a request into ``body`` (later keys win)."""
+    for key in keys:
+        for name, value in (extra.get(key) or {}).items():
+            body[name] = value
