@@ -1,0 +1,96 @@
+"""The ``/context`` report as data (SPEC §7); the CLI renders it.
+
+For a 200K window with 170K tokens in use::
+
+    Effective window  180K (window − 20K reserve)
+    Warn threshold    147K
+    Auto threshold    167K ← current
+    Hard threshold    177K
+
+The marker stands on the tier the current count is in; below warn no threshold is marked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+from autocompact.thresholds import SUMMARY_RESERVE, CompactionThresholds, Tier
+from autocompact.tips import format_tokens
+
+__all__ = ["ContextReport", "WindowSource", "build_context_report"]
+
+WindowSource: TypeAlias = Literal["known", "configured", "server", "assumed"]
+
+_SOURCE_TEXT: dict[str, str] = {
+    "known": "known for this model",
+    "configured": "set in settings or on the command line",
+    "server": "reported by the server",
+    "assumed": "ASSUMED: the model is unknown; set model.contextWindow or --window",
+}
+_LABEL_WIDTH = 17
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContextReport:
+    """Where the conversation stands on the ladder.
+
+    Attributes:
+        window, tokens, tier, thresholds: the facts.
+        window_source: where the window came from (``assumed`` deserves a warning).
+        lines: the four ladder lines, the current tier marked with ``← current``.
+        summary: one line with the count, its share of the window and the tier.
+        source_line: one line saying where the window size came from.
+    """
+
+    window: int
+    tokens: int
+    tier: Tier
+    thresholds: CompactionThresholds
+    window_source: WindowSource
+    lines: tuple[str, ...]
+    summary: str
+    source_line: str
+
+    @property
+    def fraction(self) -> float:
+        """The share of the window in use (0 when the window is 0)."""
+        return self.tokens / self.window if self.window else 0.0
+
+
+def build_context_report(
+    tokens: int, thresholds: CompactionThresholds, *, window_source: WindowSource = "known"
+) -> ContextReport:
+    """The report for a count on a ladder."""
+    tier = thresholds.tier(tokens)
+    marker = " ← current"
+    reserve = format_tokens(SUMMARY_RESERVE)
+    rows = (
+        (
+            "Effective window",
+            f"{format_tokens(thresholds.effective_window)} (window − {reserve} reserve)",
+            None,
+        ),
+        ("Warn threshold", format_tokens(thresholds.warn), Tier.WARN),
+        ("Auto threshold", format_tokens(thresholds.auto), Tier.AUTO),
+        ("Hard threshold", format_tokens(thresholds.hard), Tier.HARD),
+    )
+    lines = tuple(
+        f"{label:<{_LABEL_WIDTH}} {value}{marker if band is tier else ''}"
+        for label, value, band in rows
+    )
+    window = thresholds.window
+    pct = f"{100 * tokens / window:.1f}%" if window else "n/a"
+    used = f"{format_tokens(tokens)} of {format_tokens(window)} ({pct})"
+    summary = f"{'Current':<{_LABEL_WIDTH}} {used}, tier {tier.value}"
+    source_line = f"{'Window':<{_LABEL_WIDTH}} {window:,} tokens ({_SOURCE_TEXT[window_source]})"
+    return ContextReport(
+        window=window,
+        tokens=tokens,
+        tier=tier,
+        thresholds=thresholds,
+        window_source=window_source,
+        lines=lines,
+        summary=summary,
+        source_line=source_line,
+    )
