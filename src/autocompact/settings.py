@@ -1,0 +1,155 @@
+"""Settings files (SPEC §8): user and project ``settings.json``, merged in order.
+
+Shape (every key optional)::
+
+    {
+      "chatCompression": {"imageTokenEstimate": 1600},
+      "model": {"provider": "anthropic", "name": "claude-sonnet-4-5",
+                "contextWindow": 200000, "baseUrl": "http://localhost:8000/v1"}
+    }
+
+``chatCompression.contextPercentageThreshold`` was removed: a file that still has it loads, the
+value is ignored, and :attr:`Settings.warnings` carries the one-line notice the CLI prints once to
+stderr. The ladder has no other knob: no environment variable overrides it.
+
+This module reads only the paths it is given; the CLI decides where they are.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from autocompact.errors import ConfigError
+from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE, parse_window
+
+__all__ = ["REMOVED_PERCENTAGE_WARNING", "Settings", "load_settings", "parse_settings"]
+
+logger = logging.getLogger("autocompact")
+
+REMOVED_PERCENTAGE_WARNING = (
+    "chatCompression.contextPercentageThreshold has been removed and is now controlled by "
+    "internal thresholds."
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """The merged settings.
+
+    Attributes:
+        image_token_estimate: tokens counted per image or document.
+        provider, model, context_window, base_url: model selection defaults (``None``: unset).
+        sources: the files that were read, in order.
+        warnings: notices for the user (deprecated or unknown keys), each once.
+    """
+
+    image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE
+    provider: str | None = None
+    model: str | None = None
+    context_window: int | None = None
+    base_url: str | None = None
+    sources: tuple[Path, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+_KNOWN = {
+    "chatCompression": {"imageTokenEstimate", "contextPercentageThreshold"},
+    "model": {"provider", "name", "contextWindow", "baseUrl"},
+}
+
+
+def load_settings(paths: Sequence[Path], *, base: Settings | None = None) -> Settings:
+    """Read and merge settings files; later files win. Missing files are skipped.
+
+    Raises:
+        ConfigError: a file is not valid JSON or a key has the wrong type (names file and key).
+    """
+    settings = base or Settings()
+    for path in paths:
+        if not path.is_file():
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(
+                f"{path}: cannot read the settings file: {exc}", file=str(path)
+            ) from exc
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg}); fix the file or "
+                "remove it",
+                file=str(path),
+            ) from exc
+        settings = parse_settings(data, file=str(path), base=settings)
+        settings = replace(settings, sources=(*settings.sources, path))
+    return settings
+
+
+def parse_settings(
+    data: object, *, file: str = "<settings>", base: Settings | None = None
+) -> Settings:
+    """Apply one parsed settings object on top of ``base``."""
+    settings = base or Settings()
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{file}: the settings must be a JSON object", file=file)
+    warnings = list(settings.warnings)
+
+    def warn(text: str) -> None:
+        if text not in warnings:
+            warnings.append(text)
+            logger.warning(text)
+
+    for section, value in data.items():
+        if section not in _KNOWN:
+            warn(f"{file}: unknown settings key {section!r} ignored")
+            continue
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{file}: {section!r} must be a JSON object", file=file, key=section)
+        for key in value:
+            if key not in _KNOWN[section]:
+                warn(f"{file}: unknown settings key '{section}.{key}' ignored")
+
+    compression = data.get("chatCompression", {})
+    if "contextPercentageThreshold" in compression:
+        warn(REMOVED_PERCENTAGE_WARNING)
+    if "imageTokenEstimate" in compression:
+        settings = replace(
+            settings,
+            image_token_estimate=_int(
+                compression["imageTokenEstimate"], file, "chatCompression.imageTokenEstimate"
+            ),
+        )
+    model = data.get("model", {})
+    updates: dict[str, Any] = {}
+    for key, field_name in (("provider", "provider"), ("name", "model"), ("baseUrl", "base_url")):
+        if key in model:
+            updates[field_name] = _str(model[key], file, f"model.{key}")
+    if "contextWindow" in model:
+        try:
+            updates["context_window"] = parse_window(
+                model["contextWindow"], name="model.contextWindow"
+            )
+        except ConfigError as exc:
+            raise ConfigError(f"{file}: {exc}", file=file, key="model.contextWindow") from exc
+    return replace(settings, warnings=tuple(warnings), **updates)
+
+
+def _int(value: object, file: str, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(
+            f"{file}: {key} must be a whole number of 0 or more, got {value!r}", file=file, key=key
+        )
+    return value
+
+
+def _str(value: object, file: str, key: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(
+            f"{file}: {key} must be a non-empty string, got {value!r}", file=file, key=key
+        )
+    return value
