@@ -99,8 +99,10 @@ class _SessionCore:
         hooks: Sequence[Hook] = (),
         max_output_tokens: int | None = None,
         compression_service: CompressionService | None = None,
+        clear_tool_outputs: bool = True,
     ) -> None:
         self.provider = provider
+        self.clear_tool_outputs = clear_tool_outputs
         self.context_window = parse_window(context_window, name="context_window")
         self.thresholds: CompactionThresholds = compute_thresholds(self.context_window)
         validate_history(history)
@@ -207,6 +209,7 @@ class _SessionCore:
             tools=self.tools,
             image_token_estimate=self.image_token_estimate,
             instructions=instructions,
+            clear_tool_outputs=self.clear_tool_outputs,
         )
         self._emit(CompactionStarted(trigger=trigger, tokens=self.estimate_tokens(message)))
         result: CompressionResult = yield from self.compression.flow(self._history, options)
@@ -316,6 +319,8 @@ class ChatSession(_SessionCore):
         hooks: callables that receive every :mod:`autocompact.events` record.
         max_output_tokens: the output cap of chat turns (``None``: the provider's default).
         compression_service: a custom summarizer (another model, or a local summarizer).
+        clear_tool_outputs: clear old tool output (no model call) before summarizing on
+            automatic triggers; when that alone gets below the auto threshold, no summary runs.
 
     Sends on one session are serialized by a lock.
     """

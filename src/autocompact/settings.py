@@ -3,7 +3,7 @@
 Shape (every key optional)::
 
     {
-      "chatCompression": {"imageTokenEstimate": 1600},
+      "chatCompression": {"imageTokenEstimate": 1600, "toolOutputClearing": true},
       "model": {"provider": "anthropic", "name": "claude-sonnet-4-5",
                 "contextWindow": 200000, "baseUrl": "http://localhost:8000/v1"}
     }
@@ -43,12 +43,14 @@ class Settings:
 
     Attributes:
         image_token_estimate: tokens counted per image or document.
+        tool_output_clearing: clear old tool output before summarizing (issue 6; default on).
         provider, model, context_window, base_url: model selection defaults (``None``: unset).
         sources: the files that were read, in order.
         warnings: notices for the user (deprecated or unknown keys), each once.
     """
 
     image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE
+    tool_output_clearing: bool = True
     provider: str | None = None
     model: str | None = None
     context_window: int | None = None
@@ -58,7 +60,7 @@ class Settings:
 
 
 _KNOWN = {
-    "chatCompression": {"imageTokenEstimate", "contextPercentageThreshold"},
+    "chatCompression": {"imageTokenEstimate", "contextPercentageThreshold", "toolOutputClearing"},
     "model": {"provider", "name", "contextWindow", "baseUrl"},
 }
 
@@ -124,6 +126,15 @@ def parse_settings(
                 compression["imageTokenEstimate"], file, "chatCompression.imageTokenEstimate"
             ),
         )
+    if "toolOutputClearing" in compression:
+        flag = compression["toolOutputClearing"]
+        if not isinstance(flag, bool):
+            raise ConfigError(
+                f"{file}: chatCompression.toolOutputClearing must be true or false, got {flag!r}",
+                file=file,
+                key="chatCompression.toolOutputClearing",
+            )
+        settings = replace(settings, tool_output_clearing=flag)
     model = data.get("model", {})
     updates: dict[str, Any] = {}
     for key, field_name in (("provider", "provider"), ("name", "model"), ("baseUrl", "base_url")):

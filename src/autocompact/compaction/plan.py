@@ -10,10 +10,15 @@ history object itself, untouched.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Literal, TypeAlias
 
+from autocompact.compaction.clearing import (
+    DEFAULT_PROTECT_TOKENS,
+    ClearingResult,
+    clear_tool_outputs,
+)
 from autocompact.compaction.prompts import (
     SUMMARY_ACKNOWLEDGEMENT,
     SUMMARY_FINAL_INSTRUCTION,
@@ -26,7 +31,7 @@ from autocompact.compaction.split import (
     MIN_COMPRESSION_FRACTION,
     find_split_point,
 )
-from autocompact.content import Message, Usage
+from autocompact.content import Message, Usage, as_message
 from autocompact.errors import ProviderError
 from autocompact.estimation import (
     PendingMessage,
@@ -104,6 +109,9 @@ class CompressOptions:
         system_instruction, tools: counted by the cold estimate.
         image_token_estimate: tokens per image or document.
         instructions: extra instructions for the summary (``/compress ...``).
+        clear_tool_outputs: run tool-output clearing (no model call) before the summary on
+            automatic triggers; a manual ``/compress`` always summarizes.
+        protect_tool_tokens: the newest tool output kept by clearing.
     """
 
     context_window: int
@@ -116,6 +124,8 @@ class CompressOptions:
     tools: Sequence[ToolSpec] = ()
     image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE
     instructions: str | None = None
+    clear_tool_outputs: bool = True
+    protect_tool_tokens: int = DEFAULT_PROTECT_TOKENS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -223,13 +233,26 @@ def compress_flow(
     if not original_history:
         return fail(CompressionStatus.NOOP, "the history is empty")
 
+    working, base, clearing = original_history, original, None
+    if options.clear_tool_outputs and options.trigger is not CompressionTrigger.MANUAL:
+        clearing = clear_tool_outputs(
+            original_history,
+            protect_tokens=options.protect_tool_tokens,
+            image_token_estimate=options.image_token_estimate,
+        )
+        if clearing.tokens_saved > 0:
+            working, base = clearing.history, max(0, original - clearing.tokens_saved)
+            pending = _pending_tokens(options)
+            if base + pending < compute_thresholds(options.context_window).auto:
+                return _cleared_result(clearing, options, original, base)
+
     split = find_split_point(
-        original_history,
+        working,
         COMPRESSION_PRESERVE_THRESHOLD,
         image_token_estimate=options.image_token_estimate,
     )
-    to_compress, to_keep = original_history[:split], original_history[split:]
-    total_chars = estimate_content_chars(original_history, options.image_token_estimate)
+    to_compress, to_keep = working[:split], working[split:]
+    total_chars = estimate_content_chars(working, options.image_token_estimate)
     compressed_chars = estimate_content_chars(to_compress, options.image_token_estimate)
     if not to_compress or compressed_chars < MIN_COMPRESSION_FRACTION * total_chars:
         return fail(CompressionStatus.NOOP, "too little history can be compressed safely")
@@ -252,7 +275,39 @@ def compress_flow(
                 compressed_messages=len(to_compress),
                 kept_messages=len(to_keep),
             )
-    return _finish(original_history, to_compress, to_keep, request, completion, original, options)
+    result = _finish(
+        original_history, to_compress, to_keep, request, completion, original, options, base
+    )
+    if clearing is None or result.info.status is not CompressionStatus.COMPRESSED:
+        return result
+    info = replace(
+        result.info,
+        cleared_tool_outputs=clearing.cleared + clearing.deduplicated,
+        clearing_tokens_saved=clearing.tokens_saved,
+    )
+    return CompressionResult(history=result.history, info=info)
+
+
+def _pending_tokens(options: CompressOptions) -> int:
+    if options.user_message is None:
+        return 0
+    return estimate_content_tokens([as_message(options.user_message)], options.image_token_estimate)
+
+
+def _cleared_result(
+    clearing: ClearingResult, options: CompressOptions, original: int, new: int
+) -> CompressionResult:
+    info = CompressionInfo(
+        status=CompressionStatus.COMPRESSED,
+        trigger=options.trigger,
+        original_token_count=original,
+        new_token_count=new,
+        method="clearing",
+        cleared_tool_outputs=clearing.cleared + clearing.deduplicated,
+        clearing_tokens_saved=clearing.tokens_saved,
+        kept_messages=len(clearing.history),
+    )
+    return CompressionResult(history=clearing.history, info=info)
 
 
 def build_side_query(to_compress: Sequence[Message], options: CompressOptions) -> ChatRequest:
@@ -277,7 +332,13 @@ def _finish(
     completion: Completion,
     original: int,
     options: CompressOptions,
+    base: int,
 ) -> CompressionResult:
+    """Validate the side query's reply and build the new history.
+
+    ``original`` is the size reported as before; ``base`` the size of the history that was
+    summarized (smaller than ``original`` when tool output was cleared first).
+    """
     usage = completion.usage
     summary = completion.text.strip()
     sizes: dict[str, Any] = {
@@ -312,7 +373,7 @@ def _finish(
         # SPEC §6: original − compressed part + summary. The estimate of the new history is a
         # floor: it may only raise the count (fire earlier), never lower it.
         floor = count_history_tokens(new_history, _cold(options))
-        new = max(original - compressed_tokens + summary_tokens, floor)
+        new = max(base - compressed_tokens + summary_tokens, floor)
         if not sizes["compression_input_token_count"]:
             sizes["compression_input_token_count"] = estimate_content_tokens(request.messages)
         if not sizes["compression_output_token_count"]:
@@ -321,10 +382,10 @@ def _finish(
         return fail(
             CompressionStatus.COMPRESSION_FAILED_TOKEN_COUNT_ERROR, f"could not count: {exc}"
         )
-    if new >= original:
+    if new >= base:
         return fail(
             CompressionStatus.COMPRESSION_FAILED_INFLATED_TOKEN_COUNT,
-            f"the compacted history would not be smaller ({new} ≥ {original} tokens)",
+            f"the compacted history would not be smaller ({new} ≥ {base} tokens)",
         )
     info = CompressionInfo(
         status=CompressionStatus.COMPRESSED,
