@@ -1,0 +1,334 @@
+"""The Anthropic Messages API adapter.
+
+Mapping of the generic settings:
+
+* ``max_tokens`` is always sent (the API requires it): the request's ``max_output_tokens``, else
+  the adapter's ``default_max_tokens`` (the model's maximum output from :mod:`autocompact.limits`
+  when built by the registry).
+* ``thinking=False`` (the side query) sends ``thinking: {"type": "disabled"}``; ``True`` sends
+  ``{"type": "enabled", "budget_tokens": ...}`` with a budget of half the cap (at least 1,024,
+  the API's floor; omitted when the cap is too small for that).
+* prompt size = ``input_tokens + cache_creation_input_tokens + cache_read_input_tokens``.
+* ``stop_reason``: ``end_turn``/``stop_sequence`` → stop, ``max_tokens`` → length, ``tool_use``
+  → tool call, ``refusal`` → content filter, ``pause_turn`` → other, and
+  ``model_context_window_exceeded`` raises :class:`ContextOverflowError`, as does a 400
+  "prompt is too long" or a 413.
+
+Thinking parts without a signature (written by another provider) cannot be verified by the API
+and are left out of the request; signed and redacted thinking is sent back as it came.
+The ``anthropic`` SDK is imported only when an adapter is built; every SDK exception is
+converted in :meth:`AnthropicProvider._convert_error`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from autocompact.content import Message, ThinkingPart, Usage
+from autocompact.convert import from_anthropic_message, to_anthropic_messages
+from autocompact.errors import (
+    AutocompactError,
+    ContentError,
+    ContextOverflowError,
+    MalformedResponseError,
+    MissingDependencyError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderTimeoutError,
+)
+from autocompact.providers._common import merge_extra, provider_error, redact
+from autocompact.providers.base import (
+    ChatRequest,
+    Completion,
+    FinishReason,
+    StreamDone,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+)
+
+__all__ = ["DEFAULT_MAX_TOKENS", "MIN_THINKING_BUDGET", "AnthropicProvider"]
+
+DEFAULT_MAX_TOKENS = 8192
+MIN_THINKING_BUDGET = 1024
+
+_STOP = {
+    "end_turn": FinishReason.STOP,
+    "stop_sequence": FinishReason.STOP,
+    "max_tokens": FinishReason.LENGTH,
+    "tool_use": FinishReason.TOOL_CALL,
+    "refusal": FinishReason.CONTENT_FILTER,
+    "pause_turn": FinishReason.OTHER,
+}
+
+
+class AnthropicProvider:
+    """A :class:`~autocompact.providers.base.Provider` over the ``anthropic`` SDK.
+
+    Args:
+        model: the model name, e.g. ``"claude-sonnet-4-5"``.
+        api_key: the API key.
+        base_url: another endpoint (a proxy or gateway).
+        default_max_tokens: ``max_tokens`` when a request sets no cap.
+        http_client: an ``httpx2.Client`` for the SDK (tests inject a mock transport here).
+        async_http_client: an ``httpx2.AsyncClient`` for the async methods.
+        timeout: seconds per request (``None``: the SDK default).
+        max_retries: SDK retries on connection errors, 429, 529 and 5xx.
+
+    Raises:
+        MissingDependencyError: the ``anthropic`` package is not installed.
+    """
+
+    name = "anthropic"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        default_max_tokens: int = DEFAULT_MAX_TOKENS,
+        http_client: Any = None,
+        async_http_client: Any = None,
+        timeout: float | None = None,
+        max_retries: int = 2,
+    ) -> None:
+        try:
+            import anthropic
+        except ImportError as exc:  # pragma: no cover - exercised only without the SDK
+            raise MissingDependencyError("anthropic", "anthropic") from exc
+        self._sdk: Any = anthropic
+        self.model = model
+        self.default_max_tokens = default_max_tokens
+        self._api_key = api_key
+        self._client_args: dict[str, Any] = {"api_key": api_key, "max_retries": max_retries}
+        if base_url is not None:
+            self._client_args["base_url"] = base_url
+        if timeout is not None:
+            self._client_args["timeout"] = timeout
+        self._http_client = http_client
+        self._async_http_client = async_http_client
+        self._client: Any = None
+        self._aclient: Any = None
+
+    def _sync(self) -> Any:
+        if self._client is None:
+            args = dict(self._client_args)
+            if self._http_client is not None:
+                args["http_client"] = self._http_client
+            self._client = self._sdk.Anthropic(**args)
+        return self._client
+
+    def _async(self) -> Any:
+        if self._aclient is None:
+            args = dict(self._client_args)
+            if self._async_http_client is not None:
+                args["http_client"] = self._async_http_client
+            self._aclient = self._sdk.AsyncAnthropic(**args)
+        return self._aclient
+
+    # -- request building --------------------------------------------------------------------
+
+    def build_body(self, request: ChatRequest) -> dict[str, Any]:
+        """The keyword arguments of ``messages.create`` for a request (unset values omitted)."""
+        max_tokens = request.max_output_tokens or self.default_max_tokens
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": max_tokens,
+            "messages": to_anthropic_messages(_sendable(request.messages)),
+        }
+        if request.system_instruction is not None:
+            body["system"] = request.system_instruction
+        if request.tools:
+            body["tools"] = [
+                {
+                    "name": t.name,
+                    **({"description": t.description} if t.description else {}),
+                    "input_schema": dict(t.parameters),
+                }
+                for t in request.tools
+            ]
+        if request.thinking is False:
+            body["thinking"] = {"type": "disabled"}
+        elif request.thinking is True:
+            budget = max(MIN_THINKING_BUDGET, max_tokens // 2)
+            if budget < max_tokens:
+                body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        extra: dict[str, Any] = {}
+        merge_extra(extra, request.extra, self.name)
+        if extra:
+            body["extra_body"] = extra
+        return body
+
+    # -- the Provider protocol ---------------------------------------------------------------
+
+    def complete(self, request: ChatRequest) -> Completion:
+        """Send a request and wait for the whole reply."""
+        with self._errors():
+            return self._parse(self._sync().messages.create(**self.build_body(request)))
+
+    def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
+        """Send a request and yield text/thinking deltas, then one :class:`StreamDone`."""
+        with self._errors(), self._sync().messages.stream(**self.build_body(request)) as events:
+            for event in events:
+                delta = _delta(event)
+                if delta is not None:
+                    yield delta
+            completion = self._parse(events.get_final_message())
+        yield StreamDone(completion=completion)
+
+    async def acomplete(self, request: ChatRequest) -> Completion:
+        """Async :meth:`complete`."""
+        with self._errors():
+            response = await self._async().messages.create(**self.build_body(request))
+            return self._parse(response)
+
+    async def astream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        """Async :meth:`stream`."""
+        with self._errors():
+            async with self._async().messages.stream(**self.build_body(request)) as events:
+                async for event in events:
+                    delta = _delta(event)
+                    if delta is not None:
+                        yield delta
+                completion = self._parse(await events.get_final_message())
+        yield StreamDone(completion=completion)
+
+    # -- responses ---------------------------------------------------------------------------
+
+    def _parse(self, response: Any) -> Completion:
+        content = getattr(response, "content", None)
+        if content is None:
+            raise MalformedResponseError(
+                "the response has no content", provider=self.name, model=self.model, status=200
+            )
+        stop = getattr(response, "stop_reason", None)
+        if stop == "model_context_window_exceeded":
+            raise ContextOverflowError(
+                "the model stopped because the context window is full "
+                "(stop_reason model_context_window_exceeded)",
+                provider=self.name,
+                model=self.model,
+            )
+        blocks = [block.model_dump(exclude_none=True) for block in content]
+        message = from_anthropic_message({"role": "assistant", "content": blocks})
+        return Completion(
+            message=message,
+            usage=_usage(getattr(response, "usage", None)),
+            finish_reason=None if stop is None else _STOP.get(stop, FinishReason.OTHER),
+            raw_finish_reason=stop,
+            model=getattr(response, "model", None) or self.model,
+        )
+
+    # -- errors: the one place SDK exceptions are converted -----------------------------------
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except ContentError as exc:
+            raise MalformedResponseError(
+                f"the reply cannot be read: {exc}", provider=self.name, model=self.model
+            ) from exc
+        except AutocompactError:
+            raise
+        except Exception as exc:
+            converted = self._convert_error(exc)
+            if converted is None:
+                raise
+            leaks = bool(self._api_key) and str(self._api_key) in f"{exc} {exc!r}"
+            raise converted from (None if leaks else exc)
+
+    def _convert_error(self, exc: Exception) -> ProviderError | None:
+        sdk = self._sdk
+        where: dict[str, Any] = {"provider": self.name, "model": self.model}
+        if isinstance(exc, sdk.APITimeoutError):
+            return ProviderTimeoutError("the request timed out", **where)
+        if isinstance(exc, sdk.APIConnectionError):
+            return ProviderConnectionError(
+                redact(f"could not reach the server: {exc}", self._api_key), **where
+            )
+        if isinstance(exc, sdk.APIResponseValidationError):
+            return MalformedResponseError(
+                "the response does not match the API schema", status=exc.status_code, **where
+            )
+        if isinstance(exc, sdk.APIStatusError):
+            message = exc.api_message or _body_text(exc.body) or exc.message
+            return provider_error(
+                str(message),
+                status=exc.status_code,
+                code=exc.error_code or exc.type,
+                api_key=self._api_key,
+                **where,
+            )
+        if isinstance(exc, sdk.APIError) and exc.body is not None:
+            # An error event inside a stream: no HTTP status, the body names the error type.
+            body = exc.body if isinstance(exc.body, dict) else {}
+            inner = body.get("error", body) if isinstance(body, dict) else {}
+            kind = inner.get("type") if isinstance(inner, dict) else None
+            status = 529 if kind == "overloaded_error" else None
+            return provider_error(
+                str(inner.get("message", exc.message) if isinstance(inner, dict) else exc.message),
+                status=status,
+                code=kind,
+                api_key=self._api_key,
+                **where,
+            )
+        if isinstance(exc, sdk.AnthropicError):
+            return ProviderError(redact(str(exc), self._api_key), **where)
+        if isinstance(exc, (ValueError, KeyError, TypeError, AttributeError)):
+            return MalformedResponseError(
+                redact(f"malformed response: {type(exc).__name__}: {exc}", self._api_key), **where
+            )
+        return None
+
+
+def _sendable(history: tuple[Message, ...]) -> list[Message]:
+    """The history without unsigned thinking (the API rejects thinking it cannot verify)."""
+    out = []
+    for message in history:
+        parts = tuple(
+            p
+            for p in message.parts
+            if not (isinstance(p, ThinkingPart) and not p.redacted and p.signature is None)
+        )
+        if parts != message.parts:
+            message = Message(role=message.role, parts=parts)
+        out.append(message)
+    return out
+
+
+def _delta(event: Any) -> StreamEvent | None:
+    kind = getattr(event, "type", None)
+    if kind == "text" and event.text:
+        return TextDelta(text=event.text)
+    if kind == "thinking" and event.thinking:
+        return ThinkingDelta(text=event.thinking)
+    return None
+
+
+def _body_text(body: object) -> str | None:
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+    if isinstance(body, str) and body:
+        return body[:500]
+    return None
+
+
+def _usage(usage: Any) -> Usage | None:
+    if usage is None:
+        return None
+    fresh = int(getattr(usage, "input_tokens", 0) or 0)
+    created = int(getattr(usage, "cache_creation_input_tokens", 0) or 0)
+    read = int(getattr(usage, "cache_read_input_tokens", 0) or 0)
+    details = getattr(usage, "output_tokens_details", None)
+    return Usage(
+        prompt_tokens=fresh + created + read,
+        output_tokens=int(getattr(usage, "output_tokens", 0) or 0),
+        cached_tokens=read,
+        thinking_tokens=int(getattr(details, "thinking_tokens", 0) or 0),
+    )
