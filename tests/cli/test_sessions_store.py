@@ -72,16 +72,16 @@ def test_sync_replays_compaction_and_clear(tmp_path: Path) -> None:
     assert store.open(w.id).history == tuple(history)
 
     compacted = [Message.user("summary"), Message.model("Got it."), *_turn(2), *_turn(3)]
-    w.sync(compacted, compactions=[FAILURE, SUCCESS], last_prompt_token_count=20)
+    w.sync(compacted, new_compactions=[FAILURE, SUCCESS], last_prompt_token_count=20)
     saved = store.open(w.id)
     assert saved.history == tuple(compacted)
     assert [c["status"] for c in saved.compactions] == [FAILURE["status"], SUCCESS["status"]]
     assert saved.last_prompt_token_count == 20
 
-    w.sync(compacted + _turn(4), compactions=[FAILURE, SUCCESS], last_prompt_token_count=30)
+    w.sync(compacted + _turn(4), last_prompt_token_count=30)
     assert store.open(w.id).history == tuple(compacted + _turn(4))
 
-    w.sync(_turn(5), compactions=[FAILURE, SUCCESS], last_prompt_token_count=5)
+    w.sync(_turn(5), last_prompt_token_count=5)
     assert store.open(w.id).history == tuple(_turn(5))
     w.record_clear()
     saved = store.open(w.id)

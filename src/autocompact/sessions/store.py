@@ -51,7 +51,8 @@ class SessionWriter:
         header: its header.
         redact: strings (API keys, tokens) replaced by ``[redacted]`` before any line is written.
         history: the history already in the file.
-        compactions: how many compaction records the file already holds.
+        state: the ``(last_prompt_token_count, consecutive_failures, calibration)`` already in
+            the file.
     """
 
     def __init__(
@@ -61,14 +62,12 @@ class SessionWriter:
         *,
         redact: Iterable[str] = (),
         history: Sequence[Message] = (),
-        compactions: int = 0,
         state: tuple[int, int, Any] | None = None,
     ) -> None:
         self.path = path
         self.header = header
         self._redact = secrets_to_redact(redact)
         self._history: tuple[Message, ...] = tuple(history)
-        self._compactions = compactions
         self._state = state
         self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 
@@ -116,7 +115,6 @@ class SessionWriter:
         if history is not None:
             record["history"] = history_to_dicts(history)
         self._write([record])
-        self._compactions += 1
         if history is not None:
             self._history = tuple(history)
 
@@ -130,22 +128,23 @@ class SessionWriter:
         self,
         history: Sequence[Message],
         *,
-        compactions: Sequence[object] = (),
+        new_compactions: Sequence[object] = (),
         last_prompt_token_count: int = 0,
         consecutive_failures: int = 0,
         calibration: Any = None,
     ) -> None:
-        """Persist whatever changed since the last call, in as few writes as possible.
+        """Persist whatever changed since the last call, in one write.
 
         Args:
             history: the chat's current history.
-            compactions: every compaction info of the chat so far (only new ones are written).
+            new_compactions: the compaction attempts (``CompressionInfo`` or mappings) made
+                since the last call, oldest first.
             last_prompt_token_count: the chat's current value.
             consecutive_failures: the chat's current value.
             calibration: the current estimation calibration, if any.
         """
         history = tuple(history)
-        new_infos = [info_to_dict(i) for i in list(compactions)[self._compactions :]]
+        new_infos = [info_to_dict(i) for i in new_compactions]
         records: list[JsonDict] = []
         persisted = self._history
         extends = len(history) >= len(persisted) and all(
@@ -167,6 +166,7 @@ class SessionWriter:
             new = ()
         else:  # the history changed without a compaction: a clear, then what is there now
             records.append({"type": "clear"})
+            self._state = None  # a clear resets the counters on replay: write them again
             new = history
         records.extend({"type": "message", "message": m} for m in history_to_dicts(new))
         state = (last_prompt_token_count, consecutive_failures, calibration)
@@ -182,7 +182,6 @@ class SessionWriter:
         if records:
             self._write(records)
         self._history = history
-        self._compactions += len(new_infos)
         self._state = state
 
     def close(self) -> None:
@@ -289,7 +288,6 @@ class SessionStore:
             saved.header,
             redact=self.redact,
             history=saved.history,
-            compactions=len(saved.compactions),
             state=(
                 saved.last_prompt_token_count,
                 saved.consecutive_failures,
