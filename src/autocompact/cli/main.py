@@ -19,6 +19,8 @@ from autocompact.errors import AutocompactError
 COMMANDS = (
     "autocompact.cli.thresholds_cmd",
     "autocompact.cli.demo_cmd",
+    "autocompact.cli.chat_cmd",
+    "autocompact.cli.sessions_cmd",
 )
 
 EXIT_OK = 0

@@ -1,0 +1,539 @@
+"""``autocompact chat``: a terminal chat whose context compacts itself, saved as it goes.
+
+Resolution order for each setting: the command line, then the resumed session's header (for
+``--continue`` / ``--resume``), then the settings files (user, then project), then the
+environment (which provider has a key set). The window's source is recorded as ``configured``
+(``--window`` or a settings file), ``known`` (the model's published window), ``server``
+(reported by the server) or ``assumed``.
+
+Testing aid: ``--provider fake`` runs offline on the scripted fake provider. When the
+environment variable ``AUTOCOMPACT_FAKE_SCRIPT`` names a JSON file, its replies are queued in
+order (see :func:`load_fake_script`); it is read only with ``--provider fake``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from rich.console import Console
+
+from autocompact.chat import ChatSession
+from autocompact.cli.repl import PipedInput, Repl, TerminalInput
+from autocompact.cli.slash import ChatContext
+from autocompact.compaction import CompressionStatus
+from autocompact.content import Usage
+from autocompact.context_report import WindowSource
+from autocompact.errors import (
+    ConfigError,
+    ContextOverflowError,
+    ProviderError,
+    ProviderTimeoutError,
+)
+from autocompact.estimation import Calibration, content_stats, update_calibration
+from autocompact.providers.base import ChatRequest, Provider, StreamDone, StreamEvent, TextDelta
+from autocompact.providers.fake import FakeProvider, FakeReply
+from autocompact.sessions import SavedSession, SessionStore, SessionWriter
+from autocompact.settings import Settings, load_settings
+from autocompact.thresholds import parse_window
+
+__all__ = [
+    "ASSUMED_WINDOW",
+    "KEY_ENV",
+    "data_dir",
+    "load_fake_script",
+    "register",
+    "run_chat",
+    "secrets_in_env",
+]
+
+ASSUMED_WINDOW = 128_000
+"""The window used when neither the model nor the configuration says (shown as ``assumed``)."""
+
+KEY_ENV: dict[str, tuple[str, ...]] = {
+    "openai": ("OPENAI_API_KEY",),
+    "openai-compatible": ("OPENAI_API_KEY",),
+    "qwen": ("DASHSCOPE_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+}
+"""The environment variables that hold each provider's key (the CLI alone reads them)."""
+
+_KEYLESS = {"openai-compatible", "fake"}
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+
+NO_PROVIDER_HELP = """no provider is configured. Pick one:
+  --provider openai       and set OPENAI_API_KEY
+  --provider anthropic    and set ANTHROPIC_API_KEY
+  --provider gemini       and set GEMINI_API_KEY (or GOOGLE_API_KEY)
+  --provider qwen         and set DASHSCOPE_API_KEY
+  --provider openai-compatible --base-url http://localhost:11434/v1 --model llama3.1
+                          for a local OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio);
+                          set OPENAI_API_KEY only if the server wants one
+  --provider fake         to try autocompact offline
+or put {"model": {"provider": ..., "name": ...}} in a settings file (%s)."""
+
+
+# -- the command ---------------------------------------------------------------------------------
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``autocompact chat``."""
+    p = subparsers.add_parser(
+        "chat",
+        help="chat with a model; the context compacts itself and the session is saved",
+        description=(
+            "Chat in the terminal. The conversation is compacted automatically as it fills the "
+            "window, and saved so that --continue picks it up later. Type /help inside."
+        ),
+    )
+    p.add_argument(
+        "--provider",
+        help="openai, anthropic, gemini, qwen, openai-compatible or fake (offline)",
+    )
+    p.add_argument("--model", help="the model name")
+    p.add_argument("--base-url", help="the server's base URL (openai-compatible servers)")
+    p.add_argument("--window", help="the context window in tokens, e.g. 131072, 128k, 1m")
+    p.add_argument("--system", help="the system instruction")
+    resume = p.add_mutually_exclusive_group()
+    resume.add_argument(
+        "--continue",
+        dest="continue_",
+        action="store_true",
+        help="resume the latest session started in this directory",
+    )
+    resume.add_argument("--resume", metavar="ID", help="resume a saved session by id (or prefix)")
+    p.add_argument("--no-save", action="store_true", help="do not save this session")
+    p.set_defaults(handler=run_chat)
+
+
+def data_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Where sessions and user settings live: ``$AUTOCOMPACT_HOME`` or the user data dir."""
+    env = os.environ if env is None else env
+    home = env.get("AUTOCOMPACT_HOME")
+    if home:
+        return Path(home).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("autocompact", appauthor=False))
+
+
+def settings_paths(home: Path, cwd: Path) -> list[Path]:
+    """The settings files, in merge order: the user's, then the project's."""
+    return [home / "settings.json", cwd / ".autocompact" / "settings.json"]
+
+
+def secrets_in_env(env: Mapping[str, str] | None = None) -> list[str]:
+    """Values of environment variables that look like credentials (to keep out of files)."""
+    env = os.environ if env is None else env
+    names = {n for names in KEY_ENV.values() for n in names}
+    return [v for k, v in env.items() if (k in names or _SECRET_NAME.search(k)) and len(v) >= 8]
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Choice:
+    provider: str
+    model: str | None
+    base_url: str | None
+    window: int | None
+    window_source: WindowSource
+    system: str | None
+
+
+def _choose(
+    args: argparse.Namespace,
+    settings: Settings,
+    saved: SavedSession | None,
+    env: Mapping[str, str],
+    home: Path,
+) -> _Choice:
+    header = saved.header if saved is not None else None
+    provider = args.provider or (header and header.provider) or settings.provider
+    if provider is None:
+        provider = next((p for p, names in KEY_ENV.items() if any(env.get(n) for n in names)), None)
+    if provider is None:
+        raise ConfigError(NO_PROVIDER_HELP % (home / "settings.json"), key="provider")
+    same = header is not None and header.provider == provider
+    model = args.model or (header.model if same and header else None) or settings.model
+    base_url = args.base_url or (header.base_url if same and header else None) or settings.base_url
+    window: int | None = None
+    source: WindowSource = "assumed"
+    if args.window is not None:
+        window, source = parse_window(args.window, name="--window"), "configured"
+    elif settings.context_window is not None:
+        window, source = settings.context_window, "configured"
+    elif header is not None and same and header.window_source == "configured":
+        # A window given when the session started stays with it (a known window is looked up
+        # again, so a corrected model table applies).
+        window, source = header.context_window, "configured"
+    system = args.system if args.system is not None else (header and header.system_instruction)
+    return _Choice(
+        provider=provider,
+        model=model,
+        base_url=base_url,
+        window=window,
+        window_source=source,
+        system=system or None,
+    )
+
+
+def run_chat(args: argparse.Namespace) -> int:
+    """Run ``autocompact chat``."""
+    env = os.environ
+    home = data_dir(env)
+    cwd = Path.cwd()
+    settings = load_settings(settings_paths(home, cwd))
+    for warning in settings.warnings:
+        print(warning, file=sys.stderr)
+
+    store = SessionStore(home / "sessions", redact=secrets_in_env(env))
+    saved: SavedSession | None = None
+    if args.resume or args.continue_:
+        sid = args.resume
+        if sid is None:
+            latest = store.latest(cwd)
+            if latest is None:
+                raise ConfigError(
+                    f"no saved session for {cwd}; start one with: autocompact chat",
+                    key="--continue",
+                )
+            sid = latest.header.id
+        saved = store.open(sid)
+    choice = _choose(args, settings, saved, env, home)
+    provider, window, source = build_provider(choice, env)
+
+    interactive = sys.stdin.isatty() and sys.stdout.isatty()
+    console = Console(highlight=False, soft_wrap=not interactive)
+    calibration = _calibration_of(saved)
+    session = ChatSession(
+        provider,
+        context_window=window,
+        system_instruction=choice.system,
+        history=saved.history if saved is not None else (),
+        # Deliberately 0 on a restore: the saved count may be stale (written before a crash,
+        # or for another model's window and tokenizer), so the first send takes the cold
+        # estimate path of SPEC §4 and a long restored history compacts before it is sent.
+        last_prompt_token_count=0,
+        consecutive_failures=saved.consecutive_failures if saved is not None else 0,
+        image_token_estimate=settings.image_token_estimate,
+        clear_tool_outputs=settings.tool_output_clearing,
+    )
+    saver = _Saver(
+        store=None if args.no_save else store,
+        choice=choice,
+        window=window,
+        window_source=source,
+        cwd=cwd,
+        saved=saved,
+        calibration=calibration,
+    )
+    ctx = ChatContext(
+        session=session,
+        provider_name=choice.provider,
+        model=provider.model,
+        window_source=source,
+        store=None if args.no_save else store,
+        session_id=saved.id if saved is not None else None,
+        on_clear=saver.clear,
+    )
+    repl = Repl(ctx, console=console, persist=saver.save, interactive=interactive)
+    session.add_hook(repl.on_event)
+    if interactive:
+        repl.source = TerminalInput(repl.footer)
+    else:
+        repl.source = PipedInput(sys.stdin)
+    _greet(console, ctx, saved)
+    if saved is not None:
+        for message in saved.history:
+            if message.role == "user" and message.text:
+                repl.source.remember(message.text)
+    code = repl.run()
+    if saver.session_id is not None:
+        console.print(
+            f"Saved as {saver.session_id}. Resume with: autocompact chat --continue "
+            f"(or --resume {saver.session_id})",
+            style="dim",
+            markup=False,
+            highlight=False,
+        )
+    saver.close()
+    return code
+
+
+def _greet(console: Console, ctx: ChatContext, saved: SavedSession | None) -> None:
+    from autocompact.cli.render import format_tokens
+
+    session = ctx.session
+    line = (
+        f"autocompact chat · {ctx.provider_name}/{ctx.model} · window "
+        f"{format_tokens(session.context_window)} ({ctx.window_source}) · /help for commands"
+    )
+    console.print(line, style="dim", markup=False, highlight=False)
+    if saved is not None:
+        console.print(
+            f"Resumed {saved.id}: {len(saved.history)} messages, about "
+            f"{format_tokens(session.estimate_tokens())} tokens.",
+            style="dim",
+            markup=False,
+            highlight=False,
+        )
+        for warning in saved.warnings:
+            console.print(f"Warning: {warning}", style="yellow", markup=False, highlight=False)
+
+
+# -- saving ----------------------------------------------------------------------------------
+
+
+def _calibration_of(saved: SavedSession | None) -> Calibration:
+    if saved is None or saved.calibration is None:
+        return Calibration()
+    try:
+        return Calibration.from_dict(saved.calibration)
+    except Exception:  # a bad calibration is not worth refusing the session over
+        return Calibration()
+
+
+class _Saver:
+    """Creates the session file on the first save with content, then appends to it."""
+
+    def __init__(
+        self,
+        *,
+        store: SessionStore | None,
+        choice: _Choice,
+        window: int,
+        window_source: WindowSource,
+        cwd: Path,
+        saved: SavedSession | None,
+        calibration: Calibration,
+    ) -> None:
+        self.store = store
+        self.choice = choice
+        self.window = window
+        self.window_source = window_source
+        self.cwd = cwd
+        self.saved = saved
+        self.calibration = calibration
+        self.writer: SessionWriter | None = None
+
+    @property
+    def session_id(self) -> str | None:
+        if self.writer is not None:
+            return self.writer.id
+        return self.saved.id if self.saved is not None else None
+
+    def _writer(self, session: ChatSession) -> SessionWriter | None:
+        if self.writer is None and self.store is not None:
+            if self.saved is not None:
+                _, self.writer = self.store.open_for_append(self.saved.id)
+            elif session.history or session.compactions:
+                self.writer = self.store.create(
+                    provider=self.choice.provider,
+                    model=session.provider.model,
+                    context_window=self.window,
+                    cwd=self.cwd,
+                    window_source=self.window_source,
+                    system_instruction=self.choice.system,
+                    base_url=self.choice.base_url,
+                )
+        return self.writer
+
+    def save(self, session: ChatSession, new_compactions: list[object]) -> None:
+        writer = self._writer(session)
+        if writer is None:
+            return
+        self._learn(session)
+        writer.sync(
+            session.history,
+            new_compactions=[
+                i for i in new_compactions if getattr(i, "status", None) != CompressionStatus.NOOP
+            ],
+            last_prompt_token_count=session.last_prompt_token_count,
+            consecutive_failures=session.consecutive_failures,
+            calibration=self.calibration.to_dict() if self.calibration.samples else None,
+        )
+
+    def _learn(self, session: ChatSession) -> None:
+        """Update the calibration from the provider's count of the last request."""
+        history = session.history
+        if session.last_prompt_token_count <= 0 or len(history) < 2:
+            return
+        sent = history[:-1]  # the last request: everything but the reply
+        if history[-1].role != "model":
+            return
+        self.calibration = update_calibration(
+            self.calibration,
+            content_stats(sent),
+            session.last_prompt_token_count,
+            baseline_tokens=0,
+        )
+
+    def clear(self) -> None:
+        if self.writer is not None:
+            self.writer.record_clear()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+# -- providers -------------------------------------------------------------------------------
+
+
+def build_provider(choice: _Choice, env: Mapping[str, str]) -> tuple[Provider, int, WindowSource]:
+    """The provider for a choice, with the window and where it came from."""
+    if choice.provider == "fake":
+        window = choice.window or ASSUMED_WINDOW
+        source: WindowSource = choice.window_source if choice.window else "assumed"
+        fake = _ScriptedFake(choice.model or "fake-model", context_window=choice.window or None)
+        script = env.get("AUTOCOMPACT_FAKE_SCRIPT")
+        if script:
+            for reply, purpose in load_fake_script(Path(script)):
+                fake.enqueue(reply, purpose=purpose)
+        return fake, window, source
+    return _real_provider(choice, env)
+
+
+def _api_key(provider: str, env: Mapping[str, str]) -> str | None:
+    names = KEY_ENV.get(provider, ())
+    key = next((env[n] for n in names if env.get(n)), None)
+    if key is None and names and provider not in _KEYLESS:
+        raise ConfigError(
+            f"provider {provider!r} needs an API key: set {' or '.join(names)} in the environment",
+            key=names[0],
+        )
+    return key
+
+
+def _real_provider(choice: _Choice, env: Mapping[str, str]) -> tuple[Provider, int, WindowSource]:
+    from autocompact import providers
+
+    get_provider = getattr(providers, "get_provider", None)
+    if get_provider is None:  # pragma: no cover - until the registry lands
+        raise ConfigError(
+            f"provider {choice.provider!r} is not available in this build; use --provider fake",
+            key="provider",
+        )
+    if choice.provider == "openai-compatible" and not choice.base_url:
+        raise ConfigError(
+            "--provider openai-compatible needs --base-url, e.g. "
+            "--base-url http://localhost:11434/v1 (Ollama) or http://localhost:8000/v1 (vLLM)",
+            key="--base-url",
+        )
+    provider: Provider = get_provider(
+        choice.provider,
+        model=choice.model,
+        api_key=_api_key(choice.provider, env),
+        base_url=choice.base_url,
+    )
+    if choice.window is not None:
+        return provider, choice.window, choice.window_source
+    known = _known_window(choice.provider, provider.model)
+    if known is not None:
+        return provider, known[0], known[1]
+    return provider, ASSUMED_WINDOW, "assumed"
+
+
+def _known_window(provider: str, model: str) -> tuple[int, WindowSource] | None:
+    try:
+        from autocompact import limits  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover - until the model table lands
+        return None
+    lookup = getattr(limits, "context_window", None)
+    if lookup is None:  # pragma: no cover
+        return None
+    window: object = cast("Callable[..., object]", lookup)(model, provider=provider)
+    return (window, "known") if isinstance(window, int) and window > 0 else None
+
+
+# -- the scripted fake (a testing aid) -------------------------------------------------------
+
+_INTERRUPT = "\x00interrupt\x00"
+
+
+class _ScriptedFake(FakeProvider):
+    """The fake provider, plus replies that raise KeyboardInterrupt part-way through a stream."""
+
+    def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
+        for event in super().stream(request):
+            if isinstance(event, TextDelta) and _INTERRUPT in event.text:
+                before = event.text.split(_INTERRUPT, 1)[0]
+                if before:
+                    yield TextDelta(text=before)
+                raise KeyboardInterrupt
+            if isinstance(event, StreamDone) and _INTERRUPT in event.completion.text:
+                raise KeyboardInterrupt
+            yield event
+
+
+_ERRORS: dict[str, Callable[[], ProviderError]] = {
+    "provider": lambda: ProviderError("scripted failure", provider="fake", model="fake-model"),
+    "timeout": lambda: ProviderTimeoutError("scripted timeout", provider="fake"),
+    "too_long": lambda: ContextOverflowError("prompt is too long (scripted)", provider="fake"),
+}
+
+
+def load_fake_script(path: Path) -> list[tuple[FakeReply, Any]]:
+    """Replies for ``--provider fake`` from a JSON file (a testing aid).
+
+    The file holds a list (or ``{"replies": [...]}``); each item is a reply text or an object::
+
+        {"text": "...",             # the reply
+         "purpose": "chat",         # or "side_query"; omitted: the next request of any kind
+         "prompt_tokens": 90000,    # reported usage (omitted: the fake's own estimate)
+         "output_tokens": 50,
+         "finish_reason": "length", # or "stop" (default)
+         "error": "provider",       # or "timeout", "too_long": raise instead of replying
+         "interrupt": true}         # stream the text, then raise KeyboardInterrupt (Ctrl-C)
+
+    Raises:
+        ConfigError: the file is missing or malformed (names the file and the item).
+    """
+    from autocompact.providers.base import FinishReason
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(
+            f"{path}: cannot read AUTOCOMPACT_FAKE_SCRIPT: {exc}", file=str(path)
+        ) from exc
+    items = data.get("replies") if isinstance(data, dict) else data
+    if not isinstance(items, list):
+        raise ConfigError(f"{path}: expected a list of replies", file=str(path))
+    out: list[tuple[FakeReply, Any]] = []
+    for n, item in enumerate(items):
+        if isinstance(item, str):
+            out.append((FakeReply(text=item), None))
+            continue
+        if not isinstance(item, dict):
+            raise ConfigError(f"{path}: reply {n} must be a string or an object", file=str(path))
+        text = str(item.get("text", ""))
+        if item.get("interrupt"):
+            text += " " + _INTERRUPT
+        error = item.get("error")
+        if error is not None and error not in _ERRORS:
+            raise ConfigError(
+                f"{path}: reply {n}: unknown error {error!r}; use one of {', '.join(_ERRORS)}",
+                file=str(path),
+            )
+        usage = None
+        if "prompt_tokens" in item or "output_tokens" in item:
+            usage = Usage(
+                prompt_tokens=int(item.get("prompt_tokens", 0)),
+                output_tokens=int(item.get("output_tokens", 0)),
+            )
+        reply = FakeReply(
+            text=text,
+            usage=usage,
+            finish_reason=FinishReason(item.get("finish_reason", "stop")),
+            error=_ERRORS[error]() if error else None,
+        )
+        out.append((reply, item.get("purpose")))
+    return out

@@ -1,0 +1,257 @@
+"""The read–send–render loop of ``autocompact chat``.
+
+Input comes from prompt_toolkit on a terminal (history, multi-line paste, Alt-Enter for a new
+line, a bottom toolbar with the footer) or, when stdin is not a terminal, one message per line
+from stdin (how tests and scripts drive it; the footer is then printed after each turn).
+Replies stream into a rich Markdown view. Ctrl-C during a reply cancels that turn only: the
+engine commits a turn to the history when its stream ends, so nothing already said is lost.
+Ctrl-D (or ``/quit``) leaves.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from typing import Protocol, TextIO
+
+from rich.console import Console
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.text import Text
+
+from autocompact.chat import ChatSession
+from autocompact.cli.render import TipScheduler, describe_event, footer_text
+from autocompact.cli.slash import REGISTRY, ChatContext, CommandResult, SlashRegistry
+from autocompact.errors import AutocompactError, ProviderError
+from autocompact.events import CompactionFailed, CompactionSucceeded, Event
+from autocompact.providers.base import StreamDone, TextDelta
+
+__all__ = ["LineSource", "Persist", "PipedInput", "Repl", "TerminalInput"]
+
+Persist = Callable[[ChatSession, list[object]], None]
+"""Saves a chat: ``(session, compaction infos since the last save)``."""
+
+
+class LineSource(Protocol):
+    """Where the REPL reads what the user types.
+
+    ``read`` raises :class:`EOFError` at the end (Ctrl-D) and :class:`KeyboardInterrupt` on
+    Ctrl-C at the prompt.
+    """
+
+    def read(self) -> str:
+        """The next message or command."""
+        ...
+
+    def remember(self, text: str) -> None:
+        """Add a line to the input history (used when a session is resumed)."""
+        ...
+
+
+class PipedInput:
+    """One message per line from a stream that is not a terminal (stdin in tests and scripts)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._lines: Iterator[str] = iter(stream)
+
+    def read(self) -> str:
+        """The next non-empty line; :class:`EOFError` at the end."""
+        for line in self._lines:
+            if line.strip():
+                return line.rstrip("\n")
+        raise EOFError
+
+    def remember(self, text: str) -> None:
+        """Piped input has no history."""
+
+
+class TerminalInput:
+    """prompt_toolkit input: in-memory history, bracketed paste, Alt-Enter for a new line.
+
+    The history is kept in memory only (never on disk, so nothing typed, keys included, is
+    written); a resumed session preloads its user messages.
+
+    Args:
+        toolbar: returns the bottom toolbar's text.
+    """
+
+    def __init__(self, toolbar: Callable[[], str]) -> None:
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.history import InMemoryHistory
+        from prompt_toolkit.key_binding import KeyBindings
+
+        bindings = KeyBindings()
+
+        @bindings.add("escape", "enter")
+        def _newline(event: object) -> None:
+            event.current_buffer.insert_text("\n")  # type: ignore[attr-defined]
+
+        self._history = InMemoryHistory()
+        self._session: PromptSession[str] = PromptSession(
+            history=self._history,
+            key_bindings=bindings,
+            bottom_toolbar=lambda: " " + toolbar(),
+            enable_history_search=True,
+        )
+
+    def read(self) -> str:
+        """Prompt for one message (a paste may span several lines)."""
+        return self._session.prompt("> ")
+
+    def remember(self, text: str) -> None:
+        """Add a line to the up-arrow history."""
+        self._history.append_string(text)
+
+
+class Repl:
+    """The chat loop.
+
+    Args:
+        ctx: the chat and its settings (shared with the slash commands).
+        console: where output goes.
+        source: where input comes from.
+        persist: saves the session with the compactions made since the last save; called after
+            every turn and every state-changing command.
+        interactive: a terminal is attached (stream with a live view; the footer is a toolbar).
+        tips: the tip scheduler.
+        registry: the slash commands.
+    """
+
+    def __init__(
+        self,
+        ctx: ChatContext,
+        *,
+        console: Console,
+        source: LineSource | None = None,
+        persist: Persist | None = None,
+        interactive: bool = False,
+        tips: TipScheduler | None = None,
+        registry: SlashRegistry = REGISTRY,
+    ) -> None:
+        self.ctx = ctx
+        self.console = console
+        self.source: LineSource = source or PipedInput(sys.stdin)
+        self._persist = persist
+        self.interactive = interactive
+        self.tips = tips or TipScheduler()
+        self.registry = registry
+        self.pending_compactions: list[object] = []
+
+    def persist(self) -> None:
+        """Save the chat (and the compactions made since the last save)."""
+        new, self.pending_compactions = self.pending_compactions, []
+        if self._persist is not None:
+            try:
+                self._persist(self.ctx.session, new)
+            except AutocompactError as exc:
+                self.console.print(Text(f"Error: the session was not saved: {exc}", style="red"))
+
+    # -- the footer and events ---------------------------------------------------------------
+
+    def footer(self) -> str:
+        """The footer's text for the chat as it stands."""
+        session = self.ctx.session
+        return footer_text(
+            session.estimate_tokens(),
+            session.thresholds,
+            consecutive_failures=session.consecutive_failures,
+        )
+
+    def on_event(self, event: Event) -> None:
+        """The engine's hook: show each event as it happens and queue compactions to save."""
+        if isinstance(event, CompactionSucceeded | CompactionFailed):
+            self.pending_compactions.append(event.info)
+        line = describe_event(event)
+        if line is not None:
+            style = "red" if isinstance(event, CompactionFailed) else "yellow"
+            self.console.print(Text(line, style=style))
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Read and answer until Ctrl-D or ``/quit``; returns the exit code."""
+        while True:
+            try:
+                line = self.source.read()
+            except EOFError:
+                break
+            except KeyboardInterrupt:
+                self.console.print(Text("(Ctrl-D or /quit to leave)", style="dim"))
+                continue
+            if not self.handle(line):
+                break
+        self.persist()
+        return 0
+
+    def handle(self, line: str) -> bool:
+        """Handle one input; ``False`` when the chat should end."""
+        text = line.strip()
+        if not text:
+            return True
+        if not self.interactive:
+            self.console.print(Text(f"> {text}", style="bold"))
+        if text.startswith("/") and not text.startswith("//"):
+            return self._command(text)
+        self.turn(text[1:] if text.startswith("//") else line)
+        return True
+
+    def _command(self, text: str) -> bool:
+        try:
+            result = self.registry.dispatch(self.ctx, text)
+        except KeyboardInterrupt:
+            self.console.print(Text("Cancelled.", style="yellow"))
+            result = CommandResult(changed=True)
+        except AutocompactError as exc:
+            self.console.print(Text(f"Error: {exc}", style="red"))
+            result = CommandResult(changed=True)
+        for out in result.lines:
+            self.console.print(out, markup=False, highlight=False)
+        if result.changed:
+            self.persist()
+        return not result.quit
+
+    def turn(self, text: str) -> None:
+        """Send one message, stream the reply, then save, show a tip and the footer."""
+        try:
+            self._stream(text)
+        except KeyboardInterrupt:
+            self.console.print(Text("\nCancelled; the conversation is as it was.", style="yellow"))
+        except ProviderError as exc:
+            self.console.print(Text(f"Error: {exc}", style="red"))
+        except AutocompactError as exc:
+            self.console.print(Text(f"Error: {exc}", style="red"))
+        self.persist()
+        self._after_turn()
+
+    def _stream(self, text: str) -> None:
+        buffer: list[str] = []
+        live: Live | None = None
+        try:
+            for event in self.ctx.session.send_stream(text):
+                if isinstance(event, TextDelta):
+                    buffer.append(event.text)
+                    if self.interactive:
+                        if live is None:
+                            live = Live(
+                                console=self.console,
+                                refresh_per_second=12,
+                                vertical_overflow="visible",
+                            )
+                            live.start()
+                        live.update(Markdown("".join(buffer)))
+                elif isinstance(event, StreamDone) and not buffer:
+                    buffer.append(event.completion.text)
+        finally:
+            if live is not None:
+                live.update(Markdown("".join(buffer)))
+                live.stop()
+        if not self.interactive:
+            self.console.print(Markdown("".join(buffer)))
+
+    def _after_turn(self) -> None:
+        session = self.ctx.session
+        tip = self.tips.after_turn(session.estimate_tokens(), session.thresholds)
+        if tip is not None:
+            self.console.print(Text(f"Tip: {tip.message}", style="cyan"))
+        if not self.interactive:
+            self.console.print(Text(f"[{self.footer()}]", style="dim"))

@@ -1,0 +1,128 @@
+"""``autocompact sessions list | show ID | export ID --format openai|jsonl``: saved chats."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.table import Table
+
+from autocompact.cli.chat_cmd import data_dir
+from autocompact.cli.render import format_tokens
+from autocompact.content import FunctionCallPart, FunctionResponsePart, Message, TextPart
+from autocompact.sessions import SessionStore, export_session
+
+__all__ = ["register", "run_export", "run_list", "run_show"]
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``autocompact sessions``."""
+    p = subparsers.add_parser(
+        "sessions",
+        help="list, show or export saved chat sessions",
+        description="Saved chat sessions (under $AUTOCOMPACT_HOME or the user data directory).",
+    )
+    sub = p.add_subparsers(dest="sessions_command", metavar="ACTION", required=True)
+    ls = sub.add_parser("list", help="list saved sessions, newest first")
+    ls.add_argument("--all", action="store_true", help="not only the 20 newest")
+    ls.set_defaults(handler=run_list)
+    show = sub.add_parser("show", help="print a session's conversation")
+    show.add_argument("id", help="the session id (or a unique prefix)")
+    show.set_defaults(handler=run_show)
+    export = sub.add_parser("export", help="write a session's history in an interchange format")
+    export.add_argument("id", help="the session id (or a unique prefix)")
+    export.add_argument(
+        "--format",
+        choices=("openai", "jsonl"),
+        default="jsonl",
+        help="openai: a JSON array of chat-completions messages; jsonl: one neutral message "
+        "a line (default)",
+    )
+    export.add_argument("-o", "--output", help="write to this file instead of stdout")
+    export.set_defaults(handler=run_export)
+
+
+def _store() -> SessionStore:
+    return SessionStore(data_dir() / "sessions")
+
+
+def run_list(args: argparse.Namespace) -> int:
+    """``sessions list``."""
+    store = _store()
+    summaries = store.list()
+    console = Console(highlight=False)
+    if not summaries:
+        console.print(f"No saved sessions in {store.root}.", markup=False)
+        return 0
+    table = Table(box=None, pad_edge=False)
+    for column in ("id", "updated", "provider/model", "msgs", "compactions", "directory", "first"):
+        table.add_column(column, overflow="fold")
+    for s in summaries if args.all else summaries[:20]:
+        table.add_row(
+            s.header.id,
+            s.updated.replace("+00:00", "Z"),
+            f"{s.header.provider}/{s.header.model}",
+            str(s.messages),
+            str(s.compactions),
+            s.header.cwd,
+            s.preview,
+        )
+    console.print(table)
+    return 0
+
+
+def _part_text(message: Message) -> str:
+    pieces = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            pieces.append(part.text)
+        elif isinstance(part, FunctionCallPart):
+            pieces.append(f"`→ {part.name}({dict(part.arguments)})`")
+        elif isinstance(part, FunctionResponsePart):
+            pieces.append(f"`← {part.name}: {str(part.response)[:200]}`")
+        else:
+            pieces.append(f"[{part.kind}]")
+    return "\n\n".join(pieces)
+
+
+def run_show(args: argparse.Namespace) -> int:
+    """``sessions show ID``."""
+    saved = _store().open(args.id)
+    console = Console(highlight=False)
+    h = saved.header
+    console.print(
+        f"{h.id} · {h.provider}/{h.model} · window {format_tokens(h.context_window)} · "
+        f"started {h.created} in {h.cwd}",
+        style="bold",
+        markup=False,
+    )
+    for warning in saved.warnings:
+        console.print(f"Warning: {warning}", style="yellow", markup=False)
+    if h.system_instruction:
+        console.print(f"system: {h.system_instruction}", style="dim", markup=False)
+    for c in saved.compactions:
+        if c.get("status") == "compressed":
+            console.print(
+                f"(compacted {format_tokens(c.get('original_token_count', 0))} → "
+                f"{format_tokens(c.get('new_token_count', 0))} tokens, {c.get('trigger')})",
+                style="yellow",
+                markup=False,
+            )
+    for message in saved.history:
+        console.print(f"\n{message.role}:", style="bold cyan", markup=False)
+        console.print(Markdown(_part_text(message)))
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    """``sessions export ID --format openai|jsonl``."""
+    saved = _store().open(args.id)
+    text = export_session(saved, args.format)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
