@@ -1,0 +1,299 @@
+"""Model limits: context window and maximum output per model, and where each number came from.
+
+Sources, in order of precedence (:func:`resolve_limits`):
+
+1. ``configured`` — the user set the window (settings ``model.contextWindow`` or a flag);
+2. ``server`` — a local server reported it (vLLM ``/v1/models`` ``max_model_len``, Ollama
+   ``/api/show``, llama.cpp ``/props``, LM Studio ``/api/v0/models``);
+3. ``known`` — the bundled table ``data/models.json`` (longest matching name prefix);
+4. ``assumed`` — :data:`ASSUMED_CONTEXT_WINDOW`, always with a warning for ``/context``.
+
+Standard library only: server queries use :mod:`urllib.request` and never raise (a failed query
+is reported as ``None`` with the reason logged under the ``autocompact`` logger).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any, Literal, TypeAlias
+
+from autocompact.errors import ConfigError
+
+__all__ = [
+    "ASSUMED_CONTEXT_WINDOW",
+    "ASSUMED_MAX_OUTPUT_TOKENS",
+    "LimitsSource",
+    "ModelLimits",
+    "ServerKind",
+    "known_limits",
+    "load_model_table",
+    "query_server_limits",
+    "resolve_limits",
+]
+
+logger = logging.getLogger("autocompact")
+
+LimitsSource: TypeAlias = Literal["known", "configured", "server", "assumed"]
+ServerKind: TypeAlias = Literal["vllm", "ollama", "llamacpp", "lmstudio"]
+
+ASSUMED_CONTEXT_WINDOW = 32_768
+"""The window assumed for an unknown model: small on purpose, so compaction comes early."""
+ASSUMED_MAX_OUTPUT_TOKENS = 4_096
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelLimits:
+    """What is known about a model's limits.
+
+    Attributes:
+        model: the model name asked about.
+        context_window: the window in tokens.
+        max_output_tokens: the largest output the model may produce, when known.
+        source: ``known``, ``configured``, ``server`` or ``assumed``.
+        matched: the table entry or server that supplied the numbers, if any.
+        warning: a notice for the user (set whenever the window is assumed).
+    """
+
+    model: str
+    context_window: int
+    max_output_tokens: int | None = None
+    source: LimitsSource = "known"
+    matched: str | None = None
+    warning: str | None = None
+
+
+# -- the bundled table -------------------------------------------------------------------------
+
+
+@cache
+def load_model_table() -> dict[str, tuple[int, int | None]]:
+    """The bundled table: lower-case name prefix → (context window, max output).
+
+    Raises:
+        ConfigError: the data file is damaged (a packaging bug).
+    """
+    text = resources.files("autocompact").joinpath("data/models.json").read_text("utf-8")
+    table: dict[str, tuple[int, int | None]] = {}
+    try:
+        for entry in json.loads(text)["models"]:
+            window = int(entry["context_window"])
+            output = entry.get("max_output_tokens")
+            for prefix in entry["match"]:
+                key = str(prefix).lower()
+                if key in table:
+                    raise ConfigError(f"models.json: prefix {key!r} is listed twice", key=key)
+                table[key] = (window, int(output) if output is not None else None)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"models.json is damaged: {exc}", key="models") from exc
+    return table
+
+
+def _normalize(model: str) -> str:
+    name = model.strip().lower()
+    for prefix in ("models/",):
+        name = name.removeprefix(prefix)
+    return name.rsplit("/", 1)[-1]
+
+
+def known_limits(model: str) -> ModelLimits | None:
+    """The bundled limits of ``model`` (longest matching prefix), or ``None``."""
+    name = _normalize(model)
+    table = load_model_table()
+    best = max((p for p in table if name.startswith(p)), key=len, default=None)
+    if best is None:
+        return None
+    window, output = table[best]
+    return ModelLimits(
+        model=model, context_window=window, max_output_tokens=output, source="known", matched=best
+    )
+
+
+# -- local servers -----------------------------------------------------------------------------
+
+
+def _root(base_url: str) -> str:
+    """``http://host:port`` of a base URL such as ``http://host:port/v1``."""
+    parts = urllib.parse.urlsplit(base_url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _fetch(url: str, body: dict[str, Any] | None, timeout: float) -> Any:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(
+        url,
+        data=data,
+        method="POST" if data is not None else "GET",
+        headers={"Content-Type": "application/json", "Accept": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.loads(response.read().decode("utf-8"))
+
+
+def _vllm(base_url: str, model: str, timeout: float) -> tuple[int, str | None] | None:
+    payload = _fetch(base_url.rstrip("/") + "/models", None, timeout)
+    entries = payload.get("data", []) if isinstance(payload, dict) else []
+    for entry in entries:
+        if entry.get("id") == model and isinstance(entry.get("max_model_len"), int):
+            return entry["max_model_len"], None
+    lengths = [e["max_model_len"] for e in entries if isinstance(e.get("max_model_len"), int)]
+    return (lengths[0], None) if len(lengths) == 1 else None
+
+
+def _ollama(base_url: str, model: str, timeout: float) -> tuple[int, str | None] | None:
+    payload = _fetch(_root(base_url) + "/api/show", {"model": model}, timeout)
+    if not isinstance(payload, dict):
+        return None
+    native = next(
+        (
+            int(v)
+            for k, v in (payload.get("model_info") or {}).items()
+            if k.endswith(".context_length") and isinstance(v, int)
+        ),
+        None,
+    )
+    num_ctx = None
+    for line in str(payload.get("parameters") or "").splitlines():
+        fields = line.split()
+        if len(fields) == 2 and fields[0] == "num_ctx" and fields[1].isdigit():
+            num_ctx = int(fields[1])
+    if num_ctx is not None:
+        return (min(num_ctx, native) if native else num_ctx), None
+    if native is None:
+        return None
+    return native, (
+        f"Ollama reports a {native:,}-token model context, but serves requests with its own "
+        "num_ctx (OLLAMA_CONTEXT_LENGTH) unless the model sets one; if replies lose the start "
+        "of the conversation, set model.contextWindow to that value"
+    )
+
+
+def _llamacpp(base_url: str, model: str, timeout: float) -> tuple[int, str | None] | None:
+    payload = _fetch(_root(base_url) + "/props", None, timeout)
+    settings = payload.get("default_generation_settings", {}) if isinstance(payload, dict) else {}
+    n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+    return (n_ctx, None) if isinstance(n_ctx, int) else None
+
+
+def _lmstudio(base_url: str, model: str, timeout: float) -> tuple[int, str | None] | None:
+    quoted = urllib.parse.quote(model, safe="")
+    payload = _fetch(_root(base_url) + f"/api/v0/models/{quoted}", None, timeout)
+    if not isinstance(payload, dict):
+        return None
+    for key in ("loaded_context_length", "max_context_length"):
+        if isinstance(payload.get(key), int):
+            return payload[key], None
+    return None
+
+
+_QUERIES = {"vllm": _vllm, "ollama": _ollama, "llamacpp": _llamacpp, "lmstudio": _lmstudio}
+
+
+def query_server_limits(
+    base_url: str, model: str, *, kind: ServerKind = "vllm", timeout: float = 2.0
+) -> ModelLimits | None:
+    """Ask a local OpenAI-compatible server for the model's context window.
+
+    Args:
+        base_url: the server's OpenAI base URL (``http://127.0.0.1:8000/v1``).
+        model: the model name.
+        kind: which server it is (each reports the window its own way).
+        timeout: seconds to wait.
+
+    Returns:
+        Limits with ``source="server"``, or ``None`` when the server did not say (the reason
+        is logged at INFO level). Never raises for network or format problems.
+    """
+    query = _QUERIES.get(kind)
+    if query is None:
+        raise ConfigError(
+            f"unknown server kind {kind!r}: use one of {', '.join(_QUERIES)}", key="kind"
+        )
+    try:
+        found = query(base_url, model, timeout)
+    except (OSError, ValueError, urllib.error.URLError, AttributeError, TypeError) as exc:
+        logger.info("could not read the context window from %s (%s): %s", base_url, kind, exc)
+        return None
+    if found is None:
+        logger.info("%s at %s did not report a context window for %s", kind, base_url, model)
+        return None
+    window, warning = found
+    return ModelLimits(
+        model=model,
+        context_window=window,
+        max_output_tokens=None,
+        source="server",
+        matched=f"{kind} at {base_url}",
+        warning=warning,
+    )
+
+
+# -- resolution --------------------------------------------------------------------------------
+
+
+def resolve_limits(
+    model: str,
+    *,
+    configured_window: int | None = None,
+    configured_max_output: int | None = None,
+    server: ModelLimits | None = None,
+    assumed_window: int = ASSUMED_CONTEXT_WINDOW,
+) -> ModelLimits:
+    """The limits to use for ``model``: configured, else server, else known, else assumed.
+
+    Args:
+        model: the model name.
+        configured_window: the user's window (settings ``model.contextWindow``).
+        configured_max_output: the user's maximum output, if set.
+        server: what a local server reported (:func:`query_server_limits`).
+        assumed_window: the fallback window.
+
+    Returns:
+        Limits whose ``source`` says where the window came from; an assumed window always
+        carries a ``warning`` to show in ``/context``.
+    """
+    known = known_limits(model)
+    max_output = configured_max_output or (known.max_output_tokens if known else None)
+    if configured_window is not None:
+        return ModelLimits(
+            model=model,
+            context_window=configured_window,
+            max_output_tokens=max_output,
+            source="configured",
+            matched="settings",
+        )
+    if server is not None:
+        return ModelLimits(
+            model=model,
+            context_window=server.context_window,
+            max_output_tokens=max_output,
+            source="server",
+            matched=server.matched,
+            warning=server.warning,
+        )
+    if known is not None:
+        if configured_max_output is not None:
+            return ModelLimits(
+                model=model,
+                context_window=known.context_window,
+                max_output_tokens=configured_max_output,
+                source="known",
+                matched=known.matched,
+            )
+        return known
+    return ModelLimits(
+        model=model,
+        context_window=assumed_window,
+        max_output_tokens=configured_max_output or ASSUMED_MAX_OUTPUT_TOKENS,
+        source="assumed",
+        warning=(
+            f"the context window of {model!r} is unknown; assuming {assumed_window:,} tokens. "
+            "Set model.contextWindow in settings (or pass --context-window) to the real value"
+        ),
+    )
