@@ -197,8 +197,8 @@ def section_compaction(
         f"`CompressionService.compress(force=True)` on the {_label(size)}-token history"
         f" ({len(hist)} messages; {check.info.compressed_messages} compressed,"
         f" {check.info.kept_messages} kept); the provider returns a prebuilt summary."
-        " *Fresh objects*: no message's size computed before (the warm path never walks the"
-        " history, so in a long session most old messages are first measured here)."
+        " *Seen objects* is the running-session case (a `ChatSession` measures every message as"
+        " it is added); *fresh objects*: a history handed in unmeasured."
     )
     report.line()
     try:
