@@ -458,6 +458,34 @@ def section_targets(report: Report, cfg: Config, results: Results) -> None:
 # --- main ----------------------------------------------------------------------------------
 
 
+def profile(hist: History, pending_pool: list[dict[str, Any]]) -> int:
+    """cProfile tops of the cold estimate on fresh objects and of warm sends (for findings)."""
+    import cProfile
+    import pstats
+
+    messages = fresh_messages(hist.dicts)
+    print(f"\n### cold estimate, fresh objects, {size_label(hist.tokens)} tokens\n")
+    prof = cProfile.Profile()
+    prof.runcall(estimate_prompt_tokens, messages, None, 0)
+    pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(10)
+    if importlib.util.find_spec("autocompact.chat") is None:
+        return 0
+    from autocompact.chat import ChatSession
+
+    session = ChatSession(
+        _engine.CannedProvider(hist.tokens),
+        context_window=_engine.WINDOW,
+        history=messages,
+        last_prompt_token_count=hist.tokens,
+    )
+    pendings = fresh_messages(pending_pool * 500)
+    print(f"\n### 500 warm sends, {size_label(hist.tokens)} tokens\n")
+    prof = cProfile.Profile()
+    prof.runcall(lambda: [session.send(m) for m in pendings])
+    pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(10)
+    return 0
+
+
 def median_user_message(pool: list[dict[str, Any]]) -> dict[str, Any]:
     """The user message of median estimated size: what a typical send adds."""
     users = [d for d in pool if d["role"] == "user"] or pool
@@ -496,6 +524,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, help="interleaved rounds per comparison")
     parser.add_argument("--output", type=Path, help="also write the report to this file")
     parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="only print cProfile tops of the cold estimate and a warm send at the largest size",
+    )
+    parser.add_argument(
         "--synthetic", action="store_true", help="use generated histories even if data is present"
     )
     args = parser.parse_args(argv)
@@ -521,6 +554,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"- Pending message (every send): the pool's median user message, "
         f"{estimate_prompt_tokens([], pending, 0):,} tokens ({kinds})"
     )
+    if args.profile:
+        return profile(histories[cfg.sizes[-1]], pending_pool)
     results = Results()
     section_estimation(report, cfg, histories, pending_pool, cta, enc, results)
     _engine.section_send(report, cfg, histories, pending_pool, results)
