@@ -16,6 +16,7 @@ from autocompact.providers.base import (
     ThinkingDelta,
     ToolSpec,
 )
+from autocompact.providers.registry import get_provider
 
 __all__ = [
     "ChatRequest",
@@ -27,4 +28,5 @@ __all__ = [
     "TextDelta",
     "ThinkingDelta",
     "ToolSpec",
+    "get_provider",
 ]

@@ -165,9 +165,15 @@ class AnthropicProvider:
     # -- the Provider protocol ---------------------------------------------------------------
 
     def complete(self, request: ChatRequest) -> Completion:
-        """Send a request and wait for the whole reply."""
-        with self._errors():
-            return self._parse(self._sync().messages.create(**self.build_body(request)))
+        """Send a request and wait for the whole reply.
+
+        The request is streamed under the hood: the SDK refuses non-streaming requests whose
+        ``max_tokens`` may take over ten minutes (8,192 tokens on Opus 4.0/4.1, ~21K elsewhere),
+        and a 20K-token summary is such a request.
+        """
+        with self._errors(), self._sync().messages.stream(**self.build_body(request)) as events:
+            events.until_done()
+            return self._parse(events.get_final_message())
 
     def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
         """Send a request and yield text/thinking deltas, then one :class:`StreamDone`."""
@@ -180,10 +186,11 @@ class AnthropicProvider:
         yield StreamDone(completion=completion)
 
     async def acomplete(self, request: ChatRequest) -> Completion:
-        """Async :meth:`complete`."""
+        """Async :meth:`complete` (streamed under the hood as well)."""
         with self._errors():
-            response = await self._async().messages.create(**self.build_body(request))
-            return self._parse(response)
+            async with self._async().messages.stream(**self.build_body(request)) as events:
+                await events.until_done()
+                return self._parse(await events.get_final_message())
 
     async def astream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Async :meth:`stream`."""
