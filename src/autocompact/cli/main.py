@@ -21,6 +21,7 @@ COMMANDS = (
     "autocompact.cli.demo_cmd",
     "autocompact.cli.chat_cmd",
     "autocompact.cli.sessions_cmd",
+    "autocompact.cli.replay_cmd",
 )
 
 EXIT_OK = 0

@@ -1,0 +1,364 @@
+"""``autocompact replay FILE... [--window N] [--failure-rate P] [--seed S] [--json] [--plot PNG]``.
+
+Reads recorded transcripts (any format :mod:`autocompact.transcripts` reads, gzip'd or not), runs
+:func:`autocompact.replay.replay` on each and prints, per file, a chart of the prompt size per
+call (recorded and as each policy would have had it, with the warn / auto / hard lines and the
+compaction points), the estimation table and the policy table; then both tables over all files.
+``--json`` prints ``{"files": [...]}`` instead; ``--plot`` also writes the chart as a PNG
+(needs the ``plot`` extra: matplotlib).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.table import Table
+
+from autocompact.errors import ConfigError, MissingDependencyError
+from autocompact.replay import (
+    ESTIMATORS,
+    POLICIES,
+    CallRow,
+    FileReport,
+    PolicyResult,
+    ReplayOptions,
+    replay,
+    summarize_errors,
+)
+from autocompact.thresholds import parse_window
+from autocompact.transcripts import read_transcript
+
+__all__ = ["register", "render_chart", "run"]
+
+DEFAULT_WINDOW = 200_000
+_MARKS = {"recorded": "·", "ladder": "●", "legacy": "○"}
+_COMPACTION_MARKS = {"ladder": "L", "legacy": "G"}
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``autocompact replay``."""
+    p = subparsers.add_parser(
+        "replay",
+        help="replay recorded agent sessions: estimate accuracy and compaction policies",
+        description=(
+            "Replay recorded sessions (Claude Code, qwen-code, gemini-cli, OpenAI JSON, "
+            "autocompact sessions; gzip'd or not) through the engine: how far the token "
+            "estimates were from the reported prompt sizes, and what the ladder and the legacy "
+            "70%% rule would have done on the same growth."
+        ),
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="transcript files")
+    p.add_argument(
+        "--window",
+        default=str(DEFAULT_WINDOW),
+        help=f"context window to simulate, e.g. 200000 or 128k (default {DEFAULT_WINDOW:,})",
+    )
+    p.add_argument(
+        "--failure-rate",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="probability that one summary fails, 0 to 1 (default 0)",
+    )
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="seed for the failures")
+    p.add_argument("--json", action="store_true", help='print {"files": [...]} as JSON')
+    p.add_argument("--plot", metavar="PNG", help="also write the size chart as a PNG")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``autocompact replay``."""
+    options = ReplayOptions(
+        window=parse_window(args.window, name="--window"),
+        failure_rate=_rate(args.failure_rate),
+        seed=args.seed,
+    )
+    paths = [Path(f) for f in args.files]
+    for path in paths:
+        if not path.is_file():
+            raise ConfigError(f"{path}: no such file", key="FILE")
+    if args.plot:
+        _require_matplotlib()
+    reports = _replay_all(paths, options, show_progress=not args.json and len(paths) > 1)
+    if args.json:
+        print(json.dumps({"files": [r.as_json() for r in reports]}, indent=2))
+    else:
+        console = Console(highlight=False)
+        for report in reports:
+            _print_report(console, report)
+        if len(reports) > 1:
+            _print_totals(console, reports)
+    if args.plot:
+        write_plot(reports, Path(args.plot))
+        if not args.json:
+            print(f"Chart written to {args.plot}", file=sys.stderr)
+    return 0
+
+
+def _rate(value: float) -> float:
+    if not 0 <= value <= 1:
+        raise ConfigError(
+            f"--failure-rate must be between 0 and 1, got {value}", key="failure_rate"
+        )
+    return value
+
+
+def _replay_all(
+    paths: Sequence[Path], options: ReplayOptions, *, show_progress: bool
+) -> list[FileReport]:
+    reports: list[FileReport] = []
+    if not show_progress:
+        return [replay(read_transcript(path), options) for path in paths]
+    progress = Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
+    with progress:
+        task = progress.add_task("Replaying", total=len(paths))
+        for path in paths:
+            progress.update(task, description=f"Replaying {path.name}")
+            reports.append(replay(read_transcript(path), options))
+            progress.advance(task)
+    return reports
+
+
+# -- terminal report -----------------------------------------------------------------------------
+
+
+def _k(tokens: float) -> str:
+    return f"{tokens / 1000:,.1f}K" if tokens >= 1000 else f"{tokens:,.0f}"
+
+
+def _pct(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "–"
+    return f"{value * 100:+.1f}%" if signed else f"{value * 100:.1f}%"
+
+
+def render_chart(report: FileReport, *, width: int = 72, height: int = 14) -> list[str]:
+    """The size-per-call chart as text lines.
+
+    ``·`` recorded size, ``●`` the ladder, ``○`` legacy; ``L``/``G`` mark a compaction by the
+    ladder/legacy; the warn, auto and hard lines are labelled on the right, ``window`` at the top.
+    """
+    rows = report.rows
+    if not rows:
+        return ["(no recorded calls)"]
+    series: dict[str, Sequence[int]] = {
+        "recorded": [row.reported for row in rows],
+        **{name: report.policies[name].sizes for name in POLICIES},
+    }
+    top = max(report.window, *(max(s) for s in series.values() if s))
+    columns = min(width, len(rows))
+
+    def col(call_index: int) -> int:
+        return call_index * columns // len(rows)
+
+    def line_of(tokens: float) -> int:
+        return min(height - 1, int(tokens / top * (height - 1) + 0.5))
+
+    grid = [[" "] * columns for _ in range(height)]
+    labels = {
+        line_of(report.window): "window",
+        line_of(report.thresholds.hard): "hard",
+        line_of(report.thresholds.auto): "auto",
+        line_of(report.thresholds.warn): "warn",
+    }
+    for level in labels:
+        grid[level] = ["-"] * columns
+    for name in ("recorded", "legacy", "ladder"):
+        for index, tokens in enumerate(series[name]):
+            grid[line_of(tokens)][col(index)] = _MARKS[name]
+    for name in POLICIES:
+        for event in report.policies[name].events:
+            if event.kind == "compacted":
+                grid[line_of(event.tokens_after)][col(event.call - 1)] = _COMPACTION_MARKS[name]
+    out = []
+    for level in range(height - 1, -1, -1):
+        axis = _k(top * level / (height - 1)).rjust(7)
+        label = labels.get(level, "")
+        if label:
+            threshold = {
+                "window": report.window,
+                "hard": report.thresholds.hard,
+                "auto": report.thresholds.auto,
+                "warn": report.thresholds.warn,
+            }[label]
+            label = f" {label} {_k(threshold)}"
+        out.append(f"{axis} |{''.join(grid[level])}{label}")
+    out.append(" " * 8 + "+" + "-" * columns)
+    out.append(" " * 9 + f"call 1 … {len(rows)}   · recorded  ● ladder  ○ legacy  L/G compaction")
+    return out
+
+
+def estimation_table(title: str, rows: Sequence[CallRow]) -> Table:
+    """The estimation table over some rows (the first call of each file excluded by caller)."""
+    table = Table(title=title, title_justify="left", box=None, pad_edge=False)
+    for column in ("estimate", "calls", "mean", "median", "p95 |err|", "±10%", "±30%"):
+        table.add_column(column, justify="left" if column == "estimate" else "right")
+    for name in (*ESTIMATORS, "learned"):
+        summary = summarize_errors([(row.estimate(name), row.reported) for row in rows])
+        label = name if name != "learned" else "learned (two-sided)"
+        table.add_row(
+            label,
+            str(summary.count),
+            _pct(summary.mean_error, signed=True),
+            _pct(summary.median_error, signed=True),
+            _pct(summary.p95_abs_error),
+            _pct(summary.within_10pct),
+            _pct(summary.within_30pct),
+        )
+    return table
+
+
+_POLICY_METRICS = (
+    ("compactions", "compactions"),
+    ("failed_attempts", "failed attempts"),
+    ("side_queries", "side queries"),
+    ("oversized_requests", "requests over the window"),
+    ("peak_prompt_tokens", "peak prompt"),
+    ("prompt_tokens_sent", "prompt tokens sent"),
+    ("mean_fill_at_compaction", "mean fill at compaction"),
+)
+
+
+def policy_table(title: str, results: Mapping[str, Sequence[PolicyResult]]) -> Table:
+    """The policy table: one column per policy, metrics summed over files (peak: the max)."""
+    table = Table(title=title, title_justify="left", box=None, pad_edge=False)
+    table.add_column("metric")
+    for name in POLICIES:
+        table.add_column(name, justify="right")
+    for key, label in _POLICY_METRICS:
+        cells = []
+        for name in POLICIES:
+            values = [r.as_json()[key] for r in results[name]]
+            cells.append(_metric(key, values))
+        table.add_row(label, *cells)
+    return table
+
+
+def _metric(key: str, values: Sequence[Any]) -> str:
+    if key == "mean_fill_at_compaction":
+        present = [v for v in values if v is not None]
+        return _pct(sum(present) / len(present)) if present else "–"
+    if key == "peak_prompt_tokens":
+        return f"{max(values, default=0):,}"
+    return f"{sum(values):,}"
+
+
+def _print_report(console: Console, report: FileReport) -> None:
+    console.rule(f"{report.file}", align="left")
+    recorded = (
+        f", recorded compactions before call {', '.join(map(str, report.recorded_compactions))}"
+        if report.recorded_compactions
+        else ""
+    )
+    console.print(
+        f"{report.format}, {len(report.rows)} calls, window {report.window:,} "
+        f"(warn {_k(report.thresholds.warn)}, auto {_k(report.thresholds.auto)}, "
+        f"hard {_k(report.thresholds.hard)}), baseline {report.baseline_tokens:,} tokens, "
+        f"calibration {report.calibration.text_chars_per_token:.2f} chars/token text, "
+        f"{report.calibration.json_chars_per_token:.2f} JSON{recorded}",
+        markup=False,
+    )
+    for line in render_chart(report, width=min(100, max(30, console.width - 25))):
+        console.print(line, markup=False)
+    console.print()
+    console.print(
+        estimation_table("Estimation vs reported (calls after the first)", report.rows[1:])
+    )
+    console.print()
+    console.print(
+        policy_table(
+            "Policies on the recorded growth",
+            {name: [report.policies[name]] for name in POLICIES},
+        )
+    )
+    console.print()
+
+
+def _print_totals(console: Console, reports: Sequence[FileReport]) -> None:
+    console.rule(f"All {len(reports)} files", align="left")
+    rows = [row for report in reports for row in report.rows[1:]]
+    console.print(estimation_table("Estimation vs reported (calls after each file's first)", rows))
+    console.print()
+    results: dict[str, Sequence[PolicyResult]] = {
+        name: [report.policies[name] for report in reports] for name in POLICIES
+    }
+    console.print(policy_table("Policies (sums; peak is the largest)", results))
+
+
+# -- PNG -----------------------------------------------------------------------------------------
+
+
+def _require_matplotlib() -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise MissingDependencyError("matplotlib", "plot") from None
+
+
+def write_plot(reports: Sequence[FileReport], path: Path) -> None:
+    """Write the size-per-call chart of every report as one PNG (one panel per file).
+
+    Raises:
+        MissingDependencyError: matplotlib is not installed (the ``plot`` extra).
+    """
+    _require_matplotlib()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(
+        len(reports), 1, figsize=(10, 3.2 * len(reports)), squeeze=False, layout="constrained"
+    )
+    for axis, report in zip(axes[:, 0], reports, strict=True):
+        calls = [row.call for row in report.rows]
+        marker = "." if len(calls) < 20 else None
+        axis.plot(
+            calls,
+            [row.reported for row in report.rows],
+            color="0.6",
+            marker=marker,
+            label="recorded",
+        )
+        for name, color in (("ladder", "tab:blue"), ("legacy", "tab:orange")):
+            result = report.policies[name]
+            axis.plot(calls, result.sizes, color=color, marker=marker, label=name)
+            points = [e for e in result.events if e.kind == "compacted"]
+            axis.scatter(
+                [e.call for e in points],
+                [e.tokens_after for e in points],
+                color=color,
+                marker="v",
+                zorder=3,
+            )
+        for value, label, style in (
+            (report.thresholds.warn, "warn", ":"),
+            (report.thresholds.auto, "auto", "--"),
+            (report.thresholds.hard, "hard", "-."),
+            (report.window, "window", "-"),
+        ):
+            axis.axhline(value, color="tab:red", linestyle=style, linewidth=0.8)
+            axis.annotate(label, (calls[-1] if calls else 0, value), fontsize=7, va="bottom")
+        axis.set_title(Path(report.file).name, fontsize=9)
+        axis.set_xlabel("call")
+        axis.set_ylabel("prompt tokens")
+        axis.legend(fontsize=7, loc="upper left")
+    try:
+        figure.savefig(path, dpi=110)
+    except OSError as exc:
+        raise ConfigError(f"cannot write the chart to {path}: {exc}", key="--plot") from exc
+    finally:
+        plt.close(figure)
