@@ -189,7 +189,8 @@ class Repl:
         if not text:
             return True
         if not self.interactive:
-            self.console.print(Text(f"> {text}", style="bold"))
+            shown = text if len(text) <= 200 else f"{text[:200]}… ({len(text):,} characters)"
+            self.console.print(Text(f"> {shown}", style="bold"))
         if text.startswith("/") and not text.startswith("//"):
             return self._command(text)
         self.turn(text[1:] if text.startswith("//") else line)

@@ -1,0 +1,217 @@
+"""The chat REPL driven through piped input on the fake provider."""
+
+from __future__ import annotations
+
+import json
+import re
+import stat
+
+import pytest
+
+from autocompact.sessions import SessionStore
+
+from .conftest import ChatEnv
+
+
+def words(tokens: int) -> str:
+    """Text the estimate counts as about ``tokens`` tokens (4 characters a token)."""
+    return ("lorem " * (tokens * 4 // 6)).strip()
+
+
+FAKE_128K = ["chat", "--provider", "fake", "--window", "128k"]
+
+
+def test_ladder_shows_tips_and_footer_at_the_right_moments(chat_env: ChatEnv) -> None:
+    """Crossing warn, auto and hard shows each tip once, the indicator only in the warn band."""
+    chat_env.script(
+        [
+            {"text": "one", "purpose": "chat"},
+            {"text": "two", "purpose": "chat"},
+            {"text": words(16_000), "purpose": "chat"},
+            {"error": "provider", "purpose": "side_query"},
+            {"text": words(12_000), "purpose": "chat"},
+            {"text": "five", "purpose": "chat"},
+        ]
+    )
+    result = chat_env.run(FAKE_128K, [words(40_000), words(40_000), "q3", "q4", "q5"])
+    assert result.code == 0, result.err
+    greeting, t1, t2, t3, t4, t5 = result.blocks()
+    assert "window 128K (configured)" in greeting
+    # safe: no tip, no indicator
+    assert "Tip:" not in t1
+    assert "approaching" not in t1
+    # warn ≤ t < auto: the compress-intro tip and the footer indicator
+    assert "Tip: Context is filling up" in t2
+    assert re.search(r"\[80K / 128K tokens \(\d+%\) · approaching auto-compaction \(at 95K\)\]", t2)
+    # auto ≤ t < hard (the reply pushed it over): context-high, no indicator
+    assert "Tip: Context is high" in t3
+    assert "approaching" not in t3
+    # the auto compaction fails (scripted), the reply pushes past hard: context-critical
+    assert "Compacting the conversation (auto," in t4
+    assert "Compaction failed (auto): the summary request failed" in t4
+    assert "Tip: Context is critical" in t4
+    # at hard: the rescue compacts before the send
+    assert "Compacting the conversation (hard," in t5
+    assert re.search(r"Compressed 1\d\dK → \d+(\.\d)?K tokens \(hard;", t5)
+    assert "Tip:" not in t5
+    assert "five" in t5
+    assert "approaching" not in t5
+
+
+def test_compress_with_instructions_and_clear_through_the_repl(chat_env: ChatEnv) -> None:
+    """/compress reports its outcome, /clear empties the history, both are saved."""
+    result = chat_env.run(
+        ["chat", "--provider", "fake"],
+        [words(300), words(300), words(300), "/compress keep PINEAPPLE", "/context", "/clear"],
+    )
+    assert result.code == 0, result.err
+    assert "Compressed" in result.out
+    assert "(manual;" in result.out
+    assert "Conversation cleared." in result.out
+    (summary,) = SessionStore(chat_env.sessions).list()
+    saved = SessionStore(chat_env.sessions).open(summary.header.id)
+    assert saved.history == ()
+    assert [c["trigger"] for c in saved.compactions] == ["manual"]
+
+
+def test_ctrl_c_mid_stream_keeps_the_history(chat_env: ChatEnv) -> None:
+    """A KeyboardInterrupt raised mid-stream cancels that turn only; the rest is kept and saved."""
+    chat_env.script(
+        [
+            {"text": "first answer", "purpose": "chat"},
+            {"text": "partial answer that never ends", "purpose": "chat", "interrupt": True},
+            {"text": "third answer", "purpose": "chat"},
+        ]
+    )
+    result = chat_env.run(["chat", "--provider", "fake"], ["q1", "q2", "q3"])
+    assert result.code == 0, result.err
+    assert "Cancelled; the conversation is as it was." in result.out
+    (summary,) = SessionStore(chat_env.sessions).list()
+    history = SessionStore(chat_env.sessions).open(summary.header.id).history
+    assert [m.text for m in history] == ["q1", "first answer", "q3", "third answer"]
+
+
+def test_continue_of_a_long_session_compacts_on_the_first_send(chat_env: ChatEnv) -> None:
+    """A restored history past the threshold compacts before it is sent, whatever was saved."""
+    from autocompact.content import Message
+
+    store = SessionStore(chat_env.sessions)
+    with store.create(
+        provider="fake",
+        model="fake-model",
+        context_window=32_000,
+        window_source="configured",
+        cwd=chat_env.cwd,
+    ) as w:
+        for i in range(10):
+            w.append_messages([Message.user(f"q{i} {words(3_000)}"), Message.model(f"a{i}")])
+        # A stale, tiny count: trusting it would skip every threshold.
+        w.record_state(last_prompt_token_count=500, consecutive_failures=0)
+    # About 30K tokens: past auto/hard (22.4K) yet inside the fake's 32K window, so only the
+    # pre-send cold estimate can trigger this compaction (not the provider's rejection).
+    result = chat_env.run(["chat", "--continue", "--provider", "fake"], ["next question"])
+    assert result.code == 0, result.err
+    assert "window 32K (configured)" in result.out, result.out
+    assert "Compacting the conversation (hard," in result.out  # 32K: hard collapses onto auto
+    assert "Compressed" in result.out
+    assert "reactive" not in result.out
+    saved = store.open(w.id)
+    assert saved.compactions[-1]["trigger"] == "hard"
+    assert len(saved.history) < 20
+    assert saved.history[-2].text == "next question"
+
+
+def test_continue_without_a_session_says_so(chat_env: ChatEnv) -> None:
+    """--continue in a directory with no saved session is a clear usage error."""
+    result = chat_env.run(["chat", "--continue", "--provider", "fake"])
+    assert result.code == 2
+    assert "no saved session for" in result.err
+
+
+def test_resume_of_a_torn_file_keeps_turns_and_backs_up(chat_env: ChatEnv) -> None:
+    """--resume of a file with a torn last line warns, keeps complete turns, keeps a .bak."""
+    first = chat_env.run(["chat", "--provider", "fake"], ["q1", "q2"])
+    assert first.code == 0
+    (path,) = chat_env.sessions.glob("*.jsonl")
+    with path.open("ab") as f:
+        f.write(b'{"type":"message","message":{"role":"user","par')
+    result = chat_env.run(["chat", "--resume", path.stem], ["q3"])
+    assert result.code == 0, result.err
+    assert "Warning: line" in result.out
+    assert "incomplete" in result.out
+    assert path.with_name(path.name + ".bak").exists()
+    history = SessionStore(chat_env.sessions).open(path.stem).history
+    assert [m.text for m in history] == ["q1", "OK.", "q2", "OK.", "q3", "OK."]
+
+
+def test_saved_files_are_private(chat_env: ChatEnv) -> None:
+    """The sessions directory is 0700 and every session file 0600."""
+    assert chat_env.run(["chat", "--provider", "fake"], ["hello"]).code == 0
+    assert stat.S_IMODE(chat_env.sessions.stat().st_mode) == 0o700
+    files = list(chat_env.sessions.iterdir())
+    assert files
+    for path in files:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_a_secret_in_the_environment_is_never_written(chat_env: ChatEnv) -> None:
+    """Keys in the environment never reach any file, even when typed into the chat."""
+    secrets = {
+        "OPENAI_API_KEY": "sk-proj-SECRETSECRET0123456789",
+        "ANTHROPIC_API_KEY": "sk-ant-api03-TOPSECRET987654321",
+        "MY_SERVICE_TOKEN": "tok_abcdefghijklmnop",
+    }
+    for name, value in secrets.items():
+        chat_env.monkeypatch.setenv(name, value)
+    result = chat_env.run(
+        ["chat", "--provider", "fake", "--system", f"key {secrets['OPENAI_API_KEY']}"],
+        [f"my key is {secrets['OPENAI_API_KEY']} and {secrets['MY_SERVICE_TOKEN']}", "/quit"],
+    )
+    assert result.code == 0, result.err
+    written = [p for p in chat_env.home.rglob("*") if p.is_file()]
+    assert written
+    for path in written:
+        data = path.read_bytes()
+        for value in secrets.values():
+            assert value.encode() not in data, f"{value} written to {path}"
+
+
+def test_no_provider_says_what_to_set(chat_env: ChatEnv) -> None:
+    """Without a provider the error names the env vars and the local-server flags."""
+    result = chat_env.run(["chat"])
+    assert result.code == 2
+    assert "OPENAI_API_KEY" in result.err
+    assert "ANTHROPIC_API_KEY" in result.err
+    assert "--provider openai-compatible --base-url http://localhost:11434/v1" in result.err
+    assert "--provider fake" in result.err
+
+
+def test_settings_warning_printed_once_and_settings_used(chat_env: ChatEnv) -> None:
+    """A removed setting warns once on stderr; the settings file chooses provider and window."""
+    (chat_env.cwd / ".autocompact").mkdir()
+    (chat_env.cwd / ".autocompact" / "settings.json").write_text(
+        json.dumps(
+            {
+                "chatCompression": {"contextPercentageThreshold": 0.5},
+                "model": {"provider": "fake", "contextWindow": 200_000},
+            }
+        )
+    )
+    result = chat_env.run(["chat"], ["/context"])
+    assert result.code == 0, result.err
+    assert result.err.count("contextPercentageThreshold has been removed") == 1
+    assert "Effective window  180K (window − 20K reserve)" in result.out
+
+
+@pytest.mark.parametrize("command", ["/model", "/sessions", "/help", "/nope"])
+def test_other_commands_answer(chat_env: ChatEnv, command: str) -> None:
+    """/model, /sessions, /help and unknown commands print their text without a model call."""
+    result = chat_env.run(["chat", "--provider", "fake"], ["hi", command])
+    assert result.code == 0, result.err
+    expected = {
+        "/model": "Model: fake-model",
+        "/sessions": "msgs",
+        "/help": "/compress [instructions]",
+        "/nope": "Unknown command /nope",
+    }[command]
+    assert expected in result.out
