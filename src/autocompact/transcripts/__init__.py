@@ -72,7 +72,7 @@ def detect_format(path: str | Path) -> str:
         return qwen_code.FORMAT
     if claude_code.looks_like(lines):
         return claude_code.FORMAT
-    if len(lines) == 1 or head[0] == "{":
+    if len(lines) == 1:  # one JSON object: a whole document on one line
         return _detect_document(path, None)
     raise _unknown(path)
 

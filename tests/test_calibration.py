@@ -1,0 +1,121 @@
+"""Session calibration: learned from reported usage, only ever raises a cold estimate."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from autocompact.content import CharStats
+from autocompact.errors import ContentError
+from autocompact.estimation import (
+    MIN_CALIBRATION_TOKENS,
+    Calibration,
+    calibrated_estimate,
+    calibrated_tokens,
+    estimate_stats_tokens,
+    update_calibration,
+)
+
+stats_strategy = st.builds(
+    CharStats,
+    text_chars=st.integers(0, 2_000_000),
+    json_chars=st.integers(0, 2_000_000),
+    media_parts=st.integers(0, 20),
+)
+calibration_strategy = st.builds(
+    Calibration, factor=st.floats(0.25, 4.0), samples=st.integers(0, 1000)
+)
+
+
+def test_first_sample_learns_the_ratio() -> None:
+    """A session whose provider counts 1.5× the plain estimate learns factor 1.5."""
+    stats = CharStats(text_chars=40_000, json_chars=20_000)  # plain: 10K + 10K tokens
+    learned = update_calibration(Calibration(), stats, 30_000 + 5_000, baseline_tokens=5_000)
+    assert learned.samples == 1
+    assert learned.factor == pytest.approx(1.5)
+    assert learned.text_chars_per_token == pytest.approx(4 / 1.5)
+    assert learned.json_chars_per_token == pytest.approx(2 / 1.5)
+    bigger = CharStats(text_chars=80_000, json_chars=40_000)
+    assert calibrated_tokens(learned, bigger) == 60_000
+
+
+def test_weight_blends_old_and_new() -> None:
+    """With weight 0.5 the new factor is halfway between the old one and the sample."""
+    stats = CharStats(text_chars=40_000)  # plain 10K
+    first = update_calibration(Calibration(), stats, 20_000)
+    second = update_calibration(first, stats, 10_000, weight=0.5)
+    assert second.factor == pytest.approx(1.5)
+    assert second.samples == 2
+
+
+def test_small_or_impossible_samples_teach_nothing() -> None:
+    """Tiny content, a report below the baseline, or a bad weight leave it unchanged."""
+    calibration = Calibration(factor=1.2, samples=3)
+    tiny = CharStats(text_chars=4 * (MIN_CALIBRATION_TOKENS - 1))
+    assert update_calibration(calibration, tiny, 10_000) is calibration
+    stats = CharStats(text_chars=40_000)
+    assert update_calibration(calibration, stats, 900, baseline_tokens=1_000) is calibration
+    assert update_calibration(calibration, stats, 20_000, weight=0) is calibration
+
+
+def test_media_keep_their_fixed_estimate() -> None:
+    """Images are counted at image_token_estimate, outside the learned factor."""
+    stats = CharStats(text_chars=40_000, media_parts=2)
+    learned = update_calibration(
+        Calibration(), stats, 20_000 + 2 * 1_000, image_token_estimate=1_000
+    )
+    assert learned.factor == pytest.approx(2.0)
+    assert calibrated_tokens(learned, stats, image_token_estimate=1_000) == 22_000
+
+
+def test_factor_is_clamped() -> None:
+    """An absurd report cannot teach an absurd factor."""
+    learned = update_calibration(Calibration(), CharStats(text_chars=4_000), 10**9)
+    assert learned.factor == 4.0
+
+
+def test_dict_round_trip_and_errors() -> None:
+    """Calibration persists as a small dict; bad dicts name the field."""
+    calibration = Calibration(factor=1.37, samples=12)
+    assert Calibration.from_dict(calibration.to_dict()) == calibration
+    assert Calibration.from_dict(None) == Calibration()
+    with pytest.raises(ContentError, match="'factor'"):
+        Calibration.from_dict({"factor": "x"})
+    with pytest.raises(ContentError, match="'factor' must be in"):
+        Calibration.from_dict({"factor": 100.0})
+    with pytest.raises(ContentError, match="'samples'"):
+        Calibration.from_dict({"factor": 1.0, "samples": -1})
+    with pytest.raises(ContentError, match="must be an object"):
+        Calibration.from_dict([1.0])
+
+
+@given(calibration_strategy, stats_strategy)
+def test_calibration_never_lowers_an_estimate(calibration: Calibration, stats: CharStats) -> None:
+    """calibrated_estimate ≥ the plain estimate, whatever was learned."""
+    plain = estimate_stats_tokens(stats)
+    raised = calibrated_estimate(plain, calibration, stats)
+    assert raised >= plain
+    assert raised == max(plain, calibrated_tokens(calibration, stats))
+
+
+@given(
+    calibration_strategy,
+    stats_strategy,
+    st.integers(0, 10_000_000),
+    st.integers(0, 100_000),
+    st.floats(0.01, 1.0),
+)
+def test_update_keeps_a_valid_calibration(
+    calibration: Calibration, stats: CharStats, reported: int, baseline: int, weight: float
+) -> None:
+    """Any update gives a factor inside the bounds that round-trips through its dict."""
+    updated = update_calibration(
+        calibration, stats, reported, baseline_tokens=baseline, weight=weight
+    )
+    assert 0.25 <= updated.factor <= 4.0
+    assert math.isfinite(updated.factor)
+    assert updated.samples in (calibration.samples, calibration.samples + 1)
+    assert Calibration.from_dict(updated.to_dict()) == updated
