@@ -1,0 +1,121 @@
+"""The content model: parts, messages, validation of kinds, roles and history shape."""
+
+from __future__ import annotations
+
+import pytest
+
+from autocompact import (
+    ContentError,
+    DocumentPart,
+    FunctionCallPart,
+    FunctionResponsePart,
+    ImagePart,
+    Message,
+    TextPart,
+    ThinkingPart,
+    Usage,
+)
+from autocompact.chat import AsyncChatSession, ChatSession
+from autocompact.compaction import validate_history
+from autocompact.content import as_message
+from autocompact.testing import FakeProvider
+
+
+def test_message_helpers_build_text_parts() -> None:
+    """Message.user/model turn strings into text parts and keep parts as given."""
+    call = FunctionCallPart(id="1", name="ls")
+    msg = Message.model("hi", call)
+    assert msg.role == "model"
+    assert msg.parts == (TextPart(text="hi"), call)
+    assert msg.text == "hi"
+    assert msg.function_calls == (call,)
+
+
+def test_parts_list_is_stored_as_tuple() -> None:
+    """A list of parts is accepted and stored as a tuple (messages stay immutable)."""
+    msg = Message(role="user", parts=[TextPart(text="a")])  # type: ignore[arg-type]
+    assert isinstance(msg.parts, tuple)
+
+
+def test_text_excludes_thinking() -> None:
+    """Message.text joins the text parts only, not the thinking."""
+    msg = Message.model(ThinkingPart(text="secret"), "visible")
+    assert msg.text == "visible"
+
+
+def test_function_responses_property() -> None:
+    """function_responses lists the responses in a user message."""
+    resp = FunctionResponsePart(id="1", name="ls", response="a b")
+    assert Message.user(resp).function_responses == (resp,)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [object(), "text", {"kind": "text", "text": "x"}, None],
+    ids=["object", "str", "dict", "None"],
+)
+def test_unknown_part_kind_raises_content_error(bad: object) -> None:
+    """A part that is not one of the six kinds raises ContentError naming what it got."""
+    with pytest.raises(ContentError, match=type(bad).__name__):
+        Message(role="user", parts=(bad,))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("role", ["system", "assistant", "tool", ""])
+def test_unknown_role_raises_content_error(role: str) -> None:
+    """Roles other than user/model raise ContentError that names the role and says what to use."""
+    with pytest.raises(ContentError, match=repr(role)):
+        Message(role=role, parts=(TextPart(text="x"),))  # type: ignore[arg-type]
+
+
+def test_as_message_accepts_str_message_and_parts() -> None:
+    """as_message makes a user message from a string or parts and passes a Message through."""
+    msg = Message.model("x")
+    assert as_message(msg) is msg
+    assert as_message("hi") == Message.user("hi")
+    assert as_message([TextPart(text="hi")]) == Message.user("hi")
+
+
+def test_history_starting_with_a_function_response_is_rejected() -> None:
+    """validate_history refuses a history whose first message is a function response."""
+    history = [Message.user(FunctionResponsePart(id="1", name="ls", response="x"))]
+    with pytest.raises(ContentError, match="function response") as info:
+        validate_history(history)
+    assert info.value.index == 0
+
+
+@pytest.mark.parametrize("cls", [ChatSession, AsyncChatSession])
+def test_session_rejects_history_starting_with_function_response(cls: type) -> None:
+    """Both session classes refuse such a history at construction."""
+    history = [
+        Message.user(FunctionResponsePart(id="1", name="ls", response="x")),
+        Message.model("ok"),
+    ]
+    with pytest.raises(ContentError, match="start the history with a user message"):
+        cls(FakeProvider(), context_window=32_000, history=history)
+
+
+def test_valid_histories_pass_validation() -> None:
+    """An empty history and one starting with a user message are accepted."""
+    validate_history([])
+    validate_history([Message.user("hi"), Message.model("hello")])
+
+
+def test_parts_are_frozen() -> None:
+    """Parts and messages cannot be mutated after creation."""
+    part = TextPart(text="a")
+    with pytest.raises(AttributeError):
+        part.text = "b"  # type: ignore[misc]
+    msg = Message.user("a")
+    with pytest.raises(AttributeError):
+        msg.role = "model"  # type: ignore[misc]
+
+
+def test_media_defaults() -> None:
+    """Images and documents default to PNG and PDF media types."""
+    assert ImagePart(url="u").media_type == "image/png"
+    assert DocumentPart(url="u").media_type == "application/pdf"
+
+
+def test_usage_total() -> None:
+    """Usage.total_tokens is prompt plus output."""
+    assert Usage(prompt_tokens=10, output_tokens=5).total_tokens == 15
