@@ -11,6 +11,7 @@ from rich.table import Table
 
 from autocompact.thresholds import CompactionThresholds, compute_thresholds, parse_window
 
+_SHORT = {"proportional": "prop", "absolute": "abs", "collapsed": "coll"}
 DEFAULT_WINDOWS = ("32k", "64k", "128k", "200k", "256k", "1m")
 
 
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     table = Table(title="Compaction thresholds (tokens)")
     for column in ("window", "effective", "warn", "auto", "hard"):
         table.add_column(column, justify="right")
-    table.add_column("set by (warn / auto / hard)")
+    table.add_column("branch w/a/h")
     for t in ladders:
         table.add_row(
             f"{t.window:,}",
@@ -67,12 +68,13 @@ def run(args: argparse.Namespace) -> int:
             _exact(t.warn),
             _exact(t.auto),
             _exact(t.hard),
-            f"{t.warn_source} / {t.auto_source} / {t.hard_source}",
+            " / ".join(_SHORT[s] for s in (t.warn_source, t.auto_source, t.hard_source)),
         )
     console.print(table)
     console.print(
-        "[dim]proportional: a share of the window; absolute: a fixed distance below the "
-        "effective window; collapsed: hard falls onto auto (windows up to about 76.7K).[/dim]"
+        "[dim]branch: which side of each max() set warn / auto / hard. prop: a share of the "
+        "window; abs: a fixed distance below the effective window; coll: hard collapsed onto "
+        "auto (windows up to about 76.7K).[/dim]"
     )
     return 0
 
