@@ -55,6 +55,7 @@ from autocompact.content import (
     Usage,
 )
 from autocompact.errors import (
+    AuthenticationError,
     AutocompactError,
     ContentError,
     MalformedResponseError,
@@ -293,9 +294,16 @@ class GeminiProvider:
     def _convert_error(self, exc: Exception) -> ProviderError | None:
         where: dict[str, Any] = {"provider": self.name, "model": self.model}
         if isinstance(exc, self._errors_mod.APIError):
-            message = exc.message or str(exc.details)
+            message = str(exc.message or exc.details)
+            if exc.code == 400 and ("API_KEY_INVALID" in str(exc.details) or "API key" in message):
+                # Gemini answers a wrong key with 400 INVALID_ARGUMENT, not 401.
+                return AuthenticationError(
+                    redact(f"the provider rejected the API key: {message}", self._api_key),
+                    status=400,
+                    **where,
+                )
             return provider_error(
-                str(message), status=exc.code, code=exc.status, api_key=self._api_key, **where
+                message, status=exc.code, code=exc.status, api_key=self._api_key, **where
             )
         kind = _transport_failure(exc)
         if kind == "timeout":

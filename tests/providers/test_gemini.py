@@ -1,0 +1,321 @@
+"""The Gemini adapter through the real ``google-genai`` SDK on a scripted wire."""
+
+from __future__ import annotations
+
+import base64
+import logging
+from typing import Any
+
+import httpx2
+import pytest
+
+from autocompact.content import (
+    FunctionCallPart,
+    FunctionResponsePart,
+    ImagePart,
+    Message,
+    TextPart,
+    ThinkingPart,
+)
+from autocompact.errors import (
+    AuthenticationError,
+    ContextOverflowError,
+    MalformedResponseError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderTimeoutError,
+    RateLimitError,
+)
+from autocompact.providers.base import (
+    ChatRequest,
+    FinishReason,
+    StreamDone,
+    TextDelta,
+    ThinkingDelta,
+    ToolSpec,
+)
+from autocompact.providers.gemini import GeminiProvider, gemini_thinking
+from autocompact.thresholds import COMPACT_MAX_OUTPUT_TOKENS
+
+from .wire import Wire, connect_error, find_nulls, json_response, sse, timeout_error
+
+KEY = "AIzaSyTEST-SECRETSECRETSECRET-0123456789"
+MODEL = "gemini-2.5-flash"
+
+SIDE_QUERY = ChatRequest(
+    messages=(Message.user("summarize this"),),
+    system_instruction="You summarize.",
+    max_output_tokens=COMPACT_MAX_OUTPUT_TOKENS,
+    thinking=False,
+    purpose="side_query",
+)
+CHAT = ChatRequest(messages=(Message.user("hello"),))
+
+
+def reply(
+    parts: list[dict[str, Any]] | None = None,
+    *,
+    finish: str | None = "STOP",
+    usage: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    candidate: dict[str, Any] = {
+        "content": {"role": "model", "parts": parts if parts is not None else [{"text": "ok"}]},
+        "index": 0,
+    }
+    if finish is not None:
+        candidate["finishReason"] = finish
+    out: dict[str, Any] = {"candidates": [candidate], "modelVersion": MODEL}
+    if usage is not None:
+        out["usageMetadata"] = usage
+    return out
+
+
+def make(wire: Wire, model: str = MODEL) -> GeminiProvider:
+    return GeminiProvider(
+        model, api_key=KEY, http_client=wire.client(), async_http_client=wire.async_client()
+    )
+
+
+# -- the side query on the wire ----------------------------------------------------------------
+
+FAMILIES = [
+    pytest.param("gemini-2.5-flash", {"thinking_budget": 0}, 20_000, id="2.5-flash-off"),
+    pytest.param("gemini-2.5-flash-lite", {"thinking_budget": 0}, 20_000, id="2.5-flash-lite-off"),
+    pytest.param("gemini-2.5-pro", {"thinking_budget": 128}, 20_128, id="2.5-pro-floor"),
+    pytest.param("gemini-3-pro-preview", {"thinking_level": "LOW"}, 28_192, id="3-pro-low"),
+    pytest.param("gemini-3-flash-preview", {"thinking_level": "MINIMAL"}, 22_048, id="3-flash"),
+    pytest.param("gemini-2.0-flash", None, 20_000, id="2.0-no-thinking"),
+]
+
+
+@pytest.mark.parametrize(("model", "thinking", "cap"), FAMILIES)
+def test_side_query_sends_cap_and_lowest_thinking(
+    wire: Wire, model: str, thinking: dict[str, Any] | None, cap: int
+) -> None:
+    """maxOutputTokens carries the cap (raised by unavoidable thinking) and thinking is off."""
+    wire.queue(json_response(reply([{"text": "summary"}])))
+    make(wire, model).complete(SIDE_QUERY)
+    sent = wire.last
+    config = sent.json["generationConfig"]
+    assert config["maxOutputTokens"] == cap
+    if thinking is None:
+        assert "thinkingConfig" not in config
+    else:
+        assert config["thinkingConfig"] == {"include_thoughts": False, **thinking}
+    assert sent.json["systemInstruction"]["parts"] == [{"text": "You summarize."}]
+    assert sent.json["contents"] == [{"role": "user", "parts": [{"text": "summarize this"}]}]
+    assert find_nulls(sent.json) == []
+    assert sent.url.endswith(f"models/{model}:generateContent")
+    assert sent.headers["x-goog-api-key"] == KEY
+    assert cap - COMPACT_MAX_OUTPUT_TOKENS == gemini_thinking(model).cap_extra
+
+
+def test_chat_omits_unset_values(wire: Wire) -> None:
+    """A chat turn with no cap and thinking unset sends neither."""
+    wire.queue(json_response(reply()))
+    make(wire).complete(CHAT)
+    config = wire.last.json.get("generationConfig", {})
+    assert "maxOutputTokens" not in config
+    assert "thinkingConfig" not in config
+
+
+def test_history_tools_and_media_are_sent_in_gemini_form(wire: Wire) -> None:
+    """Calls, responses (wrapped as objects), inline images and tools go out as Gemini expects."""
+    wire.queue(json_response(reply()))
+    sig = base64.b64encode(b"sig").decode()
+    history = (
+        Message.user(
+            "look", ImagePart(media_type="image/png", data=base64.b64encode(b"PNG").decode())
+        ),
+        Message.model(
+            ThinkingPart(text="", signature=sig),
+            FunctionCallPart(id="c1", name="ls", arguments={"d": "."}),
+        ),
+        Message.user(FunctionResponsePart(id="c1", name="ls", response="a.py")),
+    )
+    tool = ToolSpec(name="ls", description="list", parameters={"type": "object"})
+    make(wire).complete(ChatRequest(messages=history, tools=(tool,)))
+    body = wire.last.json
+    inline = body["contents"][0]["parts"][1]["inlineData"]
+    assert inline["data"] == base64.b64encode(b"PNG").decode()
+    # The SDK writes the nested key in snake case; the API accepts both spellings.
+    assert inline.get("mimeType", inline.get("mime_type")) == "image/png"
+    call = body["contents"][1]["parts"][0]
+    assert call["functionCall"] == {"id": "c1", "name": "ls", "args": {"d": "."}}
+    assert call["thoughtSignature"] == sig
+    assert body["contents"][2]["parts"][0]["functionResponse"] == {
+        "id": "c1",
+        "name": "ls",
+        "response": {"output": "a.py"},
+    }
+    declaration = body["tools"][0]["functionDeclarations"][0]
+    assert declaration["name"] == "ls"
+
+
+# -- replies -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "parts", "expected"),
+    [
+        ("STOP", None, FinishReason.STOP),
+        ("MAX_TOKENS", None, FinishReason.LENGTH),
+        ("SAFETY", None, FinishReason.CONTENT_FILTER),
+        ("RECITATION", None, FinishReason.CONTENT_FILTER),
+        ("PROHIBITED_CONTENT", None, FinishReason.CONTENT_FILTER),
+        ("MALFORMED_FUNCTION_CALL", None, FinishReason.OTHER),
+        ("OTHER", None, FinishReason.OTHER),
+        ("STOP", [{"functionCall": {"name": "ls", "args": {}}}], FinishReason.TOOL_CALL),
+    ],
+)
+def test_finish_reasons_map(
+    wire: Wire, raw: str, parts: list[dict[str, Any]] | None, expected: FinishReason
+) -> None:
+    """Every finishReason maps; STOP with a function call is a tool call."""
+    wire.queue(json_response(reply(parts, finish=raw)))
+    result = make(wire).complete(CHAT)
+    assert result.finish_reason is expected
+    assert result.raw_finish_reason == raw
+
+
+def test_blocked_prompt_is_a_content_filter_with_an_empty_reply(wire: Wire) -> None:
+    """A prompt blocked before any candidate reports content_filter and an empty message."""
+    wire.queue(json_response({"promptFeedback": {"blockReason": "SAFETY"}}))
+    result = make(wire).complete(CHAT)
+    assert result.finish_reason is FinishReason.CONTENT_FILTER
+    assert result.raw_finish_reason == "SAFETY"
+    assert result.text == ""
+
+
+def test_usage_reads_prompt_token_count_and_adds_thoughts_to_output(wire: Wire) -> None:
+    """Prompt size is promptTokenCount; output counts candidates and thoughts."""
+    meta = {
+        "promptTokenCount": 123456,
+        "candidatesTokenCount": 900,
+        "thoughtsTokenCount": 128,
+        "cachedContentTokenCount": 100000,
+    }
+    wire.queue(json_response(reply(usage=meta)))
+    result = make(wire).complete(CHAT)
+    assert result.usage is not None
+    assert result.usage.prompt_tokens == 123456
+    assert result.usage.output_tokens == 1028
+    assert result.usage.thinking_tokens == 128
+    assert result.usage.cached_tokens == 100000
+
+
+def test_stream_yields_thoughts_and_text_and_ends_with_usage(wire: Wire) -> None:
+    """A streamed turn yields thought and text deltas and ends with the last chunk's usage."""
+    wire.queue(
+        sse(
+            [
+                reply([{"text": "pondering", "thought": True}], finish=None),
+                reply([{"text": "Hel"}], finish=None),
+                reply(
+                    [{"text": "lo"}],
+                    finish="MAX_TOKENS",
+                    usage={"promptTokenCount": 50, "candidatesTokenCount": 2},
+                ),
+            ]
+        )
+    )
+    out = list(make(wire).stream(CHAT))
+    assert "streamGenerateContent" in wire.last.url
+    assert out[:3] == [ThinkingDelta(text="pondering"), TextDelta(text="Hel"), TextDelta(text="lo")]
+    done = out[-1]
+    assert isinstance(done, StreamDone)
+    assert done.completion.message.parts == (ThinkingPart(text="pondering"), TextPart(text="Hello"))
+    assert done.completion.finish_reason is FinishReason.LENGTH
+    assert done.completion.usage is not None
+    assert done.completion.usage.prompt_tokens == 50
+
+
+async def test_async_complete_and_stream(wire: Wire) -> None:
+    """The async methods send the same config and parse the same way."""
+    wire.queue(
+        json_response(reply(finish="MAX_TOKENS")),
+        sse([reply([{"text": "x"}], usage={"promptTokenCount": 9, "candidatesTokenCount": 1})]),
+    )
+    provider = make(wire, "gemini-2.5-pro")
+    result = await provider.acomplete(SIDE_QUERY)
+    assert result.finish_reason is FinishReason.LENGTH
+    assert wire.sent[0].json["generationConfig"]["thinkingConfig"]["thinking_budget"] == 128
+    out = [e async for e in provider.astream(CHAT)]
+    assert out[0] == TextDelta(text="x")
+    assert isinstance(out[-1], StreamDone)
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+
+def error(status: int, state: str, message: str) -> Any:
+    return json_response({"error": {"code": status, "message": message, "status": state}}, status)
+
+
+ERRORS = [
+    pytest.param(
+        error(
+            400,
+            "INVALID_ARGUMENT",
+            "The input token count (1200000) exceeds the maximum number of tokens allowed "
+            "(1048576).",
+        ),
+        ContextOverflowError,
+        400,
+        id="overflow",
+    ),
+    pytest.param(
+        error(400, "INVALID_ARGUMENT", f"API key not valid: {KEY}"),
+        AuthenticationError,
+        400,
+        id="400-bad-key",
+    ),
+    pytest.param(
+        error(401, "UNAUTHENTICATED", "bad credentials"), AuthenticationError, 401, id="401"
+    ),
+    pytest.param(
+        error(403, "PERMISSION_DENIED", f"key {KEY} denied"), AuthenticationError, 403, id="403"
+    ),
+    pytest.param(error(429, "RESOURCE_EXHAUSTED", "quota"), RateLimitError, 429, id="429"),
+    pytest.param(error(503, "UNAVAILABLE", "overloaded"), ProviderError, 503, id="503"),
+    pytest.param(timeout_error, ProviderTimeoutError, None, id="timeout"),
+    pytest.param(connect_error, ProviderConnectionError, None, id="connection"),
+    pytest.param(
+        json_response(reply([{"executableCode": {"language": "PYTHON", "code": "1"}}])),
+        MalformedResponseError,
+        None,
+        id="unreadable-part",
+    ),
+]
+
+
+@pytest.mark.parametrize(("reply_", "expected", "status"), ERRORS)
+def test_errors_become_project_errors_without_the_key(
+    wire: Wire,
+    caplog: pytest.LogCaptureFixture,
+    reply_: Any,
+    expected: type[ProviderError],
+    status: int | None,
+) -> None:
+    """SDK failures become project errors with provider/model/status, the key never shown."""
+    caplog.set_level(logging.DEBUG)
+    wire.queue(reply_)
+    with pytest.raises(expected) as info:
+        make(wire).complete(CHAT)
+    err = info.value
+    assert type(err) is expected
+    assert (err.provider, err.model, err.status) == ("gemini", MODEL, status)
+    assert KEY not in str(err)
+    chain = err.__cause__
+    while chain is not None:
+        assert KEY not in str(chain)
+        chain = chain.__cause__
+    assert KEY not in caplog.text
+
+
+def test_non_json_reply_is_malformed(wire: Wire) -> None:
+    """A 200 reply that is not JSON becomes a MalformedResponseError."""
+    wire.queue(httpx2.Response(200, content=b"<html>proxy</html>"))
+    with pytest.raises(MalformedResponseError) as info:
+        make(wire).complete(CHAT)
+    assert info.value.provider == "gemini"
