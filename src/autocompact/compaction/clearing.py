@@ -108,11 +108,12 @@ class ClearingResult:
 
     Attributes:
         history: the new history (same length, roles, order, calls and ids as the input).
-        cleared: how many function responses were replaced by a placeholder (deduplicated
-            reads included).
+        cleared: how many function responses were replaced by a placeholder because they were
+            older than the protected budget (repeated reads not included).
         tokens_saved: estimated tokens of the input history minus those of the new one.
-        deduplicated: how many of the cleared responses were older reads of a file that a later
-            read in the history returns again.
+        deduplicated: how many function responses were replaced because they were older reads
+            of a file that a later read in the history returns again. The total number of
+            responses replaced is ``cleared + deduplicated``.
     """
 
     history: tuple[Message, ...]
@@ -284,7 +285,7 @@ def clear_tool_outputs(
     )
     return ClearingResult(
         history=new_history,
-        cleared=len(replacements),
+        cleared=len(replacements) - deduplicated,
         tokens_saved=saved,
         deduplicated=deduplicated,
     )
