@@ -207,7 +207,7 @@ def section_compaction(
         f" the history in the auto tier; here: method"
         f" `{getattr(auto, 'method', '?')}`, status `{auto.status}`). *Seen objects* is the"
         " running-session case (a `ChatSession` measures every message as it is added);"
-        " *fresh objects*: a history handed in unmeasured."
+        " *fresh objects*: a history just loaded, never measured."
     )
     report.line()
     try:

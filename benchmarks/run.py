@@ -134,12 +134,13 @@ def section_estimation(
     report.line(
         "Per call, median of interleaved rounds. *Cold* = first send (`last_prompt_token_count=0`):"
         " the whole history is walked. *fresh objects*: messages never measured before (a"
-        " history handed in from elsewhere, e.g. a transcript or another framework's messages:"
+        " history just loaded: a restored session, a transcript, another framework's messages:"
         " every part's character statistics computed now, JSON forms serialized); *seen"
         " objects*: the same messages again, statistics cached on the frozen parts. A running"
         " `ChatSession` measures each message once as it is added (the pending message on send,"
-        " the reply on commit), so its history is always *seen*; a restored saved session keeps"
-        " its last reported count and takes the warm path. *Warm* = main path: last reported"
+        " the reply on commit), so its history is always *seen*; a restored session's first"
+        " send (`--continue` restores with no count) meets *fresh* objects. *Warm* = main"
+        " path: last reported"
         " count + the pending message. The competitors have no warm path: they re-count the"
         " whole history on every send. LangChain messages and tiktoken's input text are built"
         " beforehand, outside the timed region."
@@ -518,6 +519,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, help="interleaved rounds per comparison")
     parser.add_argument("--output", type=Path, help="also write the report to this file")
     parser.add_argument(
+        "--docs",
+        type=Path,
+        help="replace the report between the markers of this file (docs/benchmarks.md)",
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="only print cProfile tops of the cold estimate and a warm send at the largest size",
@@ -561,7 +567,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     report.line(f"Finished in {time.perf_counter() - started:.0f} s.")
     if args.output:
         args.output.write_text("\n".join(report.lines) + "\n", encoding="utf-8")
+    if args.docs:
+        update_docs(args.docs, report.lines)
     return 0
+
+
+DOCS_START = "<!-- benchmarks/run.py report: start -->"
+DOCS_END = "<!-- benchmarks/run.py report: end -->"
+
+
+def update_docs(path: Path, lines: list[str]) -> None:
+    """Put the report between the markers of ``path``, its headings one level down."""
+    text = path.read_text(encoding="utf-8")
+    if DOCS_START not in text or DOCS_END not in text:
+        raise SystemExit(f"{path}: the markers {DOCS_START!r} and {DOCS_END!r} are missing")
+    body = [("#" + line) if line.startswith("#") else line for line in lines[1:]]
+    head, rest = text.split(DOCS_START, 1)
+    tail = rest.split(DOCS_END, 1)[1]
+    middle = "\n".join(body).strip("\n")
+    path.write_text(f"{head}{DOCS_START}\n\n{middle}\n\n{DOCS_END}{tail}", encoding="utf-8")
 
 
 if __name__ == "__main__":
