@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,16 +90,4 @@ def chat_env(
     for key in PROVIDER_KEYS:
         monkeypatch.delenv(key, raising=False)
     monkeypatch.chdir(cwd)
-    _skip_missing_commands(monkeypatch)
     return ChatEnv(home=home, cwd=cwd, monkeypatch=monkeypatch, capsys=capsys)
-
-
-def _skip_missing_commands(monkeypatch: pytest.MonkeyPatch) -> None:
-    # TEMPORARY while other engineers' commands land: drop COMMANDS modules that do not exist.
-    import importlib.util
-
-    present = tuple(c for c in cli_main.COMMANDS if importlib.util.find_spec(c) is not None)
-    monkeypatch.setattr(cli_main, "COMMANDS", present)
-
-
-Runner = Callable[..., CliResult]

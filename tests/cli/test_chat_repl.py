@@ -215,3 +215,19 @@ def test_other_commands_answer(chat_env: ChatEnv, command: str) -> None:
         "/nope": "Unknown command /nope",
     }[command]
     assert expected in result.out
+
+
+def test_missing_key_names_the_variable(chat_env: ChatEnv) -> None:
+    """A provider without its key in the environment names the variable to set."""
+    result = chat_env.run(["chat", "--provider", "anthropic"])
+    assert result.code == 2
+    assert "ANTHROPIC_API_KEY" in result.err
+
+
+def test_local_server_needs_a_model(chat_env: ChatEnv) -> None:
+    """A local OpenAI-compatible server has no default model: the error says to pass --model."""
+    result = chat_env.run(
+        ["chat", "--provider", "openai-compatible", "--base-url", "http://127.0.0.1:9/v1"]
+    )
+    assert result.code == 2
+    assert "needs --model" in result.err

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from rich.console import Console
 
@@ -46,7 +46,7 @@ from autocompact.thresholds import parse_window
 
 __all__ = [
     "ASSUMED_WINDOW",
-    "KEY_ENV",
+    "DEFAULT_MODELS",
     "data_dir",
     "load_fake_script",
     "register",
@@ -55,18 +55,22 @@ __all__ = [
 ]
 
 ASSUMED_WINDOW = 128_000
-"""The window used when neither the model nor the configuration says (shown as ``assumed``)."""
+"""The fake provider's window when none is given (real models use ``autocompact.limits``)."""
 
-KEY_ENV: dict[str, tuple[str, ...]] = {
-    "openai": ("OPENAI_API_KEY",),
-    "openai-compatible": ("OPENAI_API_KEY",),
-    "qwen": ("DASHSCOPE_API_KEY",),
-    "anthropic": ("ANTHROPIC_API_KEY",),
-    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+DEFAULT_MODELS = {
+    "openai": "gpt-4.1-mini",
+    "anthropic": "claude-sonnet-4-5",
+    "gemini": "gemini-2.5-flash",
+    "google": "gemini-2.5-flash",
+    "qwen": "qwen-plus",
+    "dashscope": "qwen-plus",
+    "fake": "fake-model",
 }
-"""The environment variables that hold each provider's key (the CLI alone reads them)."""
+"""The model used when none is given (local servers have no default: pass --model)."""
 
-_KEYLESS = {"openai-compatible", "fake"}
+SERVER_KINDS = {"vllm", "ollama", "llamacpp", "lmstudio", "openai-compatible", "compatible"}
+"""Provider names that are local servers, asked for the model's window at start-up."""
+
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 
 NO_PROVIDER_HELP = """no provider is configured. Pick one:
@@ -75,8 +79,9 @@ NO_PROVIDER_HELP = """no provider is configured. Pick one:
   --provider gemini       and set GEMINI_API_KEY (or GOOGLE_API_KEY)
   --provider qwen         and set DASHSCOPE_API_KEY
   --provider openai-compatible --base-url http://localhost:11434/v1 --model llama3.1
-                          for a local OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio);
-                          set OPENAI_API_KEY only if the server wants one
+                          for a local OpenAI-compatible server (Ollama, vLLM, llama.cpp,
+                          LM Studio; or --provider ollama|vllm|llamacpp|lmstudio for their
+                          default address); set OPENAI_COMPATIBLE_API_KEY only if it wants a key
   --provider fake         to try autocompact offline
 or put {"model": {"provider": ..., "name": ...}} in a settings file (%s)."""
 
@@ -133,7 +138,9 @@ def settings_paths(home: Path, cwd: Path) -> list[Path]:
 def secrets_in_env(env: Mapping[str, str] | None = None) -> list[str]:
     """Values of environment variables that look like credentials (to keep out of files)."""
     env = os.environ if env is None else env
-    names = {n for names in KEY_ENV.values() for n in names}
+    from autocompact.providers.registry import API_KEY_VARIABLES
+
+    names = {n for names in API_KEY_VARIABLES.values() for n in names}
     return [v for k, v in env.items() if (k in names or _SECRET_NAME.search(k)) and len(v) >= 8]
 
 
@@ -157,7 +164,16 @@ def _choose(
     header = saved.header if saved is not None else None
     provider = args.provider or (header and header.provider) or settings.provider
     if provider is None:
-        provider = next((p for p, names in KEY_ENV.items() if any(env.get(n) for n in names)), None)
+        from autocompact.providers.registry import API_KEY_VARIABLES
+
+        provider = next(
+            (
+                p
+                for p, names in API_KEY_VARIABLES.items()
+                if p in DEFAULT_MODELS and any(env.get(n) for n in names)
+            ),
+            None,
+        )
     if provider is None:
         raise ConfigError(NO_PROVIDER_HELP % (home / "settings.json"), key="provider")
     same = header is not None and header.provider == provider
@@ -207,7 +223,7 @@ def run_chat(args: argparse.Namespace) -> int:
             sid = latest.header.id
         saved = store.open(sid)
     choice = _choose(args, settings, saved, env, home)
-    provider, window, source = build_provider(choice, env)
+    provider, window, source, window_warning = build_provider(choice, env)
 
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
     console = Console(highlight=False, soft_wrap=not interactive)
@@ -250,6 +266,8 @@ def run_chat(args: argparse.Namespace) -> int:
     else:
         repl.source = PipedInput(sys.stdin)
     _greet(console, ctx, saved)
+    if window_warning:
+        console.print(f"Warning: {window_warning}", style="yellow", markup=False, highlight=False)
     if saved is not None:
         for message in saved.history:
             if message.role == "user" and message.text:
@@ -387,8 +405,10 @@ class _Saver:
 # -- providers -------------------------------------------------------------------------------
 
 
-def build_provider(choice: _Choice, env: Mapping[str, str]) -> tuple[Provider, int, WindowSource]:
-    """The provider for a choice, with the window and where it came from."""
+def build_provider(
+    choice: _Choice, env: Mapping[str, str]
+) -> tuple[Provider, int, WindowSource, str | None]:
+    """The provider for a choice, its window, where that came from, and any warning about it."""
     if choice.provider == "fake":
         window = choice.window or ASSUMED_WINDOW
         source: WindowSource = choice.window_source if choice.window else "assumed"
@@ -397,60 +417,31 @@ def build_provider(choice: _Choice, env: Mapping[str, str]) -> tuple[Provider, i
         if script:
             for reply, purpose in load_fake_script(Path(script)):
                 fake.enqueue(reply, purpose=purpose)
-        return fake, window, source
-    return _real_provider(choice, env)
+        return fake, window, source, None
+    from autocompact.limits import query_server_limits, resolve_limits
+    from autocompact.providers import get_provider
 
-
-def _api_key(provider: str, env: Mapping[str, str]) -> str | None:
-    names = KEY_ENV.get(provider, ())
-    key = next((env[n] for n in names if env.get(n)), None)
-    if key is None and names and provider not in _KEYLESS:
+    model = choice.model or DEFAULT_MODELS.get(choice.provider)
+    if model is None:
         raise ConfigError(
-            f"provider {provider!r} needs an API key: set {' or '.join(names)} in the environment",
-            key=names[0],
-        )
-    return key
-
-
-def _real_provider(choice: _Choice, env: Mapping[str, str]) -> tuple[Provider, int, WindowSource]:
-    from autocompact import providers
-
-    get_provider = getattr(providers, "get_provider", None)
-    if get_provider is None:  # pragma: no cover - until the registry lands
-        raise ConfigError(
-            f"provider {choice.provider!r} is not available in this build; use --provider fake",
-            key="provider",
-        )
-    if choice.provider == "openai-compatible" and not choice.base_url:
-        raise ConfigError(
-            "--provider openai-compatible needs --base-url, e.g. "
-            "--base-url http://localhost:11434/v1 (Ollama) or http://localhost:8000/v1 (vLLM)",
-            key="--base-url",
+            f"--provider {choice.provider} needs --model (the name the server knows the model by, "
+            "e.g. --model llama3.1), or model.name in a settings file",
+            key="--model",
         )
     provider: Provider = get_provider(
-        choice.provider,
-        model=choice.model,
-        api_key=_api_key(choice.provider, env),
-        base_url=choice.base_url,
+        f"{choice.provider}:{model}", base_url=choice.base_url, env=env
     )
-    if choice.window is not None:
-        return provider, choice.window, choice.window_source
-    known = _known_window(choice.provider, provider.model)
-    if known is not None:
-        return provider, known[0], known[1]
-    return provider, ASSUMED_WINDOW, "assumed"
+    server = None
+    if choice.window is None and choice.provider in SERVER_KINDS:
+        base_url = choice.base_url or getattr(getattr(provider, "profile", None), "base_url", None)
+        kind = choice.provider if choice.provider in _SERVER_QUERIES else "vllm"
+        if base_url:
+            server = query_server_limits(base_url, model, kind=kind)  # type: ignore[arg-type]
+    limits = resolve_limits(model, configured_window=choice.window, server=server)
+    return provider, limits.context_window, limits.source, limits.warning
 
 
-def _known_window(provider: str, model: str) -> tuple[int, WindowSource] | None:
-    try:
-        from autocompact import limits  # type: ignore[attr-defined]
-    except ImportError:  # pragma: no cover - until the model table lands
-        return None
-    lookup = getattr(limits, "context_window", None)
-    if lookup is None:  # pragma: no cover
-        return None
-    window: object = cast("Callable[..., object]", lookup)(model, provider=provider)
-    return (window, "known") if isinstance(window, int) and window > 0 else None
+_SERVER_QUERIES = ("vllm", "ollama", "llamacpp", "lmstudio")
 
 
 # -- the scripted fake (a testing aid) -------------------------------------------------------
