@@ -1,0 +1,96 @@
+"""``autocompact sessions list | show | export`` on sessions saved by ``autocompact chat``."""
+
+from __future__ import annotations
+
+import json
+
+from .conftest import ChatEnv
+
+
+def _one_session(chat_env: ChatEnv) -> str:
+    result = chat_env.run(
+        ["chat", "--provider", "fake", "--system", "be brief"], ["first question", "second"]
+    )
+    assert result.code == 0, result.err
+    (path,) = chat_env.sessions.glob("*.jsonl")
+    return path.stem
+
+
+def test_list_shows_the_session(chat_env: ChatEnv) -> None:
+    """sessions list shows id, provider/model, message count and the first question."""
+    sid = _one_session(chat_env)
+    result = chat_env.run(["sessions", "list"])
+    assert result.code == 0, result.err
+    assert sid in result.out
+    assert "fake/fake-model" in result.out
+    assert "first question" in result.out
+
+
+def test_list_when_empty(chat_env: ChatEnv) -> None:
+    """sessions list with nothing saved says so."""
+    result = chat_env.run(["sessions", "list"])
+    assert result.code == 0
+    assert "No saved sessions" in result.out
+
+
+def test_show_prints_the_conversation(chat_env: ChatEnv) -> None:
+    """sessions show prints the header, the system prompt and every message."""
+    sid = _one_session(chat_env)
+    result = chat_env.run(["sessions", "show", sid[:12]])
+    assert result.code == 0, result.err
+    assert "system: be brief" in result.out
+    assert "first question" in result.out
+    assert result.out.count("model:") == 2
+
+
+def test_export_openai_and_jsonl(chat_env: ChatEnv) -> None:
+    """export --format openai writes chat-completions messages; jsonl the neutral form."""
+    sid = _one_session(chat_env)
+    openai = chat_env.run(["sessions", "export", sid, "--format", "openai"])
+    assert openai.code == 0, openai.err
+    assert json.loads(openai.out) == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "first question"},
+        {"role": "assistant", "content": "OK."},
+        {"role": "user", "content": "second"},
+        {"role": "assistant", "content": "OK."},
+    ]
+    neutral = chat_env.run(["sessions", "export", sid, "--format", "jsonl"])
+    lines = [json.loads(x) for x in neutral.out.splitlines()]
+    assert lines[0] == {"role": "user", "parts": [{"kind": "text", "text": "first question"}]}
+    assert len(lines) == 4
+
+
+def test_not_a_session_is_a_clear_error(chat_env: ChatEnv) -> None:
+    """A file that is not a session, or a newer schema, is refused with a clear message."""
+    chat_env.sessions.mkdir(parents=True)
+    (chat_env.sessions / "junk.jsonl").write_text("this is not json\n")
+    header = {
+        "type": "header",
+        "schema": 7,
+        "id": "future",
+        "created": "2030-01-01T00:00:00+00:00",
+        "cwd": "/",
+        "provider": "fake",
+        "model": "m",
+        "context_window": 1000,
+    }
+    (chat_env.sessions / "future.jsonl").write_text(json.dumps(header) + "\n")
+    junk = chat_env.run(["sessions", "show", "junk"])
+    assert junk.code == 2
+    assert "not an autocompact session" in junk.err
+    future = chat_env.run(["sessions", "export", "future", "--format", "jsonl"])
+    assert future.code == 2
+    assert "schema version 7 is newer than this build reads (version 1)" in future.err
+    resume = chat_env.run(["chat", "--resume", "future"])
+    assert resume.code == 2
+    assert "upgrade autocompact" in resume.err
+    # unreadable files are skipped by list, not fatal
+    assert chat_env.run(["sessions", "list"]).code == 0
+
+
+def test_unknown_id(chat_env: ChatEnv) -> None:
+    """An unknown id is a usage error that names it."""
+    result = chat_env.run(["sessions", "show", "nope"])
+    assert result.code == 2
+    assert "no saved session with id 'nope'" in result.err
