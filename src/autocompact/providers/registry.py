@@ -41,17 +41,8 @@ _ALIASES = {
     "compatible": "openai-compatible",
 }
 
-PROVIDER_NAMES = (
-    "anthropic",
-    "fake",
-    "gemini",
-    "llamacpp",
-    "lmstudio",
-    "ollama",
-    "openai",
-    "openai-compatible",
-    "qwen",
-    "vllm",
+PROVIDER_NAMES = tuple(
+    sorted({"anthropic", "fake", "gemini", "openai", "openai-compatible", "qwen", *_ALIASES})
 )
 """Every name :func:`get_provider` accepts (aliases included)."""
 
