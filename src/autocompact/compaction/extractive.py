@@ -39,12 +39,12 @@ from autocompact.thresholds import COMPACT_MAX_OUTPUT_TOKENS
 
 __all__ = ["MIN_SUMMARY_TOKENS", "extractive_summary", "key_terms", "shorten_middle"]
 
-MIN_SUMMARY_TOKENS = 200
+MIN_SUMMARY_TOKENS = 500
 """The smallest ``max_tokens`` accepted: room for the empty structure and a short request."""
 
 _REQUEST_CAP = 8_000  # characters of one user request before any budget pressure
 _ITEM_CAP = 300  # characters of one file, command, error or action line
-_MIN_REQUEST = 160  # the shortest a user request is cut to before requests are dropped
+_MIN_REQUEST = 80  # the shortest a user request is cut to before requests are dropped
 _RECENT_ACTIONS = 20
 _MODEL_NOTES = 20
 _CODE_NOTES = 15
@@ -152,8 +152,8 @@ def shorten_middle(text: str, limit: int) -> str:
     keep = limit - used
     head, tail = text[: keep * 3 // 5], text[len(text) - keep * 2 // 5 :]
     omitted = len(text) - len(head) - len(tail)
-    mentions = f"; it mentions {', '.join(terms)}" if terms else ""
-    return f"{head} [… {omitted:,} characters left out{mentions} …] {tail}"
+    mentions = f"; mentions {', '.join(terms)}" if terms else ""
+    return f"{head} [… {omitted:,} chars cut{mentions} …] {tail}"
 
 
 # -- facts gathered from the history -----------------------------------------------------------
@@ -391,7 +391,8 @@ class _Block:
             return []
         out = [self.title] if self.title else []
         if self.omitted:
-            out.append(f"- (… {self.omitted:,} earlier items left out)")
+            plural = "s" if self.omitted != 1 else ""
+            out.append(f"- (… {self.omitted:,} earlier item{plural} left out)")
         out.extend(self.items)
         return out
 
@@ -463,7 +464,12 @@ def _blocks(facts: _Facts, request_cap: int, max_chars: int) -> list[_Block]:
             priority=5,
         ),
         _Block(tag="current_plan", title=None, items=[f"- {p}" for p in plan], priority=8),
-        _Block(tag="next_step", title=None, items=[_next_step(facts, short)], priority=0),
+        _Block(
+            tag="next_step",
+            title=None,
+            items=[shorten_middle(_next_step(facts, short), max_chars // 8)],
+            priority=0,
+        ),
     ]
     return blocks
 
@@ -543,11 +549,11 @@ def _fit_requests(facts: _Facts, blocks: list[_Block], max_chars: int, cap: int)
     constraints = next(b for b in blocks if b.tag == "constraints")
 
     def render_with(limit: int, skip: int = 0) -> str:
-        numbered = list(enumerate(facts.requests, 1))
+        items = [f"- [{n}] {shorten_middle(t, limit)}" for n, t in enumerate(facts.requests, 1)]
         if skip:  # keep the first request, leave out the `skip` oldest after it
-            numbered = numbered[:1] + numbered[1 + skip :]
-        constraints.items = [f"- [{n}] {shorten_middle(t, limit)}" for n, t in numbered]
-        constraints.omitted = skip
+            note = f"- (… requests 2–{skip + 1} left out: no room)"
+            items = [items[0], note, *items[1 + skip :]]
+        constraints.items = items
         return _render(blocks)
 
     low, high = _MIN_REQUEST, cap
