@@ -210,19 +210,40 @@ def load_pool(data_dir: Path = DATA_DIR) -> tuple[list[Dict], str]:
 def build_history(pool: Sequence[Dict], target_tokens: int, source: str) -> History:
     """Repeat the pool's messages in order until the estimate reaches ``target_tokens``.
 
-    Repeated messages are distinct dicts (shallow copies), so fresh objects built from them
-    are distinct too. The history ends on a model message, as a history does between sends.
+    The history starts at a plain user turn, chosen so that its messages are about as large on
+    average as the pool's (a 10K-token history of a few huge tool outputs would be atypical).
+    Repeated messages are distinct dicts (shallow copies), so fresh objects built from them are
+    distinct too. The history ends on a model message, as a history does between sends.
     """
     sizes = [estimate_content_tokens(fresh_messages([d])) for d in pool]
+    typical = target_tokens / (sum(sizes) / len(sizes))
+    starts = [
+        i
+        for i, d in enumerate(pool)
+        if d["role"] == "user" and all(p["kind"] != "function_response" for p in d["parts"])
+    ] or [0]
+    best: tuple[float, list[Dict], int] | None = None
+    for start in starts:
+        dicts, total = _take(pool, sizes, start, target_tokens)
+        miss = abs(len(dicts) - typical)
+        if best is None or miss < best[0]:
+            best = (miss, dicts, total)
+    assert best is not None
+    return History(best[1], best[2], source)
+
+
+def _take(
+    pool: Sequence[Dict], sizes: Sequence[int], start: int, target_tokens: int
+) -> tuple[list[Dict], int]:
     dicts: list[Dict] = []
     total = 0
-    i = 0
+    i = start
     while total < target_tokens or dicts[-1]["role"] != "model":
         item = pool[i % len(pool)]
         dicts.append({"role": item["role"], "parts": [dict(p) for p in item["parts"]]})
         total += sizes[i % len(pool)]
         i += 1
-    return History(dicts, total, source)
+    return dicts, total
 
 
 # --- what the competitors measure ----------------------------------------------------------
