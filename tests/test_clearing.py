@@ -445,7 +445,7 @@ def load_session_point(path: Path) -> SessionPoint:
     at, prompt = before[-1]
     first_at, first_prompt = calls[0]
     return SessionPoint(
-        name=path.name.split(".")[0][:8],
+        name=path.name.removesuffix(".jsonl.gz")[:14],
         history=history[:at],
         reported_prompt=prompt,
         baseline=first_prompt - estimate_content_tokens(history[:first_at]),
@@ -453,8 +453,12 @@ def load_session_point(path: Path) -> SessionPoint:
 
 
 def session_files() -> Iterator[Path]:
+    """The main sessions, then the sub-agent conversations (not the compaction calls)."""
     if SESSIONS.is_dir():
         yield from sorted(SESSIONS.glob("*.jsonl.gz"))
+        for path in sorted(SESSIONS.glob("*/subagents/agent-*.jsonl.gz")):
+            if not path.name.startswith("agent-acompact"):
+                yield path
 
 
 @pytest.mark.skipif(not SESSIONS.is_dir(), reason=f"real sessions not present at {SESSIONS}")
@@ -474,13 +478,13 @@ def test_clearing_on_real_sessions_reports_savings() -> None:
         assert result.tokens_saved >= 0
     print()
     print(
-        f"{'session':10} {'msgs':>5} {'reported':>9} {'estimate':>9} {'saved':>8} {'%':>6} "
+        f"{'session':14} {'msgs':>5} {'reported':>9} {'estimate':>9} {'saved':>8} {'%':>6} "
         f"{'cleared':>7} {'dedup':>5} {'est+base after':>14} {'projected real':>14}"
     )
     for point, estimate, result, after, projected in rows:
         pct = 100 * result.tokens_saved / max(1, estimate)
         print(
-            f"{point.name:10} {len(point.history):5} {point.reported_prompt:9,} {estimate:9,} "
+            f"{point.name:14} {len(point.history):5} {point.reported_prompt:9,} {estimate:9,} "
             f"{result.tokens_saved:8,} {pct:5.1f}% {result.cleared:7} {result.deduplicated:5} "
             f"{after:14,} {projected:14,}"
         )
