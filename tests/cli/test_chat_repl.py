@@ -231,3 +231,39 @@ def test_local_server_needs_a_model(chat_env: ChatEnv) -> None:
     )
     assert result.code == 2
     assert "needs --model" in result.err
+
+
+@pytest.mark.parametrize(("calibration", "compacts"), [(None, False), (2.0, True)])
+def test_restore_uses_calibration_only_to_raise(
+    chat_env: ChatEnv, calibration: float | None, compacts: bool
+) -> None:
+    """A saved calibration that says the tokenizer counts double makes a restore compact sooner."""
+    from autocompact.content import Message
+
+    store = SessionStore(chat_env.sessions)
+    with store.create(
+        provider="fake",
+        model="fake-model",
+        context_window=32_000,
+        window_source="configured",
+        cwd=chat_env.cwd,
+    ) as w:
+        for i in range(7):
+            w.append_messages([Message.user(f"q{i} {words(2_000)}"), Message.model(f"a{i}")])
+        cal = None if calibration is None else {"factor": calibration, "samples": 4}
+        w.record_state(last_prompt_token_count=14_000, consecutive_failures=0, calibration=cal)
+    result = chat_env.run(["chat", "--continue"], ["next"])
+    assert result.code == 0, result.err
+    assert ("Compacting the conversation (hard," in result.out) is compacts
+
+
+def test_model_switch_is_saved_and_resumed(chat_env: ChatEnv) -> None:
+    """/model NAME moves the chat to another model; --continue resumes on that model."""
+    result = chat_env.run(["chat", "--provider", "fake"], ["hello", "/model fake-2", "again"])
+    assert result.code == 0, result.err
+    assert "Now using fake/fake-2" in result.out
+    (summary,) = SessionStore(chat_env.sessions).list()
+    assert summary.header.model == "fake-2"
+    assert summary.messages == 4
+    again = chat_env.run(["chat", "--continue"], ["/model"])
+    assert "Model: fake-2" in again.out

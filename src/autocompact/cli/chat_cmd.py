@@ -18,18 +18,19 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from autocompact.chat import ChatSession
+from autocompact.cli.render import format_tokens
 from autocompact.cli.repl import PipedInput, Repl, TerminalInput
 from autocompact.cli.slash import ChatContext
 from autocompact.compaction import CompressionStatus
-from autocompact.content import Usage
+from autocompact.content import Message, Usage
 from autocompact.context_report import WindowSource
 from autocompact.errors import (
     ConfigError,
@@ -37,7 +38,14 @@ from autocompact.errors import (
     ProviderError,
     ProviderTimeoutError,
 )
-from autocompact.estimation import Calibration, content_stats, update_calibration
+from autocompact.estimation import (
+    Calibration,
+    calibrated_estimate,
+    content_stats,
+    estimate_stats_tokens,
+    estimate_text_tokens,
+    update_calibration,
+)
 from autocompact.providers.base import ChatRequest, Provider, StreamDone, StreamEvent, TextDelta
 from autocompact.providers.fake import FakeProvider, FakeReply
 from autocompact.sessions import SavedSession, SessionStore, SessionWriter
@@ -228,15 +236,19 @@ def run_chat(args: argparse.Namespace) -> int:
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
     console = Console(highlight=False, soft_wrap=not interactive)
     calibration = _calibration_of(saved)
+    history = saved.history if saved is not None else ()
     session = ChatSession(
         provider,
         context_window=window,
         system_instruction=choice.system,
-        history=saved.history if saved is not None else (),
-        # Deliberately 0 on a restore: the saved count may be stale (written before a crash,
-        # or for another model's window and tokenizer), so the first send takes the cold
-        # estimate path of SPEC §4 and a long restored history compacts before it is sent.
-        last_prompt_token_count=0,
+        history=history,
+        # Never the saved count on a restore: it may be stale (written before a crash, or for
+        # another model's window and tokenizer), so the first send takes the cold estimate
+        # path of SPEC §4 and a long restored history compacts before it is sent. A learned
+        # calibration may only raise that estimate (see restored_count).
+        last_prompt_token_count=restored_count(
+            history, calibration, choice.system, settings.image_token_estimate
+        ),
         consecutive_failures=saved.consecutive_failures if saved is not None else 0,
         image_token_estimate=settings.image_token_estimate,
         clear_tool_outputs=settings.tool_output_clearing,
@@ -261,6 +273,36 @@ def run_chat(args: argparse.Namespace) -> int:
     )
     repl = Repl(ctx, console=console, persist=saver.save, interactive=interactive)
     session.add_hook(repl.on_event)
+
+    def switch_model(ctx: ChatContext, model: str) -> str:
+        new = replace(choice, model=model)
+        if new.window_source != "configured":
+            new = replace(new, window=None, window_source="assumed")
+        provider, window, source, warning = build_provider(new, env)
+        old = ctx.session
+        repl.persist()  # save what the old chat did before it is replaced
+        ctx.session = ChatSession(
+            provider,
+            context_window=window,
+            system_instruction=old.system_instruction,
+            history=old.history,
+            # Another model counts tokens its own way: start from the cold estimate.
+            last_prompt_token_count=0,
+            consecutive_failures=old.consecutive_failures,
+            image_token_estimate=old.image_token_estimate,
+            clear_tool_outputs=old.clear_tool_outputs,
+            hooks=(repl.on_event,),
+        )
+        ctx.model, ctx.window_source = provider.model, source
+        saver.switched(provider.model, window, source)
+        line = (
+            f"Now using {ctx.provider_name}/{provider.model} · window "
+            f"{format_tokens(window)} ({source}) · about "
+            f"{format_tokens(ctx.session.estimate_tokens())} tokens in use"
+        )
+        return f"{line}\nWarning: {warning}" if warning else line
+
+    ctx.switch_model = switch_model
     if interactive:
         repl.source = TerminalInput(repl.footer)
     else:
@@ -285,9 +327,31 @@ def run_chat(args: argparse.Namespace) -> int:
     return code
 
 
-def _greet(console: Console, ctx: ChatContext, saved: SavedSession | None) -> None:
-    from autocompact.cli.render import format_tokens
+def restored_count(
+    history: Sequence[Message],
+    calibration: Calibration,
+    system: str | None,
+    image_token_estimate: int,
+) -> int:
+    """The count a restored chat starts from: 0 (the cold path) unless calibration raises it.
 
+    A session that learned its tokenizer counts more than the plain 4-characters-a-token
+    estimate starts from the calibrated estimate of its history (plus the system prompt)
+    instead, so compaction fires earlier, never later (SPEC §4).
+    """
+    if not history or calibration.samples == 0:
+        return 0
+    stats = content_stats(history)
+    plain = estimate_stats_tokens(stats, image_token_estimate)
+    raised = calibrated_estimate(
+        plain, calibration, stats, image_token_estimate=image_token_estimate
+    )
+    if raised <= plain:
+        return 0
+    return raised + estimate_text_tokens(system)
+
+
+def _greet(console: Console, ctx: ChatContext, saved: SavedSession | None) -> None:
     session = ctx.session
     line = (
         f"autocompact chat · {ctx.provider_name}/{ctx.model} · window "
@@ -396,6 +460,18 @@ class _Saver:
     def clear(self) -> None:
         if self.writer is not None:
             self.writer.record_clear()
+
+    def switched(self, model: str, window: int, source: WindowSource) -> None:
+        """The chat moved to another model: new files start on it, open ones record it."""
+        self.window, self.window_source = window, source
+        self.calibration = Calibration()  # another tokenizer: learn again
+        if self.writer is not None:
+            self.writer.record_model(
+                provider=self.choice.provider,
+                model=model,
+                context_window=window,
+                window_source=source,
+            )
 
     def close(self) -> None:
         if self.writer is not None:

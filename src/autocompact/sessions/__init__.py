@@ -12,6 +12,8 @@ caller; the CLI passes the platform's user data directory). One file per session
     {"type": "compaction", "info": {...}, "history": [...]}   # success: the new history
     {"type": "compaction", "info": {...}}                     # failure: history unchanged
     {"type": "clear"}
+    {"type": "model", "provider": "...", "model": "...", "context_window": 200000,
+     "window_source": "known"}                                # /model: later fields win
 
 Replaying the records in order rebuilds the history: ``message`` appends, a successful
 ``compaction`` replaces the history with the one it carries, ``clear`` empties it.

@@ -266,6 +266,8 @@ def load_session(path: Path) -> SavedSession:
     for version in range(schema, SCHEMA_VERSION):
         records = _MIGRATIONS[version](records)
     state = _replay(records, path, warnings)
+    if state.model:  # a /model switch: the session continues on the newer model
+        header = _header_from_dict({**header_data, **state.model}, path)
     history = state.history
     if (
         damaged
@@ -337,6 +339,7 @@ class _ReplayState:
     consecutive_failures: int = 0
     calibration: Any = None
     compactions: list[JsonDict] = field(default_factory=list)
+    model: dict[str, Any] = field(default_factory=dict)
 
 
 def _replay(records: Sequence[JsonDict], path: Path, warnings: list[str]) -> _ReplayState:
@@ -358,6 +361,12 @@ def _replay(records: Sequence[JsonDict], path: Path, warnings: list[str]) -> _Re
                     if not isinstance(items, list):
                         raise ContentError("'history' must be a list")
                     state.history = history_from_dicts(items)
+            elif kind == "model":
+                state.model = {
+                    key: record[key]
+                    for key in ("provider", "model", "context_window", "window_source")
+                    if key in record
+                }
             elif kind == "clear":
                 state.history = []
                 state.last_prompt_token_count = 0

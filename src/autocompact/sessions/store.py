@@ -118,6 +118,20 @@ class SessionWriter:
         if history is not None:
             self._history = tuple(history)
 
+    def record_model(
+        self, *, provider: str, model: str, context_window: int, window_source: str | None
+    ) -> None:
+        """Record that the chat moved to another model (a reader's header shows the newest)."""
+        record: JsonDict = {
+            "type": "model",
+            "provider": provider,
+            "model": model,
+            "context_window": context_window,
+        }
+        if window_source is not None:
+            record["window_source"] = window_source
+        self._write([record])
+
     def record_clear(self) -> None:
         """Record that the history was cleared."""
         self._write([{"type": "clear"}])
