@@ -160,6 +160,26 @@ def test_open_error_is_marked_still_open() -> None:
     assert "failed: boom → still open" in section(extractive_summary(history), "errors_and_fixes")
 
 
+def test_user_text_beside_an_error_result_is_the_next_action() -> None:
+    """Text the user typed next to a failed tool result is recorded as what followed it."""
+    history = [
+        Message.user("deploy"),
+        Message.model(call("c1", "Bash", command="make deploy")),
+        Message.user(resp("c1", "Bash", "permission denied", error=True), "stop, use sudo"),
+    ]
+    errors = section(extractive_summary(history), "errors_and_fixes")
+    assert "failed: permission denied → next: user said stop, use sudo" in errors
+
+
+def test_an_earlier_summary_is_kept_and_labelled() -> None:
+    """A previous snapshot in the history is carried over as a labelled request."""
+    earlier = "<state_snapshot>\n<overall_goal>\nport lexer.c to Rust\n</overall_goal>"
+    history = [Message.user(earlier), Message.model("ok"), Message.user("continue")]
+    constraints = section(extractive_summary(history), "constraints")
+    assert "[1] (summary of the earlier conversation) <state_snapshot>" in constraints
+    assert "lexer.c" in constraints
+
+
 def test_summary_is_deterministic_and_input_untouched() -> None:
     """The same history gives the same text; the history is not modified."""
     history = coding_session()

@@ -285,6 +285,9 @@ def _gather(messages: Sequence[Message]) -> _Facts:
     for message in messages:
         facts.last_role = message.role
         if message.role == "user":
+            # Tool results come before any text the user typed alongside them.
+            for part in message.function_responses:
+                _record_response(facts, part, calls.get(part.id), pending_errors)
             text = "\n".join(p.text for p in message.parts if isinstance(p, TextPart)).strip()
             if text:
                 label = (
@@ -292,9 +295,6 @@ def _gather(messages: Sequence[Message]) -> _Facts:
                 )
                 facts.requests.append(label + text)
                 resolve(f"user said {_one_line(text, 120)}")
-            for part in message.parts:
-                if isinstance(part, FunctionResponsePart):
-                    _record_response(facts, part, calls.get(part.id), pending_errors)
             continue
         text = message.text.strip()
         if text:
