@@ -1,0 +1,120 @@
+"""``autocompact chat`` against an OpenAI-compatible server on 127.0.0.1 (vLLM-shaped)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from autocompact.sessions import SessionStore
+
+from .conftest import ChatEnv
+
+
+class _Server(ThreadingHTTPServer):
+    requests: list[dict[str, Any]]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Keep the test output clean."""
+
+    def _json(self, payload: object) -> None:
+        body = json.dumps(payload).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        if self.path == "/v1/models":
+            self._json({"object": "list", "data": [{"id": "tiny", "max_model_len": 32768}]})
+        else:
+            self.send_error(404)
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length", "0"))
+        body = json.loads(self.rfile.read(length))
+        self.server.requests.append(body)
+        base = {"id": "c1", "created": 0, "model": "tiny"}
+        if not body.get("stream"):
+            self._json(
+                {
+                    **base,
+                    "object": "chat.completion",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": "summary"},
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+                }
+            )
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        chunk = {**base, "object": "chat.completion.chunk"}
+        events = [
+            {
+                **chunk,
+                "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hello"}}],
+            },
+            {**chunk, "choices": [{"index": 0, "delta": {"content": " from the server"}}]},
+            {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+            {
+                **chunk,
+                "choices": [],
+                "usage": {"prompt_tokens": 321, "completion_tokens": 4, "total_tokens": 325},
+            },
+        ]
+        for event in events:
+            self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+        self.wfile.write(b"data: [DONE]\n\n")
+
+
+@pytest.fixture
+def server() -> Iterator[_Server]:
+    """A vLLM-shaped OpenAI-compatible server on a free port of 127.0.0.1."""
+    srv = _Server(("127.0.0.1", 0), _Handler)
+    srv.requests = []
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_chat_with_a_local_server(chat_env: ChatEnv, server: _Server) -> None:
+    """The window comes from the server, the reply streams in, the count is the server's."""
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        chat_env.monkeypatch.delenv(name, raising=False)
+    chat_env.monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    args = ["chat", "--provider", "vllm", "--model", "tiny", "--base-url", base_url]
+    result = chat_env.run([*args, "--system", "be brief"], ["hi there", "/context"])
+    assert result.code == 0, result.err
+    assert "vllm/tiny · window 32.8K (server)" in result.out
+    assert "Hello from the server" in result.out
+    # the server's prompt count (321) plus the reply (6 tokens by the estimate, 4 by the server)
+    assert "[327 / 32.8K tokens (1%)]" in result.out
+    assert "Window            32,768 tokens (reported by the server)" in result.out
+    (sent,) = server.requests
+    assert sent["model"] == "tiny"
+    assert sent["stream"] is True
+    assert sent["messages"] == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "hi there"},
+    ]
+    (summary,) = SessionStore(chat_env.sessions).list()
+    assert summary.header.base_url == base_url
+    assert summary.header.window_source == "server"
