@@ -159,7 +159,7 @@ def section_estimation(
         lc_all = lc + lc_pending
         pending_text = to_texts([next_pending()])
         ops = _ops_for(_once(lambda s=seen: estimate_prompt_tokens(s, None, 0)) * 60)
-        cold: list[Contender] = [
+        contenders: list[Contender] = [
             Contender(
                 "ours cold, fresh objects",
                 lambda batch: [estimate_prompt_tokens(h, p, 0) for h, p in batch],
@@ -174,27 +174,28 @@ def section_estimation(
             ),
         ]
         if cta is not None:
-            cold.append(Contender("count_tokens_approximately", lambda _, m=lc_all: cta(m)))
+            contenders.append(Contender("count_tokens_approximately", lambda _, m=lc_all: cta(m)))
         if enc is not None:
-            cold.append(
+            contenders.append(
                 Contender("tiktoken o200k", lambda _, t=texts + pending_text: _tiktoken(enc, t))
             )
-        times = rounds(cold, cfg.rounds)
-        last = hist.tokens
-        warm = [
+        contenders.append(
             Contender(
                 "ours warm",
-                lambda batch, s=seen, n=last: [estimate_prompt_tokens(s, p, n) for p in batch],
+                lambda batch, s=seen, n=hist.tokens: [
+                    estimate_prompt_tokens(s, p, n) for p in batch
+                ],
                 lambda: pendings(cfg.warm_ops),
                 cfg.warm_ops,
             )
-        ]
-        wtimes = rounds(warm + cold[2:], cfg.rounds)
+        )
+        # One set of rounds for every contender: each competitor runs once per round.
+        tset = rounds(contenders, cfg.rounds)
         label = size_label(size)
-        for kind, ours_name, tset in (
-            ("cold, fresh objects", "ours cold, fresh objects", times),
-            ("cold, seen objects", "ours cold, seen objects", times),
-            ("warm (main path)", "ours warm", wtimes),
+        for kind, ours_name in (
+            ("cold, fresh objects", "ours cold, fresh objects"),
+            ("cold, seen objects", "ours cold, seen objects"),
+            ("warm (main path)", "ours warm"),
         ):
             ours = tset[ours_name]
             row = [label, kind, fmt_time(statistics.median(ours))]
@@ -206,7 +207,7 @@ def section_estimation(
                 else:
                     row += ["n/a", "n/a"]
             rows.append(row)
-        results.figures[f"warm_seconds|{size}"] = statistics.median(wtimes["ours warm"])
+        results.figures[f"warm_seconds|{size}"] = statistics.median(tset["ours warm"])
     report.table(
         [
             "history",
