@@ -267,3 +267,13 @@ def test_model_switch_is_saved_and_resumed(chat_env: ChatEnv) -> None:
     assert summary.messages == 4
     again = chat_env.run(["chat", "--continue"], ["/model"])
     assert "Model: fake-2" in again.out
+
+
+def test_an_automatic_compaction_that_does_nothing_says_why(chat_env: ChatEnv) -> None:
+    """A first message past hard starts a rescue with nothing to compact; the chat says so."""
+    result = chat_env.run(["chat", "--provider", "fake", "--window", "32k"], [words(23_000)])
+    assert result.code == 0, result.err
+    block = result.blocks()[1]
+    assert "Compacting the conversation (hard, 23K tokens)…" in block
+    assert "Nothing to compress: the history is empty" in block
+    assert "OK." in block

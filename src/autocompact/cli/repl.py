@@ -20,11 +20,12 @@ from rich.markdown import Markdown
 from rich.text import Text
 
 from autocompact.chat import ChatSession
-from autocompact.cli.render import TipScheduler, describe_event, footer_text
+from autocompact.cli.render import TipScheduler, describe_event, describe_info, footer_text
 from autocompact.cli.slash import REGISTRY, ChatContext, CommandResult, SlashRegistry
+from autocompact.compaction import CompressionStatus, CompressionTrigger
 from autocompact.errors import AutocompactError, ProviderError
 from autocompact.events import CompactionFailed, CompactionSucceeded, Event
-from autocompact.providers.base import StreamDone, TextDelta
+from autocompact.providers.base import StreamDone, TextDelta, ThinkingDelta
 
 __all__ = ["LineSource", "Persist", "PipedInput", "Repl", "TerminalInput"]
 
@@ -136,6 +137,8 @@ class Repl:
         self.tips = tips or TipScheduler()
         self.registry = registry
         self.pending_compactions: list[object] = []
+        self._seen_session: ChatSession | None = ctx.session
+        self._seen = len(ctx.session.compactions)
 
     def persist(self) -> None:
         """Save the chat (and the compactions made since the last save)."""
@@ -205,6 +208,7 @@ class Repl:
         except AutocompactError as exc:
             self.console.print(Text(f"Error: {exc}", style="red"))
             result = CommandResult(changed=True)
+        self._report_noops()
         for out in result.lines:
             self.console.print(out, markup=False, highlight=False)
         if result.changed:
@@ -221,14 +225,22 @@ class Repl:
             self.console.print(Text(f"Error: {exc}", style="red"))
         except AutocompactError as exc:
             self.console.print(Text(f"Error: {exc}", style="red"))
+        self._report_noops()
         self.persist()
         self._after_turn()
 
     def _stream(self, text: str) -> None:
         buffer: list[str] = []
         live: Live | None = None
+        # A spinner until the first token (compaction events print above it).
+        status = self.console.status("Thinking…") if self.interactive else None
+        if status is not None:
+            status.start()
         try:
             for event in self.ctx.session.send_stream(text):
+                if status is not None and isinstance(event, TextDelta | ThinkingDelta):
+                    status.stop()
+                    status = None
                 if isinstance(event, TextDelta):
                     buffer.append(event.text)
                     if self.interactive:
@@ -243,11 +255,27 @@ class Repl:
                 elif isinstance(event, StreamDone) and not buffer:
                     buffer.append(event.completion.text)
         finally:
+            if status is not None:
+                status.stop()
             if live is not None:
                 live.update(Markdown("".join(buffer)))
                 live.stop()
         if not self.interactive:
-            self.console.print(Markdown("".join(buffer)))
+            # Rendered, then printed without the padding rich adds to fill the width.
+            with self.console.capture() as captured:
+                self.console.print(Markdown("".join(buffer)))
+            for line in captured.get().splitlines():
+                self.console.print(line.rstrip(), markup=False, highlight=False)
+
+    def _report_noops(self) -> None:
+        """Say why an automatic compaction that started did nothing (no event reports it)."""
+        session = self.ctx.session
+        if session is not self._seen_session:
+            self._seen_session, self._seen = session, 0
+        for info in session.compactions[self._seen :]:
+            if info.status == CompressionStatus.NOOP and info.trigger != CompressionTrigger.MANUAL:
+                self.console.print(Text(describe_info(info), style="dim"))
+        self._seen = len(session.compactions)
 
     def _after_turn(self) -> None:
         session = self.ctx.session

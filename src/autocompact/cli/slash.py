@@ -8,8 +8,8 @@ what they return and persists the session afterwards.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
 from autocompact.chat import ChatSession
 from autocompact.cli.render import WINDOW_SOURCES, bar, describe_info, format_tokens
@@ -56,7 +56,6 @@ class ChatContext:
     session_id: str | None = None
     switch_model: ModelSwitcher | None = None
     on_clear: Callable[[], None] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
