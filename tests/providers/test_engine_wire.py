@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from autocompact.chat import ChatSession
+from autocompact.chat import AsyncChatSession, ChatSession
 from autocompact.compaction import CompressionStatus, CompressionTrigger
 from autocompact.content import Message
 from autocompact.errors import ContextOverflowError
 from autocompact.providers.anthropic import AnthropicProvider
-from autocompact.providers.base import Provider
+from autocompact.providers.base import Provider, StreamDone, TextDelta
 from autocompact.providers.gemini import GeminiProvider
 from autocompact.providers.openai import OpenAIProvider
 from autocompact.thresholds import COMPACT_MAX_OUTPUT_TOKENS
@@ -22,7 +22,7 @@ from autocompact.thresholds import COMPACT_MAX_OUTPUT_TOKENS
 from . import test_anthropic as anth
 from . import test_gemini as gem
 from . import test_openai as oai
-from .wire import Sent, Wire, json_response
+from .wire import Sent, Wire, json_response, sse
 
 SUMMARY = "<state_snapshot><overall_goal>ship it</overall_goal></state_snapshot>"
 
@@ -37,6 +37,7 @@ class Script:
     truncated: Callable[[str], Any]  # a reply stopped by the output cap
     overflow: Callable[[], Any]  # a "prompt is too long" rejection
     is_side_query: Callable[[Sent], bool]
+    stream_ok: Callable[[str], Any]  # a normal streamed reply
 
 
 def _openai_ok(text: str) -> Any:
@@ -48,7 +49,11 @@ SCRIPTS = [
     Script(
         name="openai",
         build=lambda wire: OpenAIProvider(
-            "gpt-5.1", api_key=oai.KEY, http_client=wire.client(), max_retries=0
+            "gpt-5.1",
+            api_key=oai.KEY,
+            http_client=wire.client(),
+            async_http_client=wire.async_client(),
+            max_retries=0,
         ),
         ok=_openai_ok,
         truncated=lambda text: json_response(oai.completion(text, finish="length")),
@@ -59,11 +64,24 @@ SCRIPTS = [
             sent.json.get("reasoning_effort") == "none"
             and sent.json.get("max_completion_tokens") == COMPACT_MAX_OUTPUT_TOKENS
         ),
+        stream_ok=lambda text: sse(
+            [
+                oai.chunk({"role": "assistant", "content": text}, finish="stop"),
+                oai.chunk(
+                    None, usage={"prompt_tokens": 900, "completion_tokens": 4, "total_tokens": 904}
+                ),
+            ],
+            done=True,
+        ),
     ),
     Script(
         name="anthropic",
         build=lambda wire: AnthropicProvider(
-            anth.MODEL, api_key=anth.KEY, http_client=wire.client(), max_retries=0
+            anth.MODEL,
+            api_key=anth.KEY,
+            http_client=wire.client(),
+            async_http_client=wire.async_client(),
+            max_retries=0,
         ),
         ok=lambda text: anth.text_stream(text, output_tokens=40),
         truncated=lambda text: anth.text_stream(text, stop="max_tokens"),
@@ -74,10 +92,18 @@ SCRIPTS = [
             sent.json.get("thinking") == {"type": "disabled"}
             and sent.json.get("max_tokens") == COMPACT_MAX_OUTPUT_TOKENS
         ),
+        stream_ok=lambda text: anth.text_stream(
+            text, output_tokens=4, start_usage=anth.usage(input_tokens=900)
+        ),
     ),
     Script(
         name="gemini",
-        build=lambda wire: GeminiProvider(gem.MODEL, api_key=gem.KEY, http_client=wire.client()),
+        build=lambda wire: GeminiProvider(
+            gem.MODEL,
+            api_key=gem.KEY,
+            http_client=wire.client(),
+            async_http_client=wire.async_client(),
+        ),
         ok=lambda text: json_response(
             gem.reply([{"text": text}], usage={"promptTokenCount": 900, "candidatesTokenCount": 40})
         ),
@@ -88,6 +114,13 @@ SCRIPTS = [
         is_side_query=lambda sent: (
             sent.json.get("generationConfig", {}).get("thinkingConfig")
             == {"include_thoughts": False, "thinking_budget": 0}
+        ),
+        stream_ok=lambda text: sse(
+            [
+                gem.reply(
+                    [{"text": text}], usage={"promptTokenCount": 900, "candidatesTokenCount": 4}
+                )
+            ]
         ),
     ),
 ]
@@ -158,3 +191,37 @@ def test_overflow_after_the_retry_surfaces_the_provider_error(wire: Wire, script
         session.send("next step please")
     assert info.value.provider == script.name
     assert len(wire.sent) == 3
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=IDS)
+def test_streamed_turn_overflow_compacts_and_streams_the_retry(wire: Wire, script: Script) -> None:
+    """send_stream: an overflow before the stream starts → reactive compaction → streamed retry."""
+    session = ChatSession(script.build(wire), context_window=200_000, history=_history())
+    wire.queue(script.overflow(), script.ok(SUMMARY), script.stream_ok("streamed retry"))
+    events = list(session.send_stream("next step please"))
+    assert TextDelta(text="streamed retry") in events
+    done = events[-1]
+    assert isinstance(done, StreamDone)
+    assert done.completion.text == "streamed retry"
+    assert script.is_side_query(wire.sent[1])
+    assert session.last_prompt_token_count == 900
+    assert session.compactions[-1].trigger is CompressionTrigger.REACTIVE
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=IDS)
+async def test_async_session_refuses_truncation_and_retries_overflow(
+    wire: Wire, script: Script
+) -> None:
+    """AsyncChatSession over each adapter: truncated summary refused; overflow → one retry."""
+    history = _history()
+    session = AsyncChatSession(script.build(wire), context_window=200_000, history=history)
+    wire.queue(script.truncated("<state_snapshot> cut"))
+    info = await session.compress()
+    assert info.status is CompressionStatus.COMPRESSION_FAILED_OUTPUT_TRUNCATED
+    assert session.history == tuple(history)
+    wire.queue(script.overflow(), script.ok(SUMMARY), script.stream_ok("async retry"))
+    events = [e async for e in session.send_stream("go on")]
+    done = events[-1]
+    assert isinstance(done, StreamDone)
+    assert done.completion.text == "async retry"
+    assert len(wire.sent) == 4
