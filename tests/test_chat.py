@@ -549,3 +549,12 @@ def test_two_threads_are_serialized() -> None:
         assert (user.role, model.role) == ("user", "model")
         assert model.text == "re:" + user.text
     assert {m.text for m in history[::2]} == {f"{n}{i}" for n in "ab" for i in range(10)}
+
+
+def test_context_window_accepts_suffixes_and_rejects_bad_values() -> None:
+    """The session parses its window like the CLI does and refuses a bad one with ConfigError."""
+    from autocompact import ConfigError
+
+    assert ChatSession(FakeProvider(), context_window="128k").context_window == 128_000  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="-5"):
+        ChatSession(FakeProvider(), context_window=-5)

@@ -248,3 +248,21 @@ def test_large_first_message_plus_pending_still_fits() -> None:
         session.send("p" * 4 * 45_000)
     chats = [r for r in fake.requests if r.purpose == "chat"]
     assert all(estimate_request_tokens(r) < window for r in chats)
+
+
+def test_failed_rescue_then_trim_events_in_order() -> None:
+    """A failed hard rescue emits CompactionStarted, CompactionFailed, then RequestTrimmed."""
+    events: list[Event] = []
+    fake = FakeProvider(responder=failing("error"))
+    session = ChatSession(
+        fake,
+        context_window=32_000,
+        history=uniform_history(32_000),
+        consecutive_failures=3,
+        hooks=[events.append],
+        clear_tool_outputs=False,
+    )
+    session.send("go")
+    kinds = [e.kind for e in events if e.kind != "threshold_crossed"]
+    assert kinds == ["compaction_started", "compaction_failed", "request_trimmed"]
+    assert [r.purpose for r in fake.requests] == ["side_query", "chat"]
