@@ -277,3 +277,24 @@ def test_an_automatic_compaction_that_does_nothing_says_why(chat_env: ChatEnv) -
     assert "Compacting the conversation (hard, 23K tokens)…" in block
     assert "Nothing to compress: the history is empty" in block
     assert "OK." in block
+
+
+def test_breaker_opens_and_recovers_on_screen(chat_env: ChatEnv) -> None:
+    """Three failed automatic compactions pause them (shown, footer too); /compress resumes."""
+    chat_env.script(
+        [{"text": f"a{i}", "purpose": "chat", "prompt_tokens": 96_000} for i in range(5)]
+        + [{"error": "provider", "purpose": "side_query"} for _ in range(3)]
+    )
+    questions = [f"q{i} {words(3_000)}" for i in range(5)]
+    result = chat_env.run(FAKE_128K, [*questions, "/compress"])
+    assert result.code == 0, result.err
+    blocks = result.blocks()
+    assert blocks[4].count("Compaction failed (auto)") == 1
+    assert "Automatic compaction paused after 3 failures in a row" in blocks[4]
+    assert "auto-compaction paused (/compress to retry)]" in blocks[4]
+    paused_tip = "Automatic compaction is paused after repeated failures: run /compress."
+    assert paused_tip in blocks[4]  # the breaker opening changes the advice: shown at once
+    assert "Compacting" not in blocks[5]  # the breaker is open: no automatic attempt
+    assert "Tip:" not in blocks[5]  # and the same tip is not repeated on the next turn
+    assert "Compressed" in blocks[6]
+    assert "Automatic compaction resumed." in blocks[6]

@@ -129,8 +129,8 @@ TipSelector = Callable[..., Tip | None]
 class TipScheduler:
     """Picks the tip to show after a turn, without repeating one every turn.
 
-    A tip shows when its band is entered (the tip changes from the last turn's), and then again
-    only after ``cooldown_turns`` turns in the same band.
+    A tip shows when its band is entered (the tip changes from the last turn's, or the breaker
+    opens or closes), and then again only after ``cooldown_turns`` turns in the same band.
 
     Args:
         cooldown_turns: turns before the same tip may show again while the band is unchanged.
@@ -143,17 +143,22 @@ class TipScheduler:
     _previous_id: str | None = None
     _last_shown: dict[str, int] = field(default_factory=dict)
 
-    def after_turn(self, tokens: int, thresholds: CompactionThresholds) -> Tip | None:
+    def after_turn(
+        self, tokens: int, thresholds: CompactionThresholds, *, breaker_open: bool = False
+    ) -> Tip | None:
         """The tip to show now for ``tokens``, or ``None``."""
         self._turn += 1
-        tip = self.selector(tokens, window=thresholds.window, thresholds=thresholds)
-        tip_id = tip.id if tip is not None else None
-        entered = tip_id != self._previous_id
-        self._previous_id = tip_id
-        if tip is None:
+        tip = self.selector(
+            tokens, window=thresholds.window, thresholds=thresholds, breaker_open=breaker_open
+        )
+        # A paused breaker changes the advice, so it counts as a new tip.
+        key = None if tip is None else tip.id + (":paused" if breaker_open else "")
+        entered = key != self._previous_id
+        self._previous_id = key
+        if tip is None or key is None:
             return None
-        last = self._last_shown.get(tip.id)
+        last = self._last_shown.get(key)
         if entered or last is None or self._turn - last >= self.cooldown_turns:
-            self._last_shown[tip.id] = self._turn
+            self._last_shown[key] = self._turn
             return tip
         return None

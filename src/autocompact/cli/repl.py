@@ -279,7 +279,9 @@ class Repl:
 
     def _after_turn(self) -> None:
         session = self.ctx.session
-        tip = self.tips.after_turn(session.estimate_tokens(), session.thresholds)
+        tip = self.tips.after_turn(
+            session.estimate_tokens(), session.thresholds, breaker_open=session.breaker_open
+        )
         if tip is not None:
             self.console.print(Text(f"Tip: {tip.message}", style="cyan"))
         if not self.interactive:
