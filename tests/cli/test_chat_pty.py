@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from autocompact.sessions import load_session
+
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\x1b[=>]|\r")
 
 
@@ -60,7 +62,7 @@ class Terminal:
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
 def test_chat_in_a_terminal(tmp_path: Path) -> None:
-    """Type a message in a real terminal, see the reply and the toolbar, run /context, quit."""
+    """In a real terminal: type, paste several lines, see replies and the toolbar, quit."""
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.pop("AUTOCOMPACT_FAKE_SCRIPT", None)
     env.update(AUTOCOMPACT_HOME=str(tmp_path / "home"), TERM="xterm")
@@ -84,6 +86,13 @@ def test_chat_in_a_terminal(tmp_path: Path) -> None:
         term.type(b"hello from a terminal\r")
         assert "hello from a terminal" in term.expect(r"OK\.")
         term.expect(r"\d+ / 128K tokens \(0%\)")  # the prompt and toolbar are back
+        # A multi-line paste (bracketed paste) and Alt-Enter each make one message.
+        term.type(b"\x1b[200~pasted line one\npasted line two\x1b[201~\r")
+        term.expect(r"OK\.")
+        term.expect(r"tokens \(0%\)")
+        term.type(b"typed line one\x1b\rtyped line two\r")
+        term.expect(r"OK\.")
+        term.expect(r"tokens \(0%\)")
         term.type(b"/context\r")
         screen = term.expect(r"Hard threshold\s+105K")
         assert "Effective window  108K (window − 20K reserve)" in screen
@@ -97,4 +106,9 @@ def test_chat_in_a_terminal(tmp_path: Path) -> None:
             proc.wait()
         os.close(main)
     (saved,) = (tmp_path / "home" / "sessions").glob("*.jsonl")
-    assert "hello from a terminal" in saved.read_text()
+    user = [m.text for m in load_session(saved).history if m.role == "user"]
+    assert user == [
+        "hello from a terminal",
+        "pasted line one\npasted line two",
+        "typed line one\ntyped line two",
+    ]
