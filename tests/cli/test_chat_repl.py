@@ -298,3 +298,24 @@ def test_breaker_opens_and_recovers_on_screen(chat_env: ChatEnv) -> None:
     assert "Tip:" not in blocks[5]  # and the same tip is not repeated on the next turn
     assert "Compressed" in blocks[6]
     assert "Automatic compaction resumed." in blocks[6]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("not json", "cannot read AUTOCOMPACT_FAKE_SCRIPT"),
+        ('{"replies": 3}', "expected a list of replies"),
+        ('[{"error": "boom"}]', "unknown error 'boom'"),
+        ('[{"finish_reason": "sideways"}]', "unknown finish_reason 'sideways'"),
+        ("[7]", "reply 0 must be a string or an object"),
+    ],
+)
+def test_bad_fake_script_is_a_usage_error(chat_env: ChatEnv, content: str, message: str) -> None:
+    """A malformed AUTOCOMPACT_FAKE_SCRIPT names the file and what is wrong."""
+    path = chat_env.cwd / "bad.json"
+    path.write_text(content)
+    chat_env.monkeypatch.setenv("AUTOCOMPACT_FAKE_SCRIPT", str(path))
+    result = chat_env.run(["chat", "--provider", "fake"], ["hi"])
+    assert result.code == 2
+    assert message in result.err
+    assert "bad.json" in result.err

@@ -14,30 +14,24 @@ order (see :func:`load_fake_script`); it is read only with ``--provider fake``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
 from autocompact.chat import ChatSession
+from autocompact.cli.fake_script import ScriptedFake, load_fake_script
 from autocompact.cli.render import format_tokens
 from autocompact.cli.repl import PipedInput, Repl, TerminalInput
 from autocompact.cli.slash import ChatContext
 from autocompact.compaction import CompressionStatus
-from autocompact.content import Message, Usage
+from autocompact.content import Message
 from autocompact.context_report import WindowSource
-from autocompact.errors import (
-    ConfigError,
-    ContextOverflowError,
-    ProviderError,
-    ProviderTimeoutError,
-)
+from autocompact.errors import ConfigError
 from autocompact.estimation import (
     Calibration,
     calibrated_estimate,
@@ -46,8 +40,7 @@ from autocompact.estimation import (
     estimate_text_tokens,
     update_calibration,
 )
-from autocompact.providers.base import ChatRequest, Provider, StreamDone, StreamEvent, TextDelta
-from autocompact.providers.fake import FakeProvider, FakeReply
+from autocompact.providers.base import Provider
 from autocompact.sessions import SavedSession, SessionStore, SessionWriter
 from autocompact.settings import Settings, load_settings
 from autocompact.thresholds import parse_window
@@ -56,7 +49,6 @@ __all__ = [
     "ASSUMED_WINDOW",
     "DEFAULT_MODELS",
     "data_dir",
-    "load_fake_script",
     "register",
     "run_chat",
     "secrets_in_env",
@@ -488,7 +480,7 @@ def build_provider(
     if choice.provider == "fake":
         window = choice.window or ASSUMED_WINDOW
         source: WindowSource = choice.window_source if choice.window else "assumed"
-        fake = _ScriptedFake(choice.model or "fake-model", context_window=choice.window or None)
+        fake = ScriptedFake(choice.model or "fake-model", context_window=choice.window or None)
         script = env.get("AUTOCOMPACT_FAKE_SCRIPT")
         if script:
             for reply, purpose in load_fake_script(Path(script)):
@@ -518,89 +510,3 @@ def build_provider(
 
 
 _SERVER_QUERIES = ("vllm", "ollama", "llamacpp", "lmstudio")
-
-
-# -- the scripted fake (a testing aid) -------------------------------------------------------
-
-_INTERRUPT = "\x00interrupt\x00"
-
-
-class _ScriptedFake(FakeProvider):
-    """The fake provider, plus replies that raise KeyboardInterrupt part-way through a stream."""
-
-    def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
-        for event in super().stream(request):
-            if isinstance(event, TextDelta) and _INTERRUPT in event.text:
-                before = event.text.split(_INTERRUPT, 1)[0]
-                if before:
-                    yield TextDelta(text=before)
-                raise KeyboardInterrupt
-            if isinstance(event, StreamDone) and _INTERRUPT in event.completion.text:
-                raise KeyboardInterrupt
-            yield event
-
-
-_ERRORS: dict[str, Callable[[], ProviderError]] = {
-    "provider": lambda: ProviderError("scripted failure", provider="fake", model="fake-model"),
-    "timeout": lambda: ProviderTimeoutError("scripted timeout", provider="fake"),
-    "too_long": lambda: ContextOverflowError("prompt is too long (scripted)", provider="fake"),
-}
-
-
-def load_fake_script(path: Path) -> list[tuple[FakeReply, Any]]:
-    """Replies for ``--provider fake`` from a JSON file (a testing aid).
-
-    The file holds a list (or ``{"replies": [...]}``); each item is a reply text or an object::
-
-        {"text": "...",             # the reply
-         "purpose": "chat",         # or "side_query"; omitted: the next request of any kind
-         "prompt_tokens": 90000,    # reported usage (omitted: the fake's own estimate)
-         "output_tokens": 50,
-         "finish_reason": "length", # or "stop" (default)
-         "error": "provider",       # or "timeout", "too_long": raise instead of replying
-         "interrupt": true}         # stream the text, then raise KeyboardInterrupt (Ctrl-C)
-
-    Raises:
-        ConfigError: the file is missing or malformed (names the file and the item).
-    """
-    from autocompact.providers.base import FinishReason
-
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(
-            f"{path}: cannot read AUTOCOMPACT_FAKE_SCRIPT: {exc}", file=str(path)
-        ) from exc
-    items = data.get("replies") if isinstance(data, dict) else data
-    if not isinstance(items, list):
-        raise ConfigError(f"{path}: expected a list of replies", file=str(path))
-    out: list[tuple[FakeReply, Any]] = []
-    for n, item in enumerate(items):
-        if isinstance(item, str):
-            out.append((FakeReply(text=item), None))
-            continue
-        if not isinstance(item, dict):
-            raise ConfigError(f"{path}: reply {n} must be a string or an object", file=str(path))
-        text = str(item.get("text", ""))
-        if item.get("interrupt"):
-            text += " " + _INTERRUPT
-        error = item.get("error")
-        if error is not None and error not in _ERRORS:
-            raise ConfigError(
-                f"{path}: reply {n}: unknown error {error!r}; use one of {', '.join(_ERRORS)}",
-                file=str(path),
-            )
-        usage = None
-        if "prompt_tokens" in item or "output_tokens" in item:
-            usage = Usage(
-                prompt_tokens=int(item.get("prompt_tokens", 0)),
-                output_tokens=int(item.get("output_tokens", 0)),
-            )
-        reply = FakeReply(
-            text=text,
-            usage=usage,
-            finish_reason=FinishReason(item.get("finish_reason", "stop")),
-            error=_ERRORS[error]() if error else None,
-        )
-        out.append((reply, item.get("purpose")))
-    return out
