@@ -39,7 +39,7 @@ import base64
 import binascii
 import re
 from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -245,8 +245,11 @@ class GeminiProvider:
     def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
         """Send a request and yield text/thinking deltas, then one :class:`StreamDone`."""
         acc = _Accumulator()
-        with self._errors():
-            for chunk in self._client.models.generate_content_stream(**self._call_args(request)):
+        with (
+            self._errors(),
+            closing(self._client.models.generate_content_stream(**self._call_args(request))) as it,
+        ):
+            for chunk in it:  # closing() ends the HTTP stream when the caller stops early
                 yield from acc.add(chunk)
             completion = acc.finish(self.model)
         yield StreamDone(completion=completion)

@@ -292,8 +292,9 @@ class OpenAIProvider:
         acc = _StreamAccumulator()
         with self._errors():
             chunks = self._sync().chat.completions.create(**self.build_body(request, stream=True))
-            for chunk in chunks:
-                yield from acc.add(chunk)
+            with chunks:  # closes the HTTP stream when the caller stops early (Ctrl-C)
+                for chunk in chunks:
+                    yield from acc.add(chunk)
             completion = acc.finish(self.model)
         yield StreamDone(completion=completion)
 
@@ -310,9 +311,10 @@ class OpenAIProvider:
             chunks = await self._async().chat.completions.create(
                 **self.build_body(request, stream=True)
             )
-            async for chunk in chunks:
-                for event in acc.add(chunk):
-                    yield event
+            async with chunks:
+                async for chunk in chunks:
+                    for event in acc.add(chunk):
+                        yield event
             completion = acc.finish(self.model)
         yield StreamDone(completion=completion)
 
