@@ -47,6 +47,12 @@ def load_o200k() -> Any:
         partial = target.with_suffix(f".{os.getpid()}.tmp")
         partial.write_bytes(data)
         os.replace(partial, target)
+    previous = os.environ.get("TIKTOKEN_CACHE_DIR")
     os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)
-
-    return tiktoken.get_encoding("o200k_base")
+    try:
+        return tiktoken.get_encoding("o200k_base")
+    finally:  # tiktoken keeps the loaded encoding; leave the environment as it was
+        if previous is None:
+            del os.environ["TIKTOKEN_CACHE_DIR"]
+        else:
+            os.environ["TIKTOKEN_CACHE_DIR"] = previous
