@@ -139,3 +139,23 @@ def test_guard_stops_requests_to_real_hosts() -> None:
     provider = get_provider("openai:gpt-4.1", env={"OPENAI_API_KEY": "k"}, max_retries=0)
     with pytest.raises(RealHostError, match=r"api\.openai\.com"):
         provider.complete(ChatRequest(messages=(Message.user("x"),)))
+
+
+@pytest.mark.parametrize(
+    ("spec", "blocked", "hint"),
+    [
+        ("openai:gpt-4.1", "openai", 'pip install "autocompact[openai]"'),
+        ("anthropic:claude-sonnet-4-5", "anthropic", 'pip install "autocompact[anthropic]"'),
+        ("gemini:gemini-2.5-flash", "google.genai", 'pip install "autocompact[gemini]"'),
+    ],
+)
+def test_missing_sdk_gives_the_exact_install_hint(
+    monkeypatch: pytest.MonkeyPatch, spec: str, blocked: str, hint: str
+) -> None:
+    """Without the SDK installed, building the adapter fails with the pip hint for its extra."""
+    from autocompact.errors import MissingDependencyError
+
+    monkeypatch.setitem(sys.modules, blocked, None)
+    with pytest.raises(MissingDependencyError) as info:
+        get_provider(spec, api_key="k")
+    assert hint in str(info.value)

@@ -97,7 +97,7 @@ class AnthropicProvider:
     ) -> None:
         try:
             import anthropic
-        except ImportError as exc:  # pragma: no cover - exercised only without the SDK
+        except ImportError as exc:
             raise MissingDependencyError("anthropic", "anthropic") from exc
         self._sdk: Any = anthropic
         self.model = model

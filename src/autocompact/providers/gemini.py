@@ -158,7 +158,7 @@ class GeminiProvider:
         try:
             from google import genai
             from google.genai import errors, types
-        except ImportError as exc:  # pragma: no cover - exercised only without the SDK
+        except ImportError as exc:
             raise MissingDependencyError("google-genai", "gemini") from exc
         self._genai: Any = genai
         self._errors_mod: Any = errors

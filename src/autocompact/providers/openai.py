@@ -201,7 +201,7 @@ class OpenAIProvider:
     ) -> None:
         try:
             import openai
-        except ImportError as exc:  # pragma: no cover - exercised only without the SDK
+        except ImportError as exc:
             raise MissingDependencyError("openai", "openai") from exc
         self._sdk: Any = openai
         self.model = model
