@@ -210,7 +210,7 @@ def test_other_commands_answer(chat_env: ChatEnv, command: str) -> None:
     assert result.code == 0, result.err
     expected = {
         "/model": "Model: fake-model",
-        "/sessions": "msgs",
+        "/sessions": "* ",  # the current session is marked
         "/help": "/compress [instructions]",
         "/nope": "Unknown command /nope",
     }[command]

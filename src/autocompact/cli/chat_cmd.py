@@ -263,7 +263,12 @@ def run_chat(args: argparse.Namespace) -> int:
         session_id=saved.id if saved is not None else None,
         on_clear=saver.clear,
     )
-    repl = Repl(ctx, console=console, persist=saver.save, interactive=interactive)
+
+    def persist(session: ChatSession, new_compactions: list[object]) -> None:
+        saver.save(session, new_compactions)
+        ctx.session_id = saver.session_id  # known once the first turn created the file
+
+    repl = Repl(ctx, console=console, persist=persist, interactive=interactive)
     session.add_hook(repl.on_event)
 
     def switch_model(ctx: ChatContext, model: str) -> str:

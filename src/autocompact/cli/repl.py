@@ -23,7 +23,7 @@ from autocompact.chat import ChatSession
 from autocompact.cli.render import TipScheduler, describe_event, describe_info, footer_text
 from autocompact.cli.slash import REGISTRY, ChatContext, CommandResult, SlashRegistry
 from autocompact.compaction import CompressionStatus, CompressionTrigger
-from autocompact.errors import AutocompactError, ProviderError
+from autocompact.errors import AutocompactError
 from autocompact.events import CompactionFailed, CompactionSucceeded, Event
 from autocompact.providers.base import StreamDone, TextDelta, ThinkingDelta
 
@@ -221,9 +221,7 @@ class Repl:
             self._stream(text)
         except KeyboardInterrupt:
             self.console.print(Text("\nCancelled; the conversation is as it was.", style="yellow"))
-        except ProviderError as exc:
-            self.console.print(Text(f"Error: {exc}", style="red"))
-        except AutocompactError as exc:
+        except AutocompactError as exc:  # provider errors included: the chat goes on
             self.console.print(Text(f"Error: {exc}", style="red"))
         self._report_noops()
         self.persist()
