@@ -396,13 +396,14 @@ def _estimate(
         item = _Estimated(row, calibration)
         out.items.append(item)
         yield item
-        calibration = update_calibration(
-            calibration,
-            stats,
-            call.prompt_tokens,
-            baseline_tokens=baseline,
-            image_token_estimate=images,
-        )
+        if previous is not None:  # the first call defines the baseline: it teaches nothing
+            calibration = update_calibration(
+                calibration,
+                stats,
+                call.prompt_tokens,
+                baseline_tokens=baseline,
+                image_token_estimate=images,
+            )
         previous = call
     out.final = calibration
 
@@ -476,9 +477,19 @@ class _Summaries:
 
 
 def _default_summarizer() -> Summarizer:
-    from autocompact.compaction.extractive import extractive_summary
-
+    try:
+        from autocompact.compaction.extractive import extractive_summary
+    except ImportError:  # pragma: no cover - the extractive summarizer ships with the engine
+        return _first_lines
     return extractive_summary
+
+
+def _first_lines(messages: Sequence[Message]) -> str:
+    """A crude stand-in summary: the first line of every user request."""
+    lines = [
+        m.text.strip().splitlines()[0] for m in messages if m.role == "user" and m.text.strip()
+    ]
+    return "\n".join(f"- {line[:200]}" for line in lines) or "(earlier conversation)"
 
 
 class _Sim:
