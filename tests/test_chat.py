@@ -558,3 +558,18 @@ def test_context_window_accepts_suffixes_and_rejects_bad_values() -> None:
     assert ChatSession(FakeProvider(), context_window="128k").context_window == 128_000  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="-5"):
         ChatSession(FakeProvider(), context_window=-5)
+
+
+def test_abandoned_stream_keeps_history_and_releases_the_lock() -> None:
+    """Breaking out of a stream keeps the history, and another thread can send afterwards."""
+    fake = FakeProvider()
+    fake.enqueue_text("a b c d e", purpose="chat")
+    session = ChatSession(fake, context_window=WINDOW)
+    for _event in session.send_stream("hi"):
+        break
+    assert session.history == ()
+    other = threading.Thread(target=session.send, args=("again",))
+    other.start()
+    other.join(timeout=10)
+    assert not other.is_alive()
+    assert session.history == (Message.user("again"), Message.model("OK."))

@@ -192,3 +192,15 @@ async def test_task_cancel_keeps_history(block: str, tokens: int) -> None:
     fake.block = "none"
     await session.send("again")  # the lock was released
     assert session.history[-2] == Message.user("again")
+
+
+async def test_abandoned_stream_keeps_history_and_releases_the_lock() -> None:
+    """Breaking out of a stream without aclose() keeps the history; the next send proceeds."""
+    fake = FakeProvider()
+    fake.enqueue_text("a b c d e", purpose="chat")
+    session = AsyncChatSession(fake, context_window=WINDOW)
+    async for _event in session.send_stream("hi"):
+        break
+    assert session.history == ()
+    await asyncio.wait_for(session.send("again"), timeout=10)
+    assert session.history == (Message.user("again"), Message.model("OK."))
