@@ -541,3 +541,14 @@ def test_unknown_and_empty_files_are_refused(tmp_path: Path) -> None:
         read_transcript(other)
     with pytest.raises(TranscriptFormatError, match="cannot read"):
         read_transcript(tmp_path / "missing.jsonl")
+
+
+def test_detection_reads_whole_long_first_lines(tmp_path: Path) -> None:
+    """A log whose first line is longer than any fixed buffer is still detected."""
+    lines = [
+        cc_user("x" * 200_000),
+        cc_assistant("m", [{"type": "text", "text": "ok"}], inp=60_000),
+    ]
+    path = write_jsonl(tmp_path / "long.jsonl", lines, gz=True)
+    assert detect_format(path) == "claude-code"
+    assert read_transcript(path).calls[0].prompt_tokens == 60_000

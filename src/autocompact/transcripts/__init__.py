@@ -30,7 +30,13 @@ from autocompact.transcripts import (
     openai_json,
     qwen_code,
 )
-from autocompact.transcripts._base import CompactionMarker, RecordedCall, Transcript, read_head
+from autocompact.transcripts._base import (
+    CompactionMarker,
+    RecordedCall,
+    Transcript,
+    load_json,
+    read_first_lines,
+)
 
 __all__ = [
     "FORMATS",
@@ -58,22 +64,20 @@ def detect_format(path: str | Path) -> str:
         TranscriptFormatError: the file cannot be read or is none of :data:`FORMATS`.
     """
     path = Path(path)
-    head = read_head(path, 64 * 1024).decode("utf-8", errors="replace").lstrip()
+    head = [line for line in read_first_lines(path, _HEAD_LINES) if line.strip()]
     if not head:
         raise TranscriptFormatError("the file is empty: not a transcript", path=str(path))
-    if head[0] == "[":
-        return _detect_document(path, None)
     lines = _head_objects(head)
-    if not lines:
-        return _detect_document(path, None)
+    if not lines:  # a JSON document (a list, or an object spread over several lines)
+        return _detect_document(path)
     if autocompact_session.looks_like(lines):
         return autocompact_session.FORMAT
     if qwen_code.looks_like(lines):
         return qwen_code.FORMAT
     if claude_code.looks_like(lines):
         return claude_code.FORMAT
-    if len(lines) == 1:  # one JSON object: a whole document on one line
-        return _detect_document(path, None)
+    if len(head) == 1:  # one JSON object on one line: a whole document
+        return _detect_document(path)
     raise _unknown(path)
 
 
@@ -106,26 +110,22 @@ def read_transcript(path: str | Path, format: str | None = None) -> Transcript:
     )
 
 
-def _head_objects(head: str) -> list[dict[str, Any]]:
-    """The complete JSON objects among the first lines (a cut-off last line is ignored)."""
+def _head_objects(head: list[str]) -> list[dict[str, Any]]:
+    """The first lines as JSON objects (empty when the first is not one: a JSON document)."""
     out: list[dict[str, Any]] = []
-    for line in head.splitlines()[:_HEAD_LINES]:
-        if not line.strip():
-            continue
+    for line in head:
         try:
             value = json.loads(line)
         except json.JSONDecodeError:
             break
-        if isinstance(value, dict):
-            out.append(value)
+        if not isinstance(value, dict):
+            break
+        out.append(value)
     return out
 
 
-def _detect_document(path: Path, document: Any) -> str:
-    from autocompact.transcripts._base import load_json
-
-    if document is None:
-        document = load_json(path)
+def _detect_document(path: Path) -> str:
+    document = load_json(path)
     if gemini_cli.looks_like(document):
         return gemini_cli.FORMAT
     if openai_json.looks_like(document):

@@ -26,7 +26,7 @@ __all__ = [
     "int_field",
     "iter_json_lines",
     "load_json",
-    "read_head",
+    "read_first_lines",
     "read_text",
 ]
 
@@ -108,22 +108,25 @@ class Transcript:
         return self.messages[call.context_start : call.preceding]
 
 
-def read_head(path: Path, size: int = 4096) -> bytes:
-    """The first bytes of a file's content (decompressed when gzip'd).
+def read_first_lines(path: Path, count: int) -> list[str]:
+    """The first ``count`` lines of a file's content (decompressed when gzip'd), whole.
 
     Raises:
         TranscriptFormatError: the file cannot be opened or is a damaged gzip file.
     """
+    lines: list[str] = []
     try:
         with path.open("rb") as raw:
             magic = raw.read(2)
-        if magic == _GZIP_MAGIC:
-            with gzip.open(path, "rb") as handle:
-                return handle.read(size)
-        with path.open("rb") as handle:
-            return handle.read(size)
+        opener = gzip.open if magic == _GZIP_MAGIC else open
+        with opener(path, "rb") as handle:
+            for raw_line in handle:
+                lines.append(raw_line.decode("utf-8", errors="replace"))
+                if len(lines) >= count:
+                    break
     except (OSError, EOFError) as exc:
         raise TranscriptFormatError(f"cannot read the file: {exc}", path=str(path)) from exc
+    return lines
 
 
 def read_text(path: Path) -> str:
