@@ -561,3 +561,13 @@ def test_compatible_profile_against_a_local_server(chat_server: str) -> None:
     assert done.completion.finish_reason is FinishReason.LENGTH
     assert done.completion.usage is not None
     assert done.completion.usage.prompt_tokens == 9
+
+
+def test_stream_usage_can_be_turned_off_for_old_servers(wire: Wire) -> None:
+    """stream_usage=False leaves stream_options out (for servers that reject it)."""
+    wire.queue(sse([chunk({"content": "x"}, finish="stop")], done=True))
+    provider = make(wire, profile=compatible_profile("llamacpp"), stream_usage=False)
+    done = list(provider.stream(CHAT))[-1]
+    assert "stream_options" not in wire.last.json
+    assert isinstance(done, StreamDone)
+    assert done.completion.usage is None

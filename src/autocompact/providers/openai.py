@@ -182,6 +182,8 @@ class OpenAIProvider:
         async_http_client: an ``httpx2.AsyncClient`` for the async methods.
         timeout: seconds per request (``None``: the SDK default).
         max_retries: SDK retries on connection errors, 429 and 5xx.
+        stream_usage: overrides the profile's ``stream_options.include_usage`` (turn it off for
+            an old server that rejects ``stream_options``).
 
     Raises:
         MissingDependencyError: the ``openai`` package is not installed.
@@ -198,6 +200,7 @@ class OpenAIProvider:
         async_http_client: Any = None,
         timeout: float | None = None,
         max_retries: int = 2,
+        stream_usage: bool | None = None,
     ) -> None:
         try:
             import openai
@@ -208,6 +211,8 @@ class OpenAIProvider:
         self.profile = profile or openai_profile(model)
         if base_url is not None:
             self.profile = replace(self.profile, base_url=base_url)
+        if stream_usage is not None:
+            self.profile = replace(self.profile, stream_usage=stream_usage)
         self.name = self.profile.name
         self._api_key = api_key
         self._client_args: dict[str, Any] = {
