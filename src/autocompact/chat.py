@@ -229,13 +229,13 @@ class _SessionCore:
             self._emit(CompactionSucceeded(info=info))
             if was_open:
                 self._emit(BreakerClosed(previous_failures=previous))
+            self._note_tier(self.estimate_tokens())
         elif info.status.failed:
             if info.trigger in (CompressionTrigger.AUTO, CompressionTrigger.REACTIVE):
                 self.consecutive_failures += 1
             self._emit(CompactionFailed(info=info))
             if self.breaker_open and not was_open:
                 self._emit(BreakerOpened(consecutive_failures=self.consecutive_failures))
-        self._note_tier(self.estimate_tokens())
 
     def _request_for(self, message: Message) -> ChatRequest:
         check_message_fits(

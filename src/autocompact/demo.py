@@ -49,6 +49,7 @@ from autocompact.tips import Tip, format_tokens, select_tip
 __all__ = ["DEMO_WINDOW", "DemoReport", "DemoTurn", "describe_event", "run_demo"]
 
 DEMO_WINDOW = 100_000
+_MAX_TURNS = 200
 SCREENSHOT = Message.user(
     "Here is the failing dashboard.", ImagePart(media_type="image/png", data="iVBORw0KGgo=")
 )
@@ -160,6 +161,8 @@ def run_demo(window: int = DEMO_WINDOW) -> DemoReport:
     last_tip: list[str | None] = [None]
 
     def turn(label: str, send: Callable[[], object]) -> None:
+        if len(turns) >= _MAX_TURNS:
+            raise RuntimeError(f"the demo script did not finish in {_MAX_TURNS} turns")
         before = session.estimate_tokens()
         events.clear()
         send()
@@ -233,9 +236,12 @@ def run_demo(window: int = DEMO_WINDOW) -> DemoReport:
         purpose="side_query",
     )
     provider.enqueue_inflated()
+    # Small steps, so the three failures are automatic attempts inside the auto band (a failed
+    # hard rescue is forced and does not count towards the breaker).
     while not breaker_open():
         step += 1
-        paste_turn(step, 240)
+        near_auto = session.estimate_tokens() >= session.thresholds.auto - 5_000
+        paste_turn(step, 60 if near_auto else 320)
 
     # 4-5: with the breaker open the count reaches hard; the rescue's summary is truncated and
     # refused (the request is trimmed to fit), then the next rescue succeeds.
