@@ -11,11 +11,17 @@ from pathlib import Path
 import pytest
 
 from autocompact.cli import main as cli_main
-from autocompact.cli.replay_cmd import write_plot
+from autocompact.cli.replay_cmd import render_chart, write_plot
 from autocompact.content import Message
 from autocompact.errors import ConfigError, MissingDependencyError
 from autocompact.estimation import estimate_content_tokens
-from autocompact.replay import ReplayOptions, replay, simulate_policy, summarize_errors
+from autocompact.replay import (
+    ReplayOptions,
+    iter_rows,
+    replay,
+    simulate_policy,
+    summarize_errors,
+)
 from autocompact.thresholds import DEFAULT_PCT, compute_thresholds
 from autocompact.transcripts import RecordedCall, Transcript, read_transcript
 
@@ -101,6 +107,25 @@ def test_calibration_raises_cold_estimates_learned_from_earlier_calls_only() -> 
     assert errors == sorted(errors)  # closer with every call
     assert abs(errors[-1]) < 0.02
     assert report.calibration.factor == pytest.approx(1.5, rel=0.05)
+
+
+def test_iter_rows_streams_the_report_rows() -> None:
+    """iter_rows yields, one by one, the rows the full report holds."""
+    transcript = synthetic(6)
+    options = ReplayOptions(window=WINDOW)
+    assert tuple(iter_rows(transcript, options)) == replay(transcript, options).rows
+
+
+def test_chart_marks_thresholds_and_compactions() -> None:
+    """The text chart draws the window/hard/auto/warn lines and a ladder compaction point."""
+    report = replay(synthetic(90), ReplayOptions(window=200_000, summarizer=Scripted([False])))
+    lines = render_chart(report, width=40, height=12)
+    assert lines[0].endswith("window 200.0K")
+    assert any(line.endswith("hard 177.0K") for line in lines)
+    assert any(line.endswith("auto 167.0K") for line in lines)
+    assert any(line.endswith("warn 147.0K") for line in lines)
+    assert any("L" in line.split("|")[1] for line in lines[:-2])
+    assert len(lines) == 12 + 2
 
 
 def test_summarize_errors_by_hand() -> None:
