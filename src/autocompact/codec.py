@@ -127,7 +127,7 @@ def _part_from_dict(data: object, index: int | None, position: int) -> Part:
         )
     kwargs: dict[str, Any] = {}
     for f in fields(cls):
-        if f.name == "kind":
+        if not f.init:
             continue
         required = f.name in ("text", "id", "name", "response") or (
             f.name == "arguments" and cls is FunctionCallPart

@@ -13,9 +13,9 @@ cached on the instance, so the pre-send estimate never serializes the same JSON 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any, Literal, TypeAlias
 
 from autocompact.errors import ContentError
@@ -34,6 +34,7 @@ __all__ = [
     "Usage",
     "as_message",
     "json_form",
+    "json_length",
 ]
 
 Role: TypeAlias = Literal["user", "model"]
@@ -62,6 +63,7 @@ class CharStats:
 
 
 _EMPTY = CharStats()
+_ONE_MEDIA = CharStats(media_parts=1)
 
 
 def json_form(value: object) -> str:
@@ -69,21 +71,59 @@ def json_form(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
-@dataclass(frozen=True, kw_only=True)
-class TextPart:
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x0c\x0e-\x1f]")
+_ESCAPED_ALWAYS = ('"', "\\", "\n", "\r", "\t")
+
+
+def json_length(value: object) -> int:
+    """``len(json_form(value))``, computed without building the string for plain strings.
+
+    Tool output is mostly one long string; serializing it only to take its length was two
+    thirds of a cold estimate (benchmarks/). The count is exact: each escaped character adds
+    one (``\\n``) or five (``\\u001b``) characters.
+    """
+    if not isinstance(value, str):
+        return len(json_form(value))
+    extra = sum(value.count(ch) for ch in _ESCAPED_ALWAYS)
+    for ch in _CONTROL.findall(value):
+        extra += 1 if ch in "\b\f" else 5
+    return len(value) + 2 + extra
+
+
+class _Sized:
+    """Caches a part's character statistics in a slot on first use (parts are immutable)."""
+
+    __slots__ = ()
+    _stats: CharStats | None
+
+    @property
+    def stats(self) -> CharStats:
+        """Character statistics of this part, computed once."""
+        cached = self._stats
+        if cached is None:
+            cached = self._measure()
+            object.__setattr__(self, "_stats", cached)
+        return cached
+
+    def _measure(self) -> CharStats:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TextPart(_Sized):
     """Plain text."""
 
     text: str
     kind: Literal["text"] = field(default="text", init=False)
 
-    @cached_property
-    def stats(self) -> CharStats:
-        """Character statistics of this part (cached)."""
+    _stats: CharStats | None = field(default=None, init=False, repr=False, compare=False)
+
+    def _measure(self) -> CharStats:
         return CharStats(text_chars=len(self.text))
 
 
-@dataclass(frozen=True, kw_only=True)
-class ThinkingPart:
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ThinkingPart(_Sized):
     """The model's visible reasoning; ``signature`` is the provider's opaque proof, if any."""
 
     text: str
@@ -91,14 +131,14 @@ class ThinkingPart:
     redacted: bool = False
     kind: Literal["thinking"] = field(default="thinking", init=False)
 
-    @cached_property
-    def stats(self) -> CharStats:
-        """Character statistics of this part (cached)."""
+    _stats: CharStats | None = field(default=None, init=False, repr=False, compare=False)
+
+    def _measure(self) -> CharStats:
         return CharStats(text_chars=len(self.text))
 
 
-@dataclass(frozen=True, kw_only=True)
-class FunctionCallPart:
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FunctionCallPart(_Sized):
     """A tool call made by the model."""
 
     id: str
@@ -106,14 +146,14 @@ class FunctionCallPart:
     arguments: Mapping[str, Any] = field(default_factory=dict)
     kind: Literal["function_call"] = field(default="function_call", init=False)
 
-    @cached_property
-    def stats(self) -> CharStats:
-        """Character statistics of this part (cached): the length of its JSON form."""
+    _stats: CharStats | None = field(default=None, init=False, repr=False, compare=False)
+
+    def _measure(self) -> CharStats:
         return CharStats(json_chars=len(json_form({"name": self.name, "args": self.arguments})))
 
 
-@dataclass(frozen=True, kw_only=True)
-class FunctionResponsePart:
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FunctionResponsePart(_Sized):
     """The result of a tool call; ``response`` is any JSON value (usually a string or object)."""
 
     id: str
@@ -122,14 +162,15 @@ class FunctionResponsePart:
     is_error: bool = False
     kind: Literal["function_response"] = field(default="function_response", init=False)
 
-    @cached_property
-    def stats(self) -> CharStats:
-        """Character statistics of this part (cached): the length of its JSON form."""
-        return CharStats(json_chars=len(json_form({"name": self.name, "response": self.response})))
+    _stats: CharStats | None = field(default=None, init=False, repr=False, compare=False)
+
+    def _measure(self) -> CharStats:
+        # len(json_form({"name": ..., "response": ...})) without serializing the response.
+        return CharStats(json_chars=21 + json_length(self.name) + json_length(self.response))
 
 
-@dataclass(frozen=True, kw_only=True)
-class ImagePart:
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ImagePart(_Sized):
     """An image, inline (base64 ``data``) or by ``url``."""
 
     media_type: str = "image/png"
@@ -137,14 +178,14 @@ class ImagePart:
     url: str | None = None
     kind: Literal["image"] = field(default="image", init=False)
 
-    @cached_property
-    def stats(self) -> CharStats:
-        """Character statistics of this part: one media part."""
-        return CharStats(media_parts=1)
+    _stats: CharStats | None = field(default=None, init=False, repr=False, compare=False)
+
+    def _measure(self) -> CharStats:
+        return _ONE_MEDIA
 
 
-@dataclass(frozen=True, kw_only=True)
-class DocumentPart:
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DocumentPart(_Sized):
     """A document (PDF, ...), inline (base64 ``data``) or by ``url``."""
 
     media_type: str = "application/pdf"
@@ -153,10 +194,10 @@ class DocumentPart:
     title: str | None = None
     kind: Literal["document"] = field(default="document", init=False)
 
-    @cached_property
-    def stats(self) -> CharStats:
-        """Character statistics of this part: one media part."""
-        return CharStats(media_parts=1)
+    _stats: CharStats | None = field(default=None, init=False, repr=False, compare=False)
+
+    def _measure(self) -> CharStats:
+        return _ONE_MEDIA
 
 
 Part: TypeAlias = (
@@ -172,7 +213,7 @@ _PART_TYPES = (
 )
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Message:
     """One turn of the conversation: a role and its parts.
 
@@ -183,6 +224,7 @@ class Message:
 
     role: Role
     parts: tuple[Part, ...]
+    _stats: CharStats | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.role not in ("user", "model"):
@@ -206,13 +248,20 @@ class Message:
         """A model message from strings and parts."""
         return cls(role="model", parts=_parts(content))
 
-    @cached_property
+    @property
     def stats(self) -> CharStats:
-        """Character statistics of the whole message (cached)."""
-        total = _EMPTY
-        for part in self.parts:
-            total = total + part.stats
-        return total
+        """Character statistics of the whole message, computed once."""
+        cached = self._stats
+        if cached is None:
+            parts = self.parts
+            if len(parts) == 1:
+                cached = parts[0].stats
+            else:
+                cached = _EMPTY
+                for part in parts:
+                    cached = cached + part.stats
+            object.__setattr__(self, "_stats", cached)
+        return cached
 
     @property
     def text(self) -> str:

@@ -31,6 +31,7 @@ __all__ = [
     "estimate_stats_tokens",
     "estimate_text_tokens",
     "estimate_tools_tokens",
+    "stats_chars",
 ]
 
 BYTES_PER_TOKEN = 4
@@ -57,7 +58,11 @@ def estimate_content_chars(
     contents: Contents, image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE
 ) -> int:
     """The character count of messages or parts, as the one shared counter sees them."""
-    stats = content_stats(contents)
+    return stats_chars(content_stats(contents), image_token_estimate)
+
+
+def stats_chars(stats: CharStats, image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE) -> int:
+    """The character count of already-summed statistics (media at a fixed size each)."""
     return (
         stats.text_chars
         + stats.json_chars

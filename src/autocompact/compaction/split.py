@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from autocompact.content import FunctionResponsePart, Message
 from autocompact.errors import ContentError
-from autocompact.estimation import estimate_content_chars
+from autocompact.estimation import stats_chars
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
 
 __all__ = [
@@ -59,7 +59,7 @@ def find_split_point(
     """
     if not 0 < preserve_fraction < 1:
         raise ValueError(f"preserve_fraction must be between 0 and 1, got {preserve_fraction}")
-    counts = [estimate_content_chars([m], image_token_estimate) for m in history]
+    counts = [stats_chars(m.stats, image_token_estimate) for m in history]
     target = sum(counts) * (1 - preserve_fraction)
     last_split = 0
     cumulative = 0
