@@ -1,0 +1,324 @@
+"""The ladder and legacy policies simulated on a transcript's recorded growth. Pure.
+
+See :mod:`autocompact.replay` for the rules of each policy and how sizes are simulated.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from autocompact.compaction.fallback import trim_request
+from autocompact.compaction.plan import (
+    CompressionStatus,
+    CompressionTrigger,
+    CompressOptions,
+    Summarizer,
+    compress_flow,
+)
+from autocompact.compaction.service import drive_flow
+from autocompact.content import Message
+from autocompact.errors import ConfigError, ContentError
+from autocompact.estimation import calibrated_tokens, estimate_content_tokens, estimate_stats_tokens
+from autocompact.replay.estimation import CharPrefix, Estimated, estimate_calls
+from autocompact.replay.records import (
+    POLICIES,
+    PolicyEvent,
+    PolicyName,
+    PolicyResult,
+    ReplayOptions,
+)
+from autocompact.thresholds import DEFAULT_PCT, MAX_CONSECUTIVE_FAILURES, compute_thresholds
+from autocompact.transcripts import Transcript
+
+__all__ = ["simulate_policy"]
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One recorded call as the simulation sees it."""
+
+    call: int
+    growth: int  # tokens added since the previous call (recorded, or estimated across a cut)
+    stop: int  # the call is preceded by conversation[:stop]
+
+
+def _steps(
+    transcript: Transcript, estimated: Sequence[Estimated], options: ReplayOptions
+) -> tuple[tuple[Message, ...], list[_Step]]:
+    """The conversation without recorded summaries, and the growth between calls."""
+    conversation: list[Message] = []
+    position_map: list[int] = []  # transcript index -> conversation count before it
+    for index, message in enumerate(transcript.messages):
+        position_map.append(len(conversation))
+        if index not in transcript.summary_positions:
+            conversation.append(message)
+    position_map.append(len(conversation))
+    prefix = CharPrefix.of(conversation)
+    steps: list[_Step] = []
+    previous = None
+    for call, est in zip(transcript.calls, estimated, strict=True):
+        stop = position_map[call.preceding]
+        if previous is None:
+            growth = call.prompt_tokens
+        elif previous.context_start == call.context_start:
+            growth = call.prompt_tokens - previous.prompt_tokens
+        else:
+            added = prefix.stats(position_map[previous.preceding], stop)
+            growth = calibrated_tokens(
+                est.calibration, added, image_token_estimate=options.image_token_estimate
+            )
+        steps.append(_Step(call.index + 1, growth, stop))
+        previous = call
+    return tuple(conversation), steps
+
+
+class _Summaries:
+    """The offline summarizer behind a seeded failure rate, counting side queries."""
+
+    def __init__(self, options: ReplayOptions, seed_offset: int) -> None:
+        self.rng = random.Random(options.seed * 1_000_003 + seed_offset)
+        self.failure_rate = options.failure_rate
+        self.inner = options.summarizer or _default_summarizer()
+        self.calls = 0
+        self.cache: dict[tuple[int, ...], str] = {}
+
+    def __call__(self, messages: Sequence[Message]) -> str:
+        self.calls += 1
+        if self.failure_rate > 0 and self.rng.random() < self.failure_rate:
+            return ""  # an empty summary: the engine reports COMPRESSION_FAILED_EMPTY_SUMMARY
+        key = tuple(id(m) for m in messages)
+        if key not in self.cache:
+            self.cache[key] = self.inner(messages)
+        return self.cache[key]
+
+
+def _default_summarizer() -> Summarizer:
+    try:
+        from autocompact.compaction.extractive import extractive_summary
+    except ImportError:  # pragma: no cover - the extractive summarizer ships with the engine
+        return _first_lines
+    return extractive_summary
+
+
+def _first_lines(messages: Sequence[Message]) -> str:
+    """A crude stand-in summary: the first line of every user request."""
+    lines = [
+        m.text.strip().splitlines()[0] for m in messages if m.role == "user" and m.text.strip()
+    ]
+    return "\n".join(f"- {line[:200]}" for line in lines) or "(earlier conversation)"
+
+
+class _Sim:
+    """The state of one policy's simulated session."""
+
+    def __init__(
+        self,
+        name: PolicyName,
+        conversation: tuple[Message, ...],
+        options: ReplayOptions,
+        summaries: _Summaries,
+        baseline: int,
+    ) -> None:
+        self.name = name
+        self.conversation = conversation
+        self.options = options
+        self.thresholds = compute_thresholds(options.window)
+        self.summaries = summaries
+        self.baseline = baseline  # what the transcript does not show (system prompt, tools)
+        self.head: tuple[Message, ...] = ()  # summary + acknowledgement (+ kept head)
+        self.start = 0  # the live context is head + conversation[start:stop]
+        self.size = 0  # the true (simulated) size of the live context
+        self.stale = 0  # the size the provider reported for the previous request
+        self.plain_growth = 0  # the plain estimate of what was added since the previous call
+        self.failures = 0  # ladder: the breaker's count
+        self.disabled = False  # legacy: one failure stops automatic compaction for good
+        self.sizes: list[int] = []
+        self.events: list[PolicyEvent] = []
+        self.fills: list[float] = []
+        self.compactions = self.failed = self.oversized = 0
+        self.peak = 0
+        self.sent_tokens = 0
+
+    def live(self, stop: int) -> tuple[Message, ...]:
+        return (*self.head, *self.conversation[self.start : stop])
+
+    def share(self, part: Sequence[Message], whole: Sequence[Message]) -> int:
+        """The simulated tokens of ``part`` of the live context ``whole``.
+
+        The live context's content (its size minus the baseline) is shared out in proportion
+        to the plain estimate, so sizes stay consistent with the recorded growth.
+        """
+        images = self.options.image_token_estimate
+        whole_plain = estimate_content_tokens(whole, images)
+        if whole_plain <= 0:
+            return 0
+        content = max(0, self.size - self.baseline)
+        return round(content * estimate_content_tokens(part, images) / whole_plain)
+
+    def estimate(self) -> int:
+        """The engine's pre-send estimate: the last reported count plus the plain growth."""
+        return self.stale + self.plain_growth
+
+    def event(self, step: _Step, kind: Any, trigger: str | None, before: int, after: int) -> None:
+        self.events.append(
+            PolicyEvent(
+                call=step.call, kind=kind, trigger=trigger, tokens_before=before, tokens_after=after
+            )
+        )
+
+    def compact(self, step: _Step, trigger: CompressionTrigger) -> bool:
+        """One attempt through the engine's own flow; True when it compacted."""
+        live = self.live(step.stop)
+        options = CompressOptions(
+            context_window=self.options.window,
+            # Legacy's own 70 % gate already decided: the engine's auto gate must not veto it.
+            force=trigger is not CompressionTrigger.AUTO or self.name == "legacy",
+            consecutive_failures=self.failures if self.name == "ladder" else 0,
+            last_prompt_token_count=self.estimate(),
+            trigger=trigger,
+            image_token_estimate=self.options.image_token_estimate,
+            clear_tool_outputs=self.name == "ladder",
+        )
+        side_queries = self.summaries.calls
+        try:
+            result = drive_flow(compress_flow(live, options, summarizer=self.summaries), None)
+        except ContentError:
+            return False  # the engine refuses this history (e.g. it starts with a tool result)
+        info = result.info
+        if self.summaries.calls > side_queries:
+            self.sent_tokens += self.share(live[: info.compressed_messages], live)
+        before = self.size
+        if info.status is CompressionStatus.NOOP:
+            return False
+        self.fills.append(before / self.options.window)
+        if info.status is CompressionStatus.COMPRESSED:
+            after = self.baseline + self.share(result.history, live)
+            self._adopt(result.history, live, step.stop)
+            self.size = self.stale = after
+            self.plain_growth = 0  # the pending messages are inside the compacted history
+            self.compactions += 1
+            self.failures = 0
+            self.event(step, "compacted", trigger.value, before, self.size)
+            return True
+        self.failed += 1
+        if self.name == "legacy":
+            self.disabled = self.disabled or trigger is CompressionTrigger.AUTO
+        elif trigger in (CompressionTrigger.AUTO, CompressionTrigger.REACTIVE):
+            self.failures += 1
+        self.event(step, "failed", trigger.value, before, before)
+        return False
+
+    def _adopt(self, history: tuple[Message, ...], live: tuple[Message, ...], stop: int) -> None:
+        """Re-express the compacted history as a head plus a suffix of the conversation."""
+        tail = 0
+        while (
+            tail < len(history)
+            and tail < stop - self.start
+            and history[len(history) - 1 - tail] is live[len(live) - 1 - tail]
+        ):
+            tail += 1
+        self.head = history[: len(history) - tail]
+        self.start = stop - tail
+
+    def _trimmed(self, step: _Step, estimate: int) -> int:
+        """The size of the request after the engine's guarantee left old turns out of it."""
+        live = self.live(step.stop)
+        if len(live) < 2:
+            return self.size
+        trimmed = trim_request(
+            live[:-1],
+            live[-1],
+            count=estimate,
+            target=self.thresholds.auto,
+            image_token_estimate=self.options.image_token_estimate,
+        )
+        if not trimmed.dropped:
+            return self.size
+        sent = self.baseline + self.share(trimmed.messages, live)
+        self.event(step, "trimmed", None, self.size, sent)
+        return sent
+
+    def send(self, step: _Step) -> None:
+        """Send one call's request: trimming (ladder) and the reactive retry (both)."""
+        sent = self.size
+        if self.name == "ladder" and self.estimate() >= self.thresholds.hard:
+            sent = self._trimmed(step, self.estimate())
+        if sent > self.options.window:
+            self.oversized += 1
+            self.peak = max(self.peak, sent)
+            self.event(step, "oversized", None, sent, sent)
+            if self.compact(step, CompressionTrigger.REACTIVE):
+                sent = self.size
+                if sent > self.options.window:
+                    self.oversized += 1
+        self.peak = max(self.peak, sent)
+        self.sizes.append(sent)
+        if sent <= self.options.window:
+            self.sent_tokens += sent
+        self.stale = self.size
+
+    def check(self, step: _Step) -> None:
+        """The pre-send decision of the policy."""
+        if self.name == "ladder":
+            estimate = self.estimate()
+            if estimate >= self.thresholds.hard:
+                self.compact(step, CompressionTrigger.HARD)
+            elif estimate >= self.thresholds.auto and self.failures < MAX_CONSECUTIVE_FAILURES:
+                self.compact(step, CompressionTrigger.AUTO)
+        elif not self.disabled and self.stale >= DEFAULT_PCT * self.options.window:
+            self.compact(step, CompressionTrigger.AUTO)
+
+    def run(self, steps: Sequence[_Step], plain_growth: Sequence[int]) -> PolicyResult:
+        for step, plain in zip(steps, plain_growth, strict=True):
+            self.size = max(1, self.size + step.growth)
+            self.plain_growth = plain if self.stale > 0 else self.size
+            self.check(step)
+            self.send(step)
+        return PolicyResult(
+            name=self.name,
+            sizes=tuple(self.sizes),
+            events=tuple(self.events),
+            compactions=self.compactions,
+            failed_attempts=self.failed,
+            side_queries=self.summaries.calls,
+            oversized_requests=self.oversized,
+            peak_prompt_tokens=self.peak,
+            prompt_tokens_sent=self.sent_tokens,
+            mean_fill_at_compaction=statistics.fmean(self.fills) if self.fills else None,
+        )
+
+
+def simulate_policy(
+    name: PolicyName,
+    transcript: Transcript,
+    options: ReplayOptions,
+    *,
+    estimated: Sequence[Estimated] | None = None,
+) -> PolicyResult:
+    """Run one policy over a transcript's recorded growth (see :mod:`autocompact.replay`).
+
+    Args:
+        name: ``ladder`` or ``legacy``.
+        transcript: the recorded session.
+        options: window, failure rate, seed, summarizer.
+        estimated: the estimation pass over the same transcript, when already made.
+    """
+    if name not in POLICIES:
+        raise ConfigError(f"unknown policy {name!r}; expected one of {', '.join(POLICIES)}")
+    if estimated is None:
+        estimated = list(estimate_calls(transcript, options))
+    conversation, steps = _steps(transcript, estimated, options)
+    prefix = CharPrefix.of(conversation)
+    plain_growth = []
+    previous_stop = 0
+    for step in steps:
+        added = prefix.stats(previous_stop, step.stop)
+        plain_growth.append(estimate_stats_tokens(added, options.image_token_estimate))
+        previous_stop = step.stop
+    summaries = _Summaries(options, POLICIES.index(name))
+    baseline = max(0, estimated[0].row.estimate_cold - plain_growth[0]) if estimated else 0
+    return _Sim(name, conversation, options, summaries, baseline).run(steps, plain_growth)

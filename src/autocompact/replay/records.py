@@ -1,0 +1,249 @@
+"""The replay's options and result records (rows, error summaries, policy results). Pure."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from autocompact.compaction.plan import Summarizer
+from autocompact.errors import ConfigError
+from autocompact.estimation import Calibration
+from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE, CompactionThresholds, Tier
+
+__all__ = [
+    "ESTIMATORS",
+    "POLICIES",
+    "CallRow",
+    "ErrorSummary",
+    "FileReport",
+    "PolicyEvent",
+    "PolicyName",
+    "PolicyResult",
+    "ReplayOptions",
+    "summarize_errors",
+]
+
+ESTIMATORS = ("cold", "warm", "calibrated")
+PolicyName = Literal["ladder", "legacy"]
+POLICIES: tuple[PolicyName, ...] = ("ladder", "legacy")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplayOptions:
+    """How to replay.
+
+    Attributes:
+        window: the context window to simulate, in tokens.
+        failure_rate: the probability that one summary fails, 0 to 1.
+        seed: seeds the failures (the same seed gives the same run).
+        image_token_estimate: tokens per image or document.
+        summarizer: writes the offline summary; the extractive summarizer when ``None``.
+    """
+
+    window: int
+    failure_rate: float = 0.0
+    seed: int = 0
+    image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE
+    summarizer: Summarizer | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.failure_rate <= 1:
+            raise ConfigError(
+                f"failure rate must be between 0 and 1, got {self.failure_rate}",
+                key="failure_rate",
+            )
+        if self.window <= 0:
+            raise ConfigError(f"window must be a positive number of tokens, got {self.window}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CallRow:
+    """One recorded call: what was reported and what each estimator said before it.
+
+    Attributes:
+        call: 1-based call number.
+        reported: the prompt size the provider reported.
+        estimate_cold, estimate_warm, estimate_calibrated, estimate_learned: the estimates.
+        tier: the tier of the reported size on the simulated window's ladder.
+        compacted_before: the recorded agent compacted just before this call.
+    """
+
+    call: int
+    reported: int
+    estimate_cold: int
+    estimate_warm: int
+    estimate_calibrated: int
+    estimate_learned: int
+    tier: Tier
+    compacted_before: bool = False
+
+    def estimate(self, name: str) -> int:
+        """The estimate of one estimator (``cold``, ``warm``, ``calibrated``, ``learned``)."""
+        value: int = getattr(self, f"estimate_{name}")
+        return value
+
+    def as_json(self) -> dict[str, Any]:
+        """The row as ``--json`` prints it."""
+        return {
+            "call": self.call,
+            "reported": self.reported,
+            "estimate_cold": self.estimate_cold,
+            "estimate_warm": self.estimate_warm,
+            "tier": self.tier.value,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class ErrorSummary:
+    """Relative errors of one estimator over a set of calls (fractions; ``None``: no calls).
+
+    Attributes:
+        count: calls summarized.
+        mean_error, median_error: signed, ``(estimate − reported) / reported``.
+        p95_abs_error: the 95th percentile of the absolute error.
+        within_10pct, within_30pct: the share of calls within ±10 % and ±30 %.
+    """
+
+    count: int
+    mean_error: float | None
+    median_error: float | None
+    p95_abs_error: float | None
+    within_10pct: float | None
+    within_30pct: float | None
+
+    def as_json(self) -> dict[str, Any]:
+        """The summary as ``--json`` prints it."""
+        return {
+            "mean_error": self.mean_error,
+            "median_error": self.median_error,
+            "p95_abs_error": self.p95_abs_error,
+            "within_10pct": self.within_10pct,
+            "within_30pct": self.within_30pct,
+        }
+
+
+def summarize_errors(pairs: Sequence[tuple[int, int]]) -> ErrorSummary:
+    """Summarize ``(estimate, reported)`` pairs (pairs with a reported size of 0 are skipped)."""
+    errors = [(est - rep) / rep for est, rep in pairs if rep > 0]
+    if not errors:
+        return ErrorSummary(
+            count=0,
+            mean_error=None,
+            median_error=None,
+            p95_abs_error=None,
+            within_10pct=None,
+            within_30pct=None,
+        )
+    absolute = sorted(abs(e) for e in errors)
+    # Nearest-rank percentile: the smallest value with at least 95 % of the errors at or below.
+    p95 = absolute[max(0, math.ceil(0.95 * len(absolute)) - 1)]
+    return ErrorSummary(
+        count=len(errors),
+        mean_error=statistics.fmean(errors),
+        median_error=statistics.median(errors),
+        p95_abs_error=p95,
+        within_10pct=sum(a <= 0.10 for a in absolute) / len(errors),
+        within_30pct=sum(a <= 0.30 for a in absolute) / len(errors),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolicyEvent:
+    """Something a policy did before or at one call.
+
+    Attributes:
+        call: 1-based call number.
+        kind: ``compacted``, ``failed``, ``trimmed`` or ``oversized``.
+        trigger: ``auto``, ``hard`` or ``reactive`` for compactions.
+        tokens_before, tokens_after: the simulated size before and after.
+    """
+
+    call: int
+    kind: Literal["compacted", "failed", "trimmed", "oversized"]
+    trigger: str | None
+    tokens_before: int
+    tokens_after: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolicyResult:
+    """What one policy did on a transcript's recorded growth.
+
+    Attributes:
+        name: ``ladder`` or ``legacy``.
+        sizes: the size of the request sent at each call (after any compaction or trim).
+        events: compactions, failures, trims and oversized requests, in order.
+        compactions: successful compactions.
+        failed_attempts: compaction attempts that failed.
+        side_queries: summary requests made (clearing alone makes none).
+        oversized_requests: requests sent over the window (the provider would reject them).
+        peak_prompt_tokens: the largest request sent.
+        prompt_tokens_sent: the prompt tokens of every accepted request plus every side query.
+        mean_fill_at_compaction: the mean of size ÷ window when a compaction was triggered
+            (``None`` when none was).
+    """
+
+    name: str
+    sizes: tuple[int, ...]
+    events: tuple[PolicyEvent, ...]
+    compactions: int
+    failed_attempts: int
+    side_queries: int
+    oversized_requests: int
+    peak_prompt_tokens: int
+    prompt_tokens_sent: int
+    mean_fill_at_compaction: float | None
+
+    def as_json(self) -> dict[str, Any]:
+        """The metrics as ``--json`` prints them."""
+        return {
+            "compactions": self.compactions,
+            "failed_attempts": self.failed_attempts,
+            "side_queries": self.side_queries,
+            "oversized_requests": self.oversized_requests,
+            "peak_prompt_tokens": self.peak_prompt_tokens,
+            "prompt_tokens_sent": self.prompt_tokens_sent,
+            "mean_fill_at_compaction": self.mean_fill_at_compaction,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class FileReport:
+    """The replay of one transcript.
+
+    Attributes:
+        file, format: where it came from.
+        window: the simulated window; ``thresholds`` its ladder.
+        rows: one per recorded call.
+        baseline_tokens: what the first call showed beyond the visible content.
+        estimation: ``cold``, ``warm``, ``calibrated`` and ``learned`` error summaries.
+        policies: ``ladder`` and ``legacy``.
+        calibration: what the session had learned after its last call.
+        recorded_compactions: the calls (1-based) the recorded agent compacted before.
+    """
+
+    file: str
+    format: str
+    window: int
+    thresholds: CompactionThresholds
+    rows: tuple[CallRow, ...]
+    baseline_tokens: int
+    estimation: dict[str, ErrorSummary]
+    policies: dict[str, PolicyResult]
+    calibration: Calibration
+    recorded_compactions: tuple[int, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        """The object ``--json`` prints for this file (exactly the documented keys)."""
+        return {
+            "file": self.file,
+            "format": self.format,
+            "window": self.window,
+            "calls": len(self.rows),
+            "estimation": {name: self.estimation[name].as_json() for name in ESTIMATORS},
+            "policies": {name: self.policies[name].as_json() for name in POLICIES},
+            "rows": [row.as_json() for row in self.rows],
+        }
