@@ -5,6 +5,18 @@ The public API is re-exported here; everything else is private to the package.
 
 from __future__ import annotations
 
+from autocompact.chat import AsyncChatSession, ChatSession
+from autocompact.compaction import (
+    CompressionInfo,
+    CompressionResult,
+    CompressionService,
+    CompressionStatus,
+    CompressionTrigger,
+    CompressOptions,
+    find_split_point,
+)
+from autocompact.compaction.clearing import ClearingResult, clear_tool_outputs
+from autocompact.compaction.extractive import extractive_summary
 from autocompact.content import (
     DocumentPart,
     FunctionCallPart,
@@ -16,6 +28,7 @@ from autocompact.content import (
     ThinkingPart,
     Usage,
 )
+from autocompact.context_report import ContextReport, build_context_report
 from autocompact.errors import (
     AuthenticationError,
     AutocompactError,
@@ -38,6 +51,17 @@ from autocompact.estimation import (
     estimate_content_tokens,
     estimate_prompt_tokens,
 )
+from autocompact.events import (
+    BreakerClosed,
+    BreakerOpened,
+    CompactionFailed,
+    CompactionStarted,
+    CompactionSucceeded,
+    Event,
+    Hook,
+    RequestTrimmed,
+    ThresholdCrossed,
+)
 from autocompact.providers.base import (
     ChatRequest,
     Completion,
@@ -49,6 +73,7 @@ from autocompact.providers.base import (
     ThinkingDelta,
     ToolSpec,
 )
+from autocompact.settings import Settings, load_settings
 from autocompact.thresholds import (
     AUTOCOMPACT_BUFFER,
     COMPACT_MAX_OUTPUT_TOKENS,
@@ -62,8 +87,10 @@ from autocompact.thresholds import (
     CompactionThresholds,
     Tier,
     compute_thresholds,
+    parse_window,
     tier_of,
 )
+from autocompact.tips import Tip, select_tip
 
 __version__ = "0.1.0"
 
@@ -77,19 +104,36 @@ __all__ = [
     "SUMMARY_RESERVE",
     "WARN_BUFFER",
     "WARN_PCT_OFFSET",
+    "AsyncChatSession",
     "AuthenticationError",
     "AutocompactError",
+    "BreakerClosed",
+    "BreakerOpened",
     "ChatRequest",
+    "ChatSession",
+    "ClearingResult",
     "CompactionError",
+    "CompactionFailed",
+    "CompactionStarted",
+    "CompactionSucceeded",
     "CompactionThresholds",
     "Completion",
+    "CompressOptions",
+    "CompressionInfo",
+    "CompressionResult",
+    "CompressionService",
+    "CompressionStatus",
+    "CompressionTrigger",
     "ConfigError",
     "ContentError",
     "ContextOverflowError",
+    "ContextReport",
     "DocumentPart",
+    "Event",
     "FinishReason",
     "FunctionCallPart",
     "FunctionResponsePart",
+    "Hook",
     "ImagePart",
     "MalformedResponseError",
     "Message",
@@ -101,21 +145,32 @@ __all__ = [
     "ProviderError",
     "ProviderTimeoutError",
     "RateLimitError",
+    "RequestTrimmed",
     "SessionFileError",
+    "Settings",
     "StreamDone",
     "StreamEvent",
     "TextDelta",
     "TextPart",
     "ThinkingDelta",
     "ThinkingPart",
+    "ThresholdCrossed",
     "Tier",
+    "Tip",
     "ToolSpec",
     "TranscriptFormatError",
     "Usage",
     "__version__",
+    "build_context_report",
+    "clear_tool_outputs",
     "compute_thresholds",
     "estimate_content_chars",
     "estimate_content_tokens",
     "estimate_prompt_tokens",
+    "extractive_summary",
+    "find_split_point",
+    "load_settings",
+    "parse_window",
+    "select_tip",
     "tier_of",
 ]
