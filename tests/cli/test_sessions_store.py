@@ -90,6 +90,25 @@ def test_sync_replays_compaction_and_clear(tmp_path: Path) -> None:
     w.close()
 
 
+def test_sync_records_the_history_a_compaction_left_apart_from_the_turn(tmp_path: Path) -> None:
+    """With (info, history left) the compaction record holds it; the turn follows as messages."""
+    store = _store(tmp_path)
+    w = store.create(provider="fake", model="m", context_window=1000, cwd=tmp_path)
+    w.sync(_turn(1) + _turn(2))
+    left = [Message.user("summary"), Message.model("Got it."), *_turn(2)]
+    w.sync([*left, *_turn(3)], new_compactions=[(SUCCESS, left)], last_prompt_token_count=9)
+    w.close()
+    records = [json.loads(x) for x in store.path_of(w.id).read_text().splitlines()]
+    compaction = next(r for r in records if r["type"] == "compaction")
+    assert len(compaction["history"]) == 4
+    after = records[records.index(compaction) + 1 :]
+    assert [r["message"]["parts"][0]["text"] for r in after if r["type"] == "message"] == [
+        "question 3",
+        "answer 3",
+    ]
+    assert store.open(w.id).history == (*left, *_turn(3))
+
+
 def test_truncated_last_line_is_dropped_and_turns_kept(tmp_path: Path) -> None:
     """A torn final write loses only the turn in progress; appending first makes a backup."""
     store = _store(tmp_path)

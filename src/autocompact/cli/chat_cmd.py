@@ -28,7 +28,6 @@ from autocompact.cli.fake_script import ScriptedFake, load_fake_script
 from autocompact.cli.render import format_tokens
 from autocompact.cli.repl import PipedInput, Repl, TerminalInput
 from autocompact.cli.slash import ChatContext
-from autocompact.compaction import CompressionStatus
 from autocompact.content import Message
 from autocompact.context_report import WindowSource
 from autocompact.errors import ConfigError
@@ -431,9 +430,7 @@ class _Saver:
         self._learn(session)
         writer.sync(
             session.history,
-            new_compactions=[
-                i for i in new_compactions if getattr(i, "status", None) != CompressionStatus.NOOP
-            ],
+            new_compactions=new_compactions,
             last_prompt_token_count=session.last_prompt_token_count,
             consecutive_failures=session.consecutive_failures,
             calibration=self.calibration.to_dict() if self.calibration.samples else None,

@@ -30,7 +30,8 @@ from autocompact.providers.base import StreamDone, TextDelta, ThinkingDelta
 __all__ = ["LineSource", "Persist", "PipedInput", "Repl", "TerminalInput"]
 
 Persist = Callable[[ChatSession, list[object]], None]
-"""Saves a chat: ``(session, compaction infos since the last save)``."""
+"""Saves a chat: ``(session, compactions since the last save)``; each compaction is a failed
+attempt's info or a successful one's ``(info, the history it left)``."""
 
 
 class LineSource(Protocol):
@@ -162,7 +163,11 @@ class Repl:
 
     def on_event(self, event: Event) -> None:
         """The engine's hook: show each event as it happens and queue compactions to save."""
-        if isinstance(event, CompactionSucceeded | CompactionFailed):
+        if isinstance(event, CompactionSucceeded):
+            # The engine has just replaced the history: keep the one this compaction left, so
+            # the session file records it apart from the turn sent after it.
+            self.pending_compactions.append((event.info, self.ctx.session.history))
+        elif isinstance(event, CompactionFailed):
             self.pending_compactions.append(event.info)
         line = describe_event(event)
         if line is not None:

@@ -151,33 +151,29 @@ class SessionWriter:
 
         Args:
             history: the chat's current history.
-            new_compactions: the compaction attempts (``CompressionInfo`` or mappings) made
-                since the last call, oldest first.
+            new_compactions: the compaction attempts made since the last call, oldest first:
+                each a ``CompressionInfo`` (or mapping), or an ``(info, history)`` pair whose
+                history is the one that compaction left (what the CLI captures from the
+                ``CompactionSucceeded`` event), so the turn sent after it is recorded as
+                ordinary messages.
             last_prompt_token_count: the chat's current value.
             consecutive_failures: the chat's current value.
             calibration: the current estimation calibration, if any.
         """
         history = tuple(history)
-        new_infos = [info_to_dict(i) for i in new_compactions]
         records: list[JsonDict] = []
         persisted = self._history
-        extends = len(history) >= len(persisted) and all(
-            a is b or a == b for a, b in zip(persisted, history, strict=False)
-        )
-        last_success = max(
-            (i for i, info in enumerate(new_infos) if info_succeeded(info)), default=None
-        )
-        for i, info in enumerate(new_infos):
-            record: JsonDict = {"type": "compaction", "info": info}
-            if i == last_success and not extends:
-                # The history a compaction left, plus any turn sent after it: replaying this
-                # record rebuilds the chat's history exactly.
-                record["history"] = history_to_dicts(history)
+        for item in new_compactions:
+            info, left = item if isinstance(item, tuple) else (item, None)
+            record: JsonDict = {"type": "compaction", "info": info_to_dict(info)}
+            if info_succeeded(record["info"]):
+                # Without the history it left, the current one stands in (a turn sent after
+                # the compaction is then part of it): replay rebuilds the same history.
+                persisted = tuple(left) if left is not None else history
+                record["history"] = history_to_dicts(persisted)
             records.append(record)
-        if extends:
+        if _extends(history, persisted):
             new = history[len(persisted) :]
-        elif last_success is not None:
-            new = ()
         else:  # the history changed without a compaction: a clear, then what is there now
             records.append({"type": "clear"})
             self._state = None  # a clear resets the counters on replay: write them again
@@ -217,6 +213,13 @@ class SessionWriter:
             raise SessionFileError("the session file is closed", path=str(self.path))
         data = "".join(encode_record(r, self._redact) for r in records).encode("utf-8")
         _write_all(self._fd, data, self.path)
+
+
+def _extends(history: Sequence[Message], prefix: Sequence[Message]) -> bool:
+    """Whether ``history`` starts with ``prefix``."""
+    return len(history) >= len(prefix) and all(
+        a is b or a == b for a, b in zip(prefix, history, strict=False)
+    )
 
 
 def _write_all(fd: int, data: bytes, path: Path) -> None:
