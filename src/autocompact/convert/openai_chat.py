@@ -1,31 +1,13 @@
-"""Conversions between the content model and plain provider-style message dicts. Pure.
+"""OpenAI chat-completions message dicts <-> the content model. Pure.
 
-Two wire shapes are understood, as plain ``dict`` objects (no SDK involved):
-
-* **OpenAI chat completions**: ``system``/``developer``, ``user``, ``assistant`` (with
-  ``tool_calls`` whose ``arguments`` are JSON strings, and the ``reasoning_content`` field that
-  DeepSeek, Qwen and vLLM use for visible reasoning) and ``tool`` messages. Tool messages become
-  :class:`FunctionResponsePart` objects in a ``user`` message; a user message that directly
-  follows tool messages joins that same message, so a user turn of the content model round-trips.
-* **Anthropic Messages**: ``content`` as a string or a list of blocks: ``text``, ``thinking``,
-  ``redacted_thinking``, ``tool_use``, ``tool_result`` (string or block content, ``is_error``),
-  ``image`` and ``document`` with a ``base64`` or ``url`` source.
-
-Within a model turn the OpenAI form has a fixed order (reasoning, text, tool calls) and within a
-user turn tool results come first; the Anthropic form keeps the order of the blocks.
-
-Anything that cannot be expressed raises :class:`ContentError` naming the message index and the
-type; nothing is dropped silently. Two documented exceptions: an Anthropic tool result's
-``name`` is recovered from the matching ``tool_use`` (``"unknown"`` when there is none), and
-OpenAI has no ``is_error`` flag for tool messages (it is not sent there).
+See :mod:`autocompact.convert` for the rules both directions follow.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal, TypeAlias
+from typing import Any
 
 from autocompact.content import (
     DocumentPart,
@@ -37,84 +19,20 @@ from autocompact.content import (
     TextPart,
     ThinkingPart,
 )
+from autocompact.convert._common import (
+    UNKNOWN_TOOL_NAME,
+    JsonDict,
+    ThinkingMode,
+    _is_text_block_list,
+    _require_mapping,
+    _require_str,
+    data_url,
+    parse_data_url,
+    response_text,
+)
 from autocompact.errors import ContentError
 
-__all__ = [
-    "ThinkingMode",
-    "data_url",
-    "from_anthropic_message",
-    "from_anthropic_messages",
-    "from_openai_messages",
-    "parse_data_url",
-    "response_text",
-    "to_anthropic_message",
-    "to_anthropic_messages",
-    "to_openai_messages",
-]
-
-ThinkingMode: TypeAlias = Literal["reasoning_content", "drop", "error"]
-"""How :func:`to_openai_messages` sends thinking parts (OpenAI itself takes none back)."""
-
-UNKNOWN_TOOL_NAME = "unknown"
-
-_DATA_URL = re.compile(r"^data:(?P<type>[^;,]+)?(?P<params>(;[^;,]*)*?);base64,(?P<data>.*)$", re.S)
-
-JsonDict: TypeAlias = dict[str, Any]
-
-
-# -- small shared helpers ----------------------------------------------------------------------
-
-
-def parse_data_url(url: str) -> tuple[str, str] | None:
-    """``(media_type, base64 data)`` of a ``data:...;base64,...`` URL, or ``None``."""
-    match = _DATA_URL.match(url)
-    if match is None:
-        return None
-    return match.group("type") or "application/octet-stream", match.group("data")
-
-
-def data_url(media_type: str, data: str) -> str:
-    """A ``data:`` URL for base64 ``data``."""
-    return f"data:{media_type};base64,{data}"
-
-
-def response_text(response: Any) -> str:
-    """A function response as one string: strings as they are, text blocks joined, else JSON."""
-    if isinstance(response, str):
-        return response
-    if _is_text_block_list(response):
-        return "".join(block["text"] for block in response)
-    return json.dumps(response, ensure_ascii=False)
-
-
-def _is_text_block_list(value: Any) -> bool:
-    return (
-        isinstance(value, list)
-        and bool(value)
-        and all(
-            isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
-            for b in value
-        )
-    )
-
-
-def _require_mapping(value: Any, index: int, what: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ContentError(
-            f"message {index}: {what} must be a JSON object, got {type(value).__name__}",
-            index=index,
-        )
-    return value
-
-
-def _require_str(block: Mapping[str, Any], key: str, index: int, what: str) -> str:
-    value = block.get(key)
-    if not isinstance(value, str):
-        raise ContentError(
-            f"message {index}: {what} needs a string '{key}', got {type(value).__name__}",
-            index=index,
-        )
-    return value
+__all__ = ["from_openai_messages", "to_openai_messages"]
 
 
 # -- OpenAI ------------------------------------------------------------------------------------
@@ -475,247 +393,3 @@ def _openai_assistant_message(message: Message, index: int, thinking: ThinkingMo
     if calls:
         out["tool_calls"] = calls
     return out
-
-
-# -- Anthropic ---------------------------------------------------------------------------------
-
-
-def from_anthropic_messages(
-    msgs: Iterable[Mapping[str, Any]],
-    system: str | Sequence[Mapping[str, Any]] | None = None,
-) -> tuple[str | None, list[Message]]:
-    """Read Anthropic Messages API messages.
-
-    Args:
-        msgs: the ``messages`` array (plain dicts with ``role`` and ``content``).
-        system: the request's ``system``: a string or a list of text blocks.
-
-    Returns:
-        ``(system, history)``: the system prompt as one string (``None`` when absent) and the
-        conversation as content-model messages, one per input message.
-
-    Raises:
-        ContentError: an unknown role or block type, or a malformed block (naming the index).
-    """
-    tool_names: dict[str, str] = {}
-    history = [
-        from_anthropic_message(msg, index=index, tool_names=tool_names)
-        for index, msg in enumerate(msgs)
-    ]
-    return _anthropic_system(system), history
-
-
-def _anthropic_system(system: str | Sequence[Mapping[str, Any]] | None) -> str | None:
-    if system is None or isinstance(system, str):
-        return system
-    texts = []
-    for block in system:
-        if not isinstance(block, Mapping) or block.get("type") != "text":
-            kind = block.get("type") if isinstance(block, Mapping) else type(block).__name__
-            raise ContentError(f"system: unknown system block type {kind!r} (only 'text')")
-        texts.append(str(block.get("text", "")))
-    return "\n\n".join(texts)
-
-
-def from_anthropic_message(
-    msg: Mapping[str, Any], *, index: int = 0, tool_names: dict[str, str] | None = None
-) -> Message:
-    """Read one Anthropic message.
-
-    Args:
-        msg: a dict with ``role`` (``user`` or ``assistant``) and ``content``.
-        index: its position, used in error messages.
-        tool_names: ``tool_use`` id → name, read to name tool results and updated with this
-            message's tool calls (pass the same dict for every message of a conversation).
-
-    Raises:
-        ContentError: an unknown role or block type, or a malformed block.
-    """
-    msg = _require_mapping(msg, index, "an Anthropic message")
-    names = tool_names if tool_names is not None else {}
-    role = msg.get("role")
-    if role not in ("user", "assistant"):
-        raise ContentError(
-            f"message {index}: unknown Anthropic message role {role!r}: expected user or "
-            "assistant (pass the system prompt separately)",
-            index=index,
-        )
-    content = msg.get("content")
-    if isinstance(content, str):
-        parts: tuple[Part, ...] = (TextPart(text=content),)
-    elif isinstance(content, list):
-        parts = tuple(_anthropic_block(block, index, names) for block in content)
-    else:
-        raise ContentError(
-            f"message {index}: content must be a string or a list of blocks, "
-            f"got {type(content).__name__}",
-            index=index,
-        )
-    return Message(role="user" if role == "user" else "model", parts=parts)
-
-
-def _anthropic_block(raw: Any, index: int, names: dict[str, str]) -> Part:
-    block = _require_mapping(raw, index, "a content block")
-    kind = block.get("type")
-    if kind == "text":
-        return TextPart(text=_require_str(block, "text", index, "a text block"))
-    if kind == "thinking":
-        signature = block.get("signature")
-        return ThinkingPart(
-            text=_require_str(block, "thinking", index, "a thinking block"),
-            signature=signature if isinstance(signature, str) and signature else None,
-        )
-    if kind == "redacted_thinking":
-        return ThinkingPart(
-            text="",
-            signature=_require_str(block, "data", index, "a redacted_thinking block"),
-            redacted=True,
-        )
-    if kind == "tool_use":
-        call_id = _require_str(block, "id", index, "a tool_use block")
-        name = _require_str(block, "name", index, "a tool_use block")
-        arguments = _require_mapping(block.get("input", {}), index, "tool_use input")
-        names[call_id] = name
-        return FunctionCallPart(id=call_id, name=name, arguments=dict(arguments))
-    if kind == "tool_result":
-        call_id = _require_str(block, "tool_use_id", index, "a tool_result block")
-        return FunctionResponsePart(
-            id=call_id,
-            name=names.get(call_id, UNKNOWN_TOOL_NAME),
-            response=_anthropic_tool_result_content(block.get("content"), index),
-            is_error=bool(block.get("is_error", False)),
-        )
-    if kind in ("image", "document"):
-        return _anthropic_media(block, kind, index)
-    raise ContentError(
-        f"message {index}: unknown Anthropic content block type {kind!r} (expected text, "
-        "thinking, redacted_thinking, tool_use, tool_result, image or document)",
-        index=index,
-    )
-
-
-def _anthropic_tool_result_content(content: Any, index: int) -> Any:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        blocks: list[JsonDict] = []
-        for item in content:
-            block = _require_mapping(item, index, "a tool_result content block")
-            kind = block.get("type")
-            if kind == "text":
-                text = _require_str(block, "text", index, "a text block")
-                blocks.append({"type": "text", "text": text})
-            elif kind in ("image", "document"):
-                # Kept as the provider's own JSON: the content model has no nested parts.
-                _anthropic_media(block, kind, index)  # validates the source
-                blocks.append({k: v for k, v in block.items() if k != "cache_control"})
-            else:
-                raise ContentError(
-                    f"message {index}: unknown tool_result content block type {kind!r} "
-                    "(expected text, image or document)",
-                    index=index,
-                )
-        return blocks
-    raise ContentError(
-        f"message {index}: tool_result content must be a string or a list of blocks", index=index
-    )
-
-
-def _anthropic_media(block: Mapping[str, Any], kind: str, index: int) -> Part:
-    source = _require_mapping(block.get("source"), index, f"an {kind} block's source")
-    source_type = source.get("type")
-    title = block.get("title")
-    title = title if isinstance(title, str) else None
-    if source_type == "base64":
-        media_type = _require_str(source, "media_type", index, f"a base64 {kind} source")
-        data = _require_str(source, "data", index, f"a base64 {kind} source")
-        if kind == "image":
-            return ImagePart(media_type=media_type, data=data)
-        return DocumentPart(media_type=media_type, data=data, title=title)
-    if source_type == "url":
-        url = _require_str(source, "url", index, f"a url {kind} source")
-        if kind == "image":
-            return ImagePart(url=url)
-        return DocumentPart(url=url, title=title)
-    raise ContentError(
-        f"message {index}: unknown {kind} source type {source_type!r} (expected base64 or url)",
-        index=index,
-    )
-
-
-def to_anthropic_messages(history: Sequence[Message]) -> list[JsonDict]:
-    """Write a history as Anthropic Messages API messages (content always a list of blocks).
-
-    Raises:
-        ContentError: a part the role cannot carry (naming the index).
-    """
-    return [to_anthropic_message(message, index=index) for index, message in enumerate(history)]
-
-
-def to_anthropic_message(message: Message, *, index: int = 0) -> JsonDict:
-    """Write one message as an Anthropic message dict.
-
-    Raises:
-        ContentError: an image, document or tool result in a model message, or a thinking part
-            or tool call in a user message.
-    """
-    blocks = [_anthropic_out_block(part, message, index) for part in message.parts]
-    return {"role": "user" if message.role == "user" else "assistant", "content": blocks}
-
-
-def _anthropic_out_block(part: Part, message: Message, index: int) -> JsonDict:
-    user = message.role == "user"
-    match part:
-        case TextPart():
-            return {"type": "text", "text": part.text}
-        case ThinkingPart() if not user:
-            if part.redacted:
-                return {"type": "redacted_thinking", "data": part.signature or ""}
-            block: JsonDict = {"type": "thinking", "thinking": part.text}
-            if part.signature is not None:
-                block["signature"] = part.signature
-            return block
-        case FunctionCallPart() if not user:
-            return {
-                "type": "tool_use",
-                "id": part.id,
-                "name": part.name,
-                "input": dict(part.arguments),
-            }
-        case FunctionResponsePart() if user:
-            result: JsonDict = {"type": "tool_result", "tool_use_id": part.id}
-            response = part.response
-            if isinstance(response, str):
-                result["content"] = response
-            elif isinstance(response, list) and all(
-                isinstance(b, dict) and b.get("type") in ("text", "image", "document")
-                for b in response
-            ):
-                result["content"] = [dict(b) for b in response]
-            else:
-                result["content"] = json.dumps(response, ensure_ascii=False)
-            if part.is_error:
-                result["is_error"] = True
-            return result
-        case ImagePart() | DocumentPart() if user:
-            return _anthropic_media_block(part, index)
-        case _:
-            where = "a user" if user else "an assistant"
-            raise ContentError(
-                f"message {index}: a {part.kind} part cannot be in {where} message", index=index
-            )
-
-
-def _anthropic_media_block(part: ImagePart | DocumentPart, index: int) -> JsonDict:
-    if part.data is not None:
-        source: JsonDict = {"type": "base64", "media_type": part.media_type, "data": part.data}
-    elif part.url is not None:
-        source = {"type": "url", "url": part.url}
-    else:
-        raise ContentError(f"message {index}: a {part.kind} has neither data nor url", index=index)
-    block: JsonDict = {"type": part.kind, "source": source}
-    if isinstance(part, DocumentPart) and part.title is not None:
-        block["title"] = part.title
-    return block

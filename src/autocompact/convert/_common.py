@@ -1,0 +1,74 @@
+"""Helpers shared by the OpenAI and Anthropic conversions. Pure."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any, Literal, TypeAlias
+
+from autocompact.errors import ContentError
+
+ThinkingMode: TypeAlias = Literal["reasoning_content", "drop", "error"]
+"""How :func:`to_openai_messages` sends thinking parts (OpenAI itself takes none back)."""
+
+UNKNOWN_TOOL_NAME = "unknown"
+
+_DATA_URL = re.compile(r"^data:(?P<type>[^;,]+)?(?P<params>(;[^;,]*)*?);base64,(?P<data>.*)$", re.S)
+
+JsonDict: TypeAlias = dict[str, Any]
+
+
+# -- small shared helpers ----------------------------------------------------------------------
+
+
+def parse_data_url(url: str) -> tuple[str, str] | None:
+    """``(media_type, base64 data)`` of a ``data:...;base64,...`` URL, or ``None``."""
+    match = _DATA_URL.match(url)
+    if match is None:
+        return None
+    return match.group("type") or "application/octet-stream", match.group("data")
+
+
+def data_url(media_type: str, data: str) -> str:
+    """A ``data:`` URL for base64 ``data``."""
+    return f"data:{media_type};base64,{data}"
+
+
+def response_text(response: Any) -> str:
+    """A function response as one string: strings as they are, text blocks joined, else JSON."""
+    if isinstance(response, str):
+        return response
+    if _is_text_block_list(response):
+        return "".join(block["text"] for block in response)
+    return json.dumps(response, ensure_ascii=False)
+
+
+def _is_text_block_list(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(
+            isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+            for b in value
+        )
+    )
+
+
+def _require_mapping(value: Any, index: int, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ContentError(
+            f"message {index}: {what} must be a JSON object, got {type(value).__name__}",
+            index=index,
+        )
+    return value
+
+
+def _require_str(block: Mapping[str, Any], key: str, index: int, what: str) -> str:
+    value = block.get(key)
+    if not isinstance(value, str):
+        raise ContentError(
+            f"message {index}: {what} needs a string '{key}', got {type(value).__name__}",
+            index=index,
+        )
+    return value

@@ -1,0 +1,279 @@
+"""Anthropic Messages API message dicts <-> the content model. Pure.
+
+See :mod:`autocompact.convert` for the rules both directions follow.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from autocompact.content import (
+    DocumentPart,
+    FunctionCallPart,
+    FunctionResponsePart,
+    ImagePart,
+    Message,
+    Part,
+    TextPart,
+    ThinkingPart,
+)
+from autocompact.convert._common import (
+    UNKNOWN_TOOL_NAME,
+    JsonDict,
+    _require_mapping,
+    _require_str,
+)
+from autocompact.errors import ContentError
+
+__all__ = [
+    "from_anthropic_message",
+    "from_anthropic_messages",
+    "to_anthropic_message",
+    "to_anthropic_messages",
+]
+
+
+# -- Anthropic ---------------------------------------------------------------------------------
+
+
+def from_anthropic_messages(
+    msgs: Iterable[Mapping[str, Any]],
+    system: str | Sequence[Mapping[str, Any]] | None = None,
+) -> tuple[str | None, list[Message]]:
+    """Read Anthropic Messages API messages.
+
+    Args:
+        msgs: the ``messages`` array (plain dicts with ``role`` and ``content``).
+        system: the request's ``system``: a string or a list of text blocks.
+
+    Returns:
+        ``(system, history)``: the system prompt as one string (``None`` when absent) and the
+        conversation as content-model messages, one per input message.
+
+    Raises:
+        ContentError: an unknown role or block type, or a malformed block (naming the index).
+    """
+    tool_names: dict[str, str] = {}
+    history = [
+        from_anthropic_message(msg, index=index, tool_names=tool_names)
+        for index, msg in enumerate(msgs)
+    ]
+    return _anthropic_system(system), history
+
+
+def _anthropic_system(system: str | Sequence[Mapping[str, Any]] | None) -> str | None:
+    if system is None or isinstance(system, str):
+        return system
+    texts = []
+    for block in system:
+        if not isinstance(block, Mapping) or block.get("type") != "text":
+            kind = block.get("type") if isinstance(block, Mapping) else type(block).__name__
+            raise ContentError(f"system: unknown system block type {kind!r} (only 'text')")
+        texts.append(str(block.get("text", "")))
+    return "\n\n".join(texts)
+
+
+def from_anthropic_message(
+    msg: Mapping[str, Any], *, index: int = 0, tool_names: dict[str, str] | None = None
+) -> Message:
+    """Read one Anthropic message.
+
+    Args:
+        msg: a dict with ``role`` (``user`` or ``assistant``) and ``content``.
+        index: its position, used in error messages.
+        tool_names: ``tool_use`` id → name, read to name tool results and updated with this
+            message's tool calls (pass the same dict for every message of a conversation).
+
+    Raises:
+        ContentError: an unknown role or block type, or a malformed block.
+    """
+    msg = _require_mapping(msg, index, "an Anthropic message")
+    names = tool_names if tool_names is not None else {}
+    role = msg.get("role")
+    if role not in ("user", "assistant"):
+        raise ContentError(
+            f"message {index}: unknown Anthropic message role {role!r}: expected user or "
+            "assistant (pass the system prompt separately)",
+            index=index,
+        )
+    content = msg.get("content")
+    if isinstance(content, str):
+        parts: tuple[Part, ...] = (TextPart(text=content),)
+    elif isinstance(content, list):
+        parts = tuple(_anthropic_block(block, index, names) for block in content)
+    else:
+        raise ContentError(
+            f"message {index}: content must be a string or a list of blocks, "
+            f"got {type(content).__name__}",
+            index=index,
+        )
+    return Message(role="user" if role == "user" else "model", parts=parts)
+
+
+def _anthropic_block(raw: Any, index: int, names: dict[str, str]) -> Part:
+    block = _require_mapping(raw, index, "a content block")
+    kind = block.get("type")
+    if kind == "text":
+        return TextPart(text=_require_str(block, "text", index, "a text block"))
+    if kind == "thinking":
+        signature = block.get("signature")
+        return ThinkingPart(
+            text=_require_str(block, "thinking", index, "a thinking block"),
+            signature=signature if isinstance(signature, str) and signature else None,
+        )
+    if kind == "redacted_thinking":
+        return ThinkingPart(
+            text="",
+            signature=_require_str(block, "data", index, "a redacted_thinking block"),
+            redacted=True,
+        )
+    if kind == "tool_use":
+        call_id = _require_str(block, "id", index, "a tool_use block")
+        name = _require_str(block, "name", index, "a tool_use block")
+        arguments = _require_mapping(block.get("input", {}), index, "tool_use input")
+        names[call_id] = name
+        return FunctionCallPart(id=call_id, name=name, arguments=dict(arguments))
+    if kind == "tool_result":
+        call_id = _require_str(block, "tool_use_id", index, "a tool_result block")
+        return FunctionResponsePart(
+            id=call_id,
+            name=names.get(call_id, UNKNOWN_TOOL_NAME),
+            response=_anthropic_tool_result_content(block.get("content"), index),
+            is_error=bool(block.get("is_error", False)),
+        )
+    if kind in ("image", "document"):
+        return _anthropic_media(block, kind, index)
+    raise ContentError(
+        f"message {index}: unknown Anthropic content block type {kind!r} (expected text, "
+        "thinking, redacted_thinking, tool_use, tool_result, image or document)",
+        index=index,
+    )
+
+
+def _anthropic_tool_result_content(content: Any, index: int) -> Any:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        blocks: list[JsonDict] = []
+        for item in content:
+            block = _require_mapping(item, index, "a tool_result content block")
+            kind = block.get("type")
+            if kind == "text":
+                text = _require_str(block, "text", index, "a text block")
+                blocks.append({"type": "text", "text": text})
+            elif kind in ("image", "document"):
+                # Kept as the provider's own JSON: the content model has no nested parts.
+                _anthropic_media(block, kind, index)  # validates the source
+                blocks.append({k: v for k, v in block.items() if k != "cache_control"})
+            else:
+                raise ContentError(
+                    f"message {index}: unknown tool_result content block type {kind!r} "
+                    "(expected text, image or document)",
+                    index=index,
+                )
+        return blocks
+    raise ContentError(
+        f"message {index}: tool_result content must be a string or a list of blocks", index=index
+    )
+
+
+def _anthropic_media(block: Mapping[str, Any], kind: str, index: int) -> Part:
+    source = _require_mapping(block.get("source"), index, f"an {kind} block's source")
+    source_type = source.get("type")
+    title = block.get("title")
+    title = title if isinstance(title, str) else None
+    if source_type == "base64":
+        media_type = _require_str(source, "media_type", index, f"a base64 {kind} source")
+        data = _require_str(source, "data", index, f"a base64 {kind} source")
+        if kind == "image":
+            return ImagePart(media_type=media_type, data=data)
+        return DocumentPart(media_type=media_type, data=data, title=title)
+    if source_type == "url":
+        url = _require_str(source, "url", index, f"a url {kind} source")
+        if kind == "image":
+            return ImagePart(url=url)
+        return DocumentPart(url=url, title=title)
+    raise ContentError(
+        f"message {index}: unknown {kind} source type {source_type!r} (expected base64 or url)",
+        index=index,
+    )
+
+
+def to_anthropic_messages(history: Sequence[Message]) -> list[JsonDict]:
+    """Write a history as Anthropic Messages API messages (content always a list of blocks).
+
+    Raises:
+        ContentError: a part the role cannot carry (naming the index).
+    """
+    return [to_anthropic_message(message, index=index) for index, message in enumerate(history)]
+
+
+def to_anthropic_message(message: Message, *, index: int = 0) -> JsonDict:
+    """Write one message as an Anthropic message dict.
+
+    Raises:
+        ContentError: an image, document or tool result in a model message, or a thinking part
+            or tool call in a user message.
+    """
+    blocks = [_anthropic_out_block(part, message, index) for part in message.parts]
+    return {"role": "user" if message.role == "user" else "assistant", "content": blocks}
+
+
+def _anthropic_out_block(part: Part, message: Message, index: int) -> JsonDict:
+    user = message.role == "user"
+    match part:
+        case TextPart():
+            return {"type": "text", "text": part.text}
+        case ThinkingPart() if not user:
+            if part.redacted:
+                return {"type": "redacted_thinking", "data": part.signature or ""}
+            block: JsonDict = {"type": "thinking", "thinking": part.text}
+            if part.signature is not None:
+                block["signature"] = part.signature
+            return block
+        case FunctionCallPart() if not user:
+            return {
+                "type": "tool_use",
+                "id": part.id,
+                "name": part.name,
+                "input": dict(part.arguments),
+            }
+        case FunctionResponsePart() if user:
+            result: JsonDict = {"type": "tool_result", "tool_use_id": part.id}
+            response = part.response
+            if isinstance(response, str):
+                result["content"] = response
+            elif isinstance(response, list) and all(
+                isinstance(b, dict) and b.get("type") in ("text", "image", "document")
+                for b in response
+            ):
+                result["content"] = [dict(b) for b in response]
+            else:
+                result["content"] = json.dumps(response, ensure_ascii=False)
+            if part.is_error:
+                result["is_error"] = True
+            return result
+        case ImagePart() | DocumentPart() if user:
+            return _anthropic_media_block(part, index)
+        case _:
+            where = "a user" if user else "an assistant"
+            raise ContentError(
+                f"message {index}: a {part.kind} part cannot be in {where} message", index=index
+            )
+
+
+def _anthropic_media_block(part: ImagePart | DocumentPart, index: int) -> JsonDict:
+    if part.data is not None:
+        source: JsonDict = {"type": "base64", "media_type": part.media_type, "data": part.data}
+    elif part.url is not None:
+        source = {"type": "url", "url": part.url}
+    else:
+        raise ContentError(f"message {index}: a {part.kind} has neither data nor url", index=index)
+    block: JsonDict = {"type": part.kind, "source": source}
+    if isinstance(part, DocumentPart) and part.title is not None:
+        block["title"] = part.title
+    return block
