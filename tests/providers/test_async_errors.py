@@ -41,7 +41,9 @@ ADAPTERS: list[Any] = [
         id="anthropic",
     ),
     pytest.param(
-        lambda w: GeminiProvider(gem.MODEL, api_key=gem.KEY, async_http_client=w.async_client()),
+        lambda w: GeminiProvider(
+            gem.MODEL, api_key=gem.KEY, async_http_client=w.async_client(), max_retries=0
+        ),
         gem.KEY,
         gem.error(401, "UNAUTHENTICATED", f"bad key {gem.KEY}"),
         gem.error(400, "INVALID_ARGUMENT", "The input token count (9) exceeds the maximum"),

@@ -103,6 +103,7 @@ SCRIPTS = [
             api_key=gem.KEY,
             http_client=wire.client(),
             async_http_client=wire.async_client(),
+            max_retries=0,
         ),
         ok=lambda text: json_response(
             gem.reply([{"text": text}], usage={"promptTokenCount": 900, "candidatesTokenCount": 40})

@@ -72,7 +72,11 @@ def reply(
 
 def make(wire: Wire, model: str = MODEL) -> GeminiProvider:
     return GeminiProvider(
-        model, api_key=KEY, http_client=wire.client(), async_http_client=wire.async_client()
+        model,
+        api_key=KEY,
+        http_client=wire.client(),
+        async_http_client=wire.async_client(),
+        max_retries=0,
     )
 
 

@@ -68,7 +68,7 @@ CASES: list[Any] = [
         id="anthropic",
     ),
     pytest.param(
-        lambda w: GeminiProvider(gem.MODEL, api_key="k", http_client=w.client()),
+        lambda w: GeminiProvider(gem.MODEL, api_key="k", http_client=w.client(), max_retries=0),
         _lines([gem.reply([{"text": "one "}], finish=None), gem.reply([{"text": "two"}])]),
         id="gemini",
     ),

@@ -136,7 +136,7 @@ class GeminiProvider:
         http_client: an ``httpx2.Client`` for the SDK (tests inject a mock transport here).
         async_http_client: an ``httpx2.AsyncClient`` for the async methods.
         timeout: seconds per request (``None``: the SDK default).
-        max_retries: SDK retries (0: none, the SDK's own default).
+        max_retries: SDK retries on 408, 429, 5xx and transport errors (0: none).
 
     Raises:
         MissingDependencyError: the ``google-genai`` package is not installed.
@@ -153,7 +153,7 @@ class GeminiProvider:
         http_client: Any = None,
         async_http_client: Any = None,
         timeout: float | None = None,
-        max_retries: int = 0,
+        max_retries: int = 2,
     ) -> None:
         try:
             from google import genai
