@@ -339,11 +339,6 @@ def test_token_count_error_on_the_cold_path() -> None:
     assert fake.requests == []
 
 
-@pytest.mark.xfail(
-    reason="BUG: compress_flow counts the split (find_split_point) outside its try, so with a "
-    "provider count the counter's ValueError escapes instead of TOKEN_COUNT_ERROR",
-    strict=True,
-)
 def test_token_count_error_with_a_provider_count() -> None:
     """With a provider count, an uncountable history still fails cleanly (no exception)."""
     history = _circular_history()

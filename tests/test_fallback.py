@@ -188,11 +188,6 @@ def test_check_message_fits_names_the_history_index() -> None:
     check_message_fits(Message.user("x" * 40), window=10, image_token_estimate=1_600)
 
 
-@pytest.mark.xfail(
-    reason="BUG: chat.turn_flow runs the hard rescue (a side query, possibly compacting the "
-    "history) before _request_for calls check_message_fits",
-    strict=True,
-)
 def test_message_larger_than_the_window_sends_no_side_query_either() -> None:
     """With a history present, an oversized message still fails before any request is sent."""
     fake = FakeProvider()
@@ -204,12 +199,6 @@ def test_message_larger_than_the_window_sends_no_side_query_either() -> None:
     assert session.history == tuple(history)
 
 
-@pytest.mark.xfail(
-    reason="BUG: chat._commit_turn adds back history[:dropped+1] with dropped off by one "
-    "(the marker message is counted as kept), so a large message just before the cut is "
-    "missed, the next count is too low, and an untrimmed over-window request is sent",
-    strict=True,
-)
 def test_count_after_a_trimmed_request_covers_what_was_left_out() -> None:
     """After a trimmed send the next estimate still covers the whole history, so the next
     request is trimmed again and fits the window."""
@@ -228,11 +217,6 @@ def test_count_after_a_trimmed_request_covers_what_was_left_out() -> None:
     assert session.estimate_tokens() >= whole
 
 
-@pytest.mark.xfail(
-    reason="BUG: compaction/fallback.trim_request always keeps a plain first user message; when "
-    "it plus the pending message exceed the window the over-window request is still sent",
-    strict=True,
-)
 def test_large_first_message_plus_pending_still_fits() -> None:
     """A large first task message plus a large pending one never produce an over-window send."""
     window = 100_000
@@ -268,12 +252,6 @@ def test_failed_rescue_then_trim_events_in_order() -> None:
     assert [r.purpose for r in fake.requests] == ["side_query", "chat"]
 
 
-@pytest.mark.xfail(
-    reason="BUG: compaction/fallback._cut_points always offers len(history) as a cut, so when "
-    "the pending message is a function response the model message holding its call is left "
-    "out and the request carries an orphaned tool result (providers reject it)",
-    strict=True,
-)
 def test_trim_keeps_the_call_of_a_pending_function_response() -> None:
     """In one long agentic turn (tool call after tool call), a trimmed request that sends a
     tool result still carries the call it answers."""

@@ -173,22 +173,26 @@ class _SessionCore:
         return self.last_prompt_token_count + self._since_count
 
     def turn_flow(self, message: Message) -> _Flow:
+        # Refuse a message that can never fit before anything (even a side query) is sent.
+        check_message_fits(
+            message, window=self.context_window, image_token_estimate=self.image_token_estimate
+        )
         effective = self.estimate_tokens(message)
         self._note_tier(effective)
         if effective >= self.thresholds.hard:
             yield from self.compaction_step(CompressionTrigger.HARD, message)
         elif effective >= self.thresholds.auto and not self.breaker_open:
             yield from self.compaction_step(CompressionTrigger.AUTO, message)
-        request = self._request_for(message)
+        request, left_out = self._request_for(message)
         try:
             completion = yield request
         except ContextOverflowError as overflow:
             info = yield from self.compaction_step(CompressionTrigger.REACTIVE, message)
             if info.status is not CompressionStatus.COMPRESSED:
                 raise overflow
-            request = self._request_for(message)
+            request, left_out = self._request_for(message)
             completion = yield request
-        self._commit_turn(message, request, completion)
+        self._commit_turn(message, completion, left_out)
         return completion
 
     def compaction_step(
@@ -237,11 +241,11 @@ class _SessionCore:
             if self.breaker_open and not was_open:
                 self._emit(BreakerOpened(consecutive_failures=self.consecutive_failures))
 
-    def _request_for(self, message: Message) -> ChatRequest:
-        check_message_fits(
-            message, window=self.context_window, image_token_estimate=self.image_token_estimate
-        )
+    def _request_for(self, message: Message) -> tuple[ChatRequest, int]:
+        """The main request, trimmed by the guarantee when needed, and the estimated size of
+        the history messages it leaves out (0 when nothing was left out)."""
         messages: tuple[Message, ...] = (*self._history, message)
+        left_out = 0
         count = self.estimate_tokens(message)
         if count >= self.thresholds.hard:
             trimmed = trim_request(
@@ -252,7 +256,7 @@ class _SessionCore:
                 image_token_estimate=self.image_token_estimate,
             )
             if trimmed.dropped:
-                messages = trimmed.messages
+                messages, left_out = trimmed.messages, trimmed.left_out_tokens
                 self._emit(
                     RequestTrimmed(
                         dropped_messages=trimmed.dropped,
@@ -261,23 +265,21 @@ class _SessionCore:
                         reason="still at or above the hard threshold after the rescue",
                     )
                 )
-        return ChatRequest(
+        request = ChatRequest(
             messages=messages,
             system_instruction=self.system_instruction,
             tools=self.tools,
             max_output_tokens=self.max_output_tokens,
         )
+        return request, left_out
 
-    def _commit_turn(self, message: Message, request: ChatRequest, completion: Completion) -> None:
-        dropped = len(self._history) + 1 - len(request.messages)
+    def _commit_turn(self, message: Message, completion: Completion, left_out: int) -> None:
         self._history = (*self._history, message, completion.message)
         usage = completion.usage
         reply_tokens = estimate_content_tokens([completion.message], self.image_token_estimate)
         if usage is not None and usage.prompt_tokens > 0:
-            left_out = 0
-            if dropped > 0:
-                # The provider counted a trimmed request; add back what was left out.
-                left_out = estimate_content_tokens(self._history[: dropped + 1])
+            # A trimmed request was counted without what it left out: add that back (the
+            # marker it carried instead is small and only makes the count err high).
             self.last_prompt_token_count = usage.prompt_tokens + left_out
             self._since_count = max(usage.output_tokens, reply_tokens)
         else:

@@ -201,8 +201,9 @@ def compress_flow(
     """
     original_history = tuple(history)
     try:
-        original = count_history_tokens(original_history, options)
+        prepared = _prepare(original_history, options)
     except (TypeError, ValueError, RecursionError) as exc:
+        # A history that cannot be measured (a circular or unserializable tool result).
         return _result(
             original_history,
             options,
@@ -210,52 +211,12 @@ def compress_flow(
             0,
             error=f"could not count the history: {exc}",
         )
+    if isinstance(prepared, CompressionResult):
+        return prepared
+    original, base, clearing, to_compress, to_keep = prepared
 
     def fail(status: CompressionStatus, error: str, **extra: Any) -> CompressionResult:
         return _result(original_history, options, status, original, error=error, **extra)
-
-    if options.consecutive_failures >= MAX_CONSECUTIVE_FAILURES and not options.force:
-        return fail(CompressionStatus.NOOP, "breaker open: automatic compaction is paused")
-    if not options.force:
-        effective = estimate_prompt_tokens(
-            original_history,
-            options.user_message,
-            options.last_prompt_token_count,
-            system_instruction=options.system_instruction,
-            tools=options.tools,
-            image_token_estimate=options.image_token_estimate,
-        )
-        auto = compute_thresholds(options.context_window).auto
-        if effective < auto:
-            return fail(
-                CompressionStatus.NOOP, f"below the auto threshold ({effective} < {auto:.0f})"
-            )
-    if not original_history:
-        return fail(CompressionStatus.NOOP, "the history is empty")
-
-    working, base, clearing = original_history, original, None
-    if options.clear_tool_outputs and options.trigger is not CompressionTrigger.MANUAL:
-        clearing = clear_tool_outputs(
-            original_history,
-            protect_tokens=options.protect_tool_tokens,
-            image_token_estimate=options.image_token_estimate,
-        )
-        if clearing.tokens_saved > 0:
-            working, base = clearing.history, max(0, original - clearing.tokens_saved)
-            pending = _pending_tokens(options)
-            if base + pending < compute_thresholds(options.context_window).auto:
-                return _cleared_result(clearing, options, original, base)
-
-    split = find_split_point(
-        working,
-        COMPRESSION_PRESERVE_THRESHOLD,
-        image_token_estimate=options.image_token_estimate,
-    )
-    to_compress, to_keep = working[:split], working[split:]
-    total_chars = estimate_content_chars(working, options.image_token_estimate)
-    compressed_chars = estimate_content_chars(to_compress, options.image_token_estimate)
-    if not to_compress or compressed_chars < MIN_COMPRESSION_FRACTION * total_chars:
-        return fail(CompressionStatus.NOOP, "too little history can be compressed safely")
 
     request = build_side_query(to_compress, options)
     if summarizer is not None:
@@ -308,6 +269,67 @@ def _cleared_result(
         kept_messages=len(clearing.history),
     )
     return CompressionResult(history=clearing.history, info=info)
+
+
+_Prepared: TypeAlias = tuple[
+    int, int, ClearingResult | None, tuple[Message, ...], tuple[Message, ...]
+]
+
+
+def _prepare(
+    history: tuple[Message, ...], options: CompressOptions
+) -> CompressionResult | _Prepared:
+    """Steps 1–4 of SPEC §5 before the side query: the gate, clearing and the split.
+
+    Returns a finished result (no-op, or clearing alone was enough), or the original count, the
+    count of what will be summarized, the clearing done, and the messages to summarize and keep.
+    Counting errors propagate to the caller, which reports a token-count failure.
+    """
+    original = count_history_tokens(history, options)
+
+    def noop(error: str) -> CompressionResult:
+        return _result(history, options, CompressionStatus.NOOP, original, error=error)
+
+    if options.consecutive_failures >= MAX_CONSECUTIVE_FAILURES and not options.force:
+        return noop("breaker open: automatic compaction is paused")
+    auto = compute_thresholds(options.context_window).auto
+    if not options.force:
+        effective = estimate_prompt_tokens(
+            history,
+            options.user_message,
+            options.last_prompt_token_count,
+            system_instruction=options.system_instruction,
+            tools=options.tools,
+            image_token_estimate=options.image_token_estimate,
+        )
+        if effective < auto:
+            return noop(f"below the auto threshold ({effective} < {auto:.0f})")
+    if not history:
+        return noop("the history is empty")
+
+    working, base, clearing = history, original, None
+    if options.clear_tool_outputs and options.trigger is not CompressionTrigger.MANUAL:
+        clearing = clear_tool_outputs(
+            history,
+            protect_tokens=options.protect_tool_tokens,
+            image_token_estimate=options.image_token_estimate,
+        )
+        if clearing.tokens_saved > 0:
+            working, base = clearing.history, max(0, original - clearing.tokens_saved)
+            if base + _pending_tokens(options) < auto:
+                return _cleared_result(clearing, options, original, base)
+        else:
+            clearing = None
+
+    split = find_split_point(
+        working, COMPRESSION_PRESERVE_THRESHOLD, image_token_estimate=options.image_token_estimate
+    )
+    to_compress, to_keep = working[:split], working[split:]
+    total_chars = estimate_content_chars(working, options.image_token_estimate)
+    compressed_chars = estimate_content_chars(to_compress, options.image_token_estimate)
+    if not to_compress or compressed_chars < MIN_COMPRESSION_FRACTION * total_chars:
+        return noop("too little history can be compressed safely")
+    return original, base, clearing, to_compress, to_keep
 
 
 def build_side_query(to_compress: Sequence[Message], options: CompressOptions) -> ChatRequest:
