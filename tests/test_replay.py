@@ -78,7 +78,7 @@ def test_estimates_on_a_session_counted_exactly() -> None:
     assert report.baseline_tokens == BASELINE
     for row in report.rows[1:]:
         assert row.estimate_cold == row.reported
-        assert abs(row.estimate_calibrated - row.reported) <= 1  # rounding up: at most 1
+        assert abs(row.estimate_calibrated_applied - row.reported) <= 1  # rounding up: at most 1
     assert all(row.estimate_warm == row.reported for row in report.rows)
     cold = report.estimation["cold"]
     assert (cold.count, cold.mean_error, cold.within_10pct) == (9, 0.0, 1.0)
@@ -100,10 +100,10 @@ def test_calibration_raises_cold_estimates_learned_from_earlier_calls_only() -> 
     transcript = Transcript(path="x", format="openai-json", messages=base.messages, calls=calls)
     report = replay(transcript, ReplayOptions(window=200_000))
     rows = report.rows
-    assert rows[1].estimate_calibrated == rows[1].estimate_cold  # nothing learned yet
-    errors = [(row.estimate_calibrated - row.reported) / row.reported for row in rows[2:]]
+    assert rows[1].estimate_calibrated_applied == rows[1].estimate_cold  # nothing learned yet
+    errors = [(row.estimate_calibrated_applied - row.reported) / row.reported for row in rows[2:]]
     for row in rows[2:]:
-        assert row.reported > row.estimate_calibrated > row.estimate_cold
+        assert row.reported > row.estimate_calibrated_applied > row.estimate_cold
     assert errors == sorted(errors)  # closer with every call
     assert abs(errors[-1]) < 0.02
     assert report.calibration.factor == pytest.approx(1.5, rel=0.05)
@@ -296,7 +296,7 @@ def test_cli_json_has_exactly_the_documented_keys(
     assert set(entry) == {"file", "format", "window", "calls", "estimation", "policies", "rows"}
     assert entry["window"] == 64_000
     assert entry["calls"] == 12
-    assert set(entry["estimation"]) == {"cold", "warm", "calibrated"}
+    assert set(entry["estimation"]) == {"cold", "warm", "calibrated", "calibrated_applied"}
     for summary in entry["estimation"].values():
         assert set(summary) == {
             "mean_error",
@@ -329,7 +329,7 @@ def test_cli_terminal_report(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "auto 44.8K" in out
     assert "window 64.0K" in out
     assert "L" in out  # the ladder's compaction point
-    for label in ("calibrated", "learned (two-sided)", "requests over the window", "side queries"):
+    for label in ("calibrated", "applied (raise-only)", "requests over the window", "side queries"):
         assert label in out
 
 

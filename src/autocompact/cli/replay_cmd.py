@@ -201,14 +201,17 @@ def render_chart(report: FileReport, *, width: int = 72, height: int = 14) -> li
     return out
 
 
+_ESTIMATOR_LABELS = {"calibrated_applied": "applied (raise-only)"}
+
+
 def estimation_table(title: str, rows: Sequence[CallRow]) -> Table:
     """The estimation table over some rows (the first call of each file excluded by caller)."""
     table = Table(title=title, title_justify="left", box=None, pad_edge=False)
     for column in ("estimate", "calls", "mean", "median", "p95 |err|", "±10%", "±30%"):
         table.add_column(column, justify="left" if column == "estimate" else "right")
-    for name in (*ESTIMATORS, "learned"):
+    for name in ESTIMATORS:
         summary = summarize_errors([(row.estimate(name), row.reported) for row in rows])
-        label = name if name != "learned" else "learned (two-sided)"
+        label = _ESTIMATOR_LABELS.get(name, name)
         table.add_row(
             label,
             str(summary.count),

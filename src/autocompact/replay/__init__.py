@@ -8,9 +8,11 @@ compaction policy have done on the same growth. Pure (no I/O beyond the reader, 
   first call: ``baseline = reported₁ − plain(context₁)``;
 * *warm*: the previous call's reported size plus the plain estimate of the messages added since
   (the engine's main path); after a recorded compaction, the cold estimate;
-* *calibrated*: the cold estimate raised by the session's :class:`Calibration`, learned only
-  from the calls before the one estimated (:func:`calibrated_estimate`: never below cold);
-* *learned* (reported in the terminal only): the calibration's own two-sided estimate.
+* *calibrated*: the session's :class:`Calibration` applied to the cold estimate, learned only
+  from the calls before the one estimated (:func:`calibrated_tokens`, two-sided): how well the
+  calibration knows this tokenizer;
+* *calibrated_applied*: what the engine actually uses, ``max(cold, calibrated)``
+  (:func:`calibrated_estimate`): calibration may make compaction fire earlier, never later.
 
 Summaries cover every call after the first (the first defines the baseline). Errors are
 fractions: ``(estimate − reported) / reported``.
@@ -91,7 +93,7 @@ def replay(
     scored = rows[1:]  # the first call defines the baseline
     estimation = {
         name: summarize_errors([(row.estimate(name), row.reported) for row in scored])
-        for name in (*ESTIMATORS, "learned")
+        for name in ESTIMATORS
     }
     policies: dict[str, PolicyResult] = {
         name: simulate_policy(name, transcript, options, estimated=result.items)

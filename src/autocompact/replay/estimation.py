@@ -1,4 +1,4 @@
-"""Estimation in replay: cold, warm, calibrated and learned estimates per recorded call. Pure.
+"""Estimation in replay: cold, warm and calibrated estimates per recorded call. Pure.
 
 See :mod:`autocompact.replay` for what each estimate is.
 """
@@ -100,8 +100,8 @@ def estimate_calls(
             reported=call.prompt_tokens,
             estimate_cold=cold,
             estimate_warm=warm,
-            estimate_calibrated=calibrated,
-            estimate_learned=learned,
+            estimate_calibrated_applied=calibrated,
+            estimate_calibrated=learned,
             tier=thresholds.tier(call.prompt_tokens),
             compacted_before=new_context,
         )

@@ -26,7 +26,7 @@ __all__ = [
     "summarize_errors",
 ]
 
-ESTIMATORS = ("cold", "warm", "calibrated")
+ESTIMATORS = ("cold", "warm", "calibrated", "calibrated_applied")
 PolicyName = Literal["ladder", "legacy"]
 POLICIES: tuple[PolicyName, ...] = ("ladder", "legacy")
 
@@ -66,7 +66,9 @@ class CallRow:
     Attributes:
         call: 1-based call number.
         reported: the prompt size the provider reported.
-        estimate_cold, estimate_warm, estimate_calibrated, estimate_learned: the estimates.
+        estimate_cold, estimate_warm: the plain cold and warm estimates.
+        estimate_calibrated: the calibration's own estimate (two-sided).
+        estimate_calibrated_applied: what the engine uses, ``max(cold, calibrated)``.
         tier: the tier of the reported size on the simulated window's ladder.
         compacted_before: the recorded agent compacted just before this call.
     """
@@ -75,13 +77,13 @@ class CallRow:
     reported: int
     estimate_cold: int
     estimate_warm: int
+    estimate_calibrated_applied: int
     estimate_calibrated: int
-    estimate_learned: int
     tier: Tier
     compacted_before: bool = False
 
     def estimate(self, name: str) -> int:
-        """The estimate of one estimator (``cold``, ``warm``, ``calibrated``, ``learned``)."""
+        """The estimate of one estimator (a name in :data:`ESTIMATORS`)."""
         value: int = getattr(self, f"estimate_{name}")
         return value
 
@@ -219,7 +221,7 @@ class FileReport:
         window: the simulated window; ``thresholds`` its ladder.
         rows: one per recorded call.
         baseline_tokens: what the first call showed beyond the visible content.
-        estimation: ``cold``, ``warm``, ``calibrated`` and ``learned`` error summaries.
+        estimation: the error summary of each estimator in :data:`ESTIMATORS`.
         policies: ``ladder`` and ``legacy``.
         calibration: what the session had learned after its last call.
         recorded_compactions: the calls (1-based) the recorded agent compacted before.
