@@ -41,9 +41,16 @@ from autocompact.compaction.plan import (
 )
 from autocompact.compaction.service import CompressionService
 from autocompact.compaction.split import validate_history
-from autocompact.content import Message, Part, as_message
+from autocompact.content import CharStats, Message, Part, as_message, json_length
 from autocompact.errors import ContextOverflowError, MalformedResponseError, ProviderError
-from autocompact.estimation import estimate_content_tokens, estimate_prompt_tokens
+from autocompact.estimation import (
+    Calibration,
+    calibrated_estimate,
+    content_stats,
+    estimate_content_tokens,
+    estimate_prompt_tokens,
+    update_calibration,
+)
 from autocompact.events import (
     BreakerClosed,
     BreakerOpened,
@@ -100,8 +107,10 @@ class _SessionCore:
         max_output_tokens: int | None = None,
         compression_service: CompressionService | None = None,
         clear_tool_outputs: bool = True,
+        calibration: Calibration | None = None,
     ) -> None:
         self.provider = provider
+        self.calibration = calibration or Calibration()
         self.clear_tool_outputs = clear_tool_outputs
         self.context_window = parse_window(context_window, name="context_window")
         self.thresholds: CompactionThresholds = compute_thresholds(self.context_window)
@@ -110,6 +119,11 @@ class _SessionCore:
         self.tools = tuple(tools)
         self.image_token_estimate = image_token_estimate
         self.max_output_tokens = max_output_tokens
+        # What the provider counts besides the messages: the system prompt and tool schemas.
+        self._fixed_stats = CharStats(
+            text_chars=len(system_instruction or ""),
+            json_chars=sum(json_length(tool.as_json()) for tool in self.tools),
+        )
         self.compression = compression_service or CompressionService(provider)
         self._history: tuple[Message, ...] = tuple(history)
         self.last_prompt_token_count = max(0, int(last_prompt_token_count))
@@ -143,14 +157,27 @@ class _SessionCore:
         return self.consecutive_failures >= MAX_CONSECUTIVE_FAILURES
 
     def estimate_tokens(self, message: MessageLike | None = None) -> int:
-        """The pre-send estimate of the next request (SPEC §4), with ``message`` pending."""
-        return estimate_prompt_tokens(
+        """The pre-send estimate of the next request (SPEC §4), with ``message`` pending.
+
+        On the cold path (no provider count yet) a calibrated session raises the plain estimate
+        to what it learned about this tokenizer; it never lowers it.
+        """
+        pending = None if message is None else as_message(message)
+        base = self._count_base()
+        plain = estimate_prompt_tokens(
             self._history,
-            None if message is None else as_message(message),
-            self._count_base(),
+            pending,
+            base,
             system_instruction=self.system_instruction,
             tools=self.tools,
             image_token_estimate=self.image_token_estimate,
+        )
+        if base > 0 or self.calibration.samples == 0:
+            return plain
+        contents = self._history if pending is None else (*self._history, pending)
+        stats = content_stats(contents) + self._fixed_stats
+        return calibrated_estimate(
+            plain, self.calibration, stats, image_token_estimate=self.image_token_estimate
         )
 
     def add_hook(self, hook: Hook) -> None:
@@ -192,7 +219,7 @@ class _SessionCore:
                 raise overflow
             request, left_out = self._request_for(message)
             completion = yield request
-        self._commit_turn(message, completion, left_out)
+        self._commit_turn(message, request, completion, left_out)
         return completion
 
     def compaction_step(
@@ -273,9 +300,19 @@ class _SessionCore:
         )
         return request, left_out
 
-    def _commit_turn(self, message: Message, completion: Completion, left_out: int) -> None:
+    def _commit_turn(
+        self, message: Message, request: ChatRequest, completion: Completion, left_out: int
+    ) -> None:
         self._history = (*self._history, message, completion.message)
         usage = completion.usage
+        if usage is not None and usage.prompt_tokens > 0:
+            # Learn this tokenizer from a count of exactly what was sent.
+            self.calibration = update_calibration(
+                self.calibration,
+                content_stats(request.messages) + self._fixed_stats,
+                usage.prompt_tokens,
+                image_token_estimate=self.image_token_estimate,
+            )
         reply_tokens = estimate_content_tokens([completion.message], self.image_token_estimate)
         if usage is not None and usage.prompt_tokens > 0:
             # A trimmed request was counted without what it left out: add that back (the
@@ -323,6 +360,9 @@ class ChatSession(_SessionCore):
         compression_service: a custom summarizer (another model, or a local summarizer).
         clear_tool_outputs: clear old tool output (no model call) before summarizing on
             automatic triggers; when that alone gets below the auto threshold, no summary runs.
+        calibration: what an earlier run learned about this model's tokenizer (saved with a
+            session); the session keeps learning from every reported prompt size and uses it
+            to raise, never lower, cold estimates.
 
     Sends on one session are serialized by a lock.
     """
