@@ -17,7 +17,7 @@ import argparse
 import os
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -28,16 +28,10 @@ from autocompact.cli.fake_script import ScriptedFake, load_fake_script
 from autocompact.cli.render import format_tokens
 from autocompact.cli.repl import PipedInput, Repl, TerminalInput
 from autocompact.cli.slash import ChatContext
-from autocompact.content import Message
 from autocompact.context_report import WindowSource
 from autocompact.errors import ConfigError
 from autocompact.estimation import (
     Calibration,
-    calibrated_estimate,
-    content_stats,
-    estimate_stats_tokens,
-    estimate_text_tokens,
-    update_calibration,
 )
 from autocompact.providers.base import Provider
 from autocompact.sessions import SavedSession, SessionStore, SessionWriter
@@ -235,11 +229,10 @@ def run_chat(args: argparse.Namespace) -> int:
         history=history,
         # Never the saved count on a restore: it may be stale (written before a crash, or for
         # another model's window and tokenizer), so the first send takes the cold estimate
-        # path of SPEC §4 and a long restored history compacts before it is sent. A learned
-        # calibration may only raise that estimate (see restored_count).
-        last_prompt_token_count=restored_count(
-            history, calibration, choice.system, settings.image_token_estimate
-        ),
+        # path of SPEC §4 and a long restored history compacts before it is sent. The saved
+        # calibration may only raise that estimate (ChatSession applies it).
+        last_prompt_token_count=0,
+        calibration=calibration,
         consecutive_failures=saved.consecutive_failures if saved is not None else 0,
         image_token_estimate=settings.image_token_estimate,
         clear_tool_outputs=settings.tool_output_clearing,
@@ -251,7 +244,6 @@ def run_chat(args: argparse.Namespace) -> int:
         window_source=source,
         cwd=cwd,
         saved=saved,
-        calibration=calibration,
     )
     ctx = ChatContext(
         session=session,
@@ -323,30 +315,6 @@ def run_chat(args: argparse.Namespace) -> int:
     return code
 
 
-def restored_count(
-    history: Sequence[Message],
-    calibration: Calibration,
-    system: str | None,
-    image_token_estimate: int,
-) -> int:
-    """The count a restored chat starts from: 0 (the cold path) unless calibration raises it.
-
-    A session that learned its tokenizer counts more than the plain 4-characters-a-token
-    estimate starts from the calibrated estimate of its history (plus the system prompt)
-    instead, so compaction fires earlier, never later (SPEC §4).
-    """
-    if not history or calibration.samples == 0:
-        return 0
-    stats = content_stats(history)
-    plain = estimate_stats_tokens(stats, image_token_estimate)
-    raised = calibrated_estimate(
-        plain, calibration, stats, image_token_estimate=image_token_estimate
-    )
-    if raised <= plain:
-        return 0
-    return raised + estimate_text_tokens(system)
-
-
 def _greet(console: Console, ctx: ChatContext, saved: SavedSession | None) -> None:
     session = ctx.session
     line = (
@@ -390,7 +358,6 @@ class _Saver:
         window_source: WindowSource,
         cwd: Path,
         saved: SavedSession | None,
-        calibration: Calibration,
     ) -> None:
         self.store = store
         self.choice = choice
@@ -398,7 +365,6 @@ class _Saver:
         self.window_source = window_source
         self.cwd = cwd
         self.saved = saved
-        self.calibration = calibration
         self.writer: SessionWriter | None = None
 
     @property
@@ -427,28 +393,12 @@ class _Saver:
         writer = self._writer(session)
         if writer is None:
             return
-        self._learn(session)
         writer.sync(
             session.history,
             new_compactions=new_compactions,
             last_prompt_token_count=session.last_prompt_token_count,
             consecutive_failures=session.consecutive_failures,
-            calibration=self.calibration.to_dict() if self.calibration.samples else None,
-        )
-
-    def _learn(self, session: ChatSession) -> None:
-        """Update the calibration from the provider's count of the last request."""
-        history = session.history
-        if session.last_prompt_token_count <= 0 or len(history) < 2:
-            return
-        sent = history[:-1]  # the last request: everything but the reply
-        if history[-1].role != "model":
-            return
-        self.calibration = update_calibration(
-            self.calibration,
-            content_stats(sent),
-            session.last_prompt_token_count,
-            baseline_tokens=0,
+            calibration=session.calibration.to_dict() if session.calibration.samples else None,
         )
 
     def clear(self) -> None:
@@ -458,7 +408,6 @@ class _Saver:
     def switched(self, model: str, window: int, source: WindowSource) -> None:
         """The chat moved to another model: new files start on it, open ones record it."""
         self.window, self.window_source = window, source
-        self.calibration = Calibration()  # another tokenizer: learn again
         if self.writer is not None:
             self.writer.record_model(
                 provider=self.choice.provider,
