@@ -227,3 +227,29 @@ def test_bar() -> None:
     assert bar(0.5, width=10) == "[█████░░░░░]"
     assert bar(2.0, width=4) == "[████]"
     assert bar(-1, width=4) == "[░░░░]"
+
+
+def test_compaction_lines_say_which_tier_acted() -> None:
+    """Clearing alone, clearing then a summary, and a summary alone each say what they did."""
+    from autocompact.cli.render import describe_info
+    from autocompact.compaction import CompressionInfo, CompressionStatus, CompressionTrigger
+
+    def info(method: str, cleared: int) -> CompressionInfo:
+        return CompressionInfo(
+            status=CompressionStatus.COMPRESSED,
+            trigger=CompressionTrigger.AUTO,
+            original_token_count=170_000,
+            new_token_count=90_000,
+            compressed_messages=40 if method == "summary" else 0,
+            kept_messages=12,
+            method=method,  # type: ignore[arg-type]
+            cleared_tool_outputs=cleared,
+        )
+
+    assert describe_info(info("clearing", 7)) == (
+        "Compressed 170K → 90K tokens (auto; cleared 7 old tool outputs, no summary needed)"
+    )
+    assert "cleared 3 old tool outputs, then summarized 40 messages" in describe_info(
+        info("summary", 3)
+    )
+    assert "(auto; summarized 40 messages, kept 12)" in describe_info(info("summary", 0))

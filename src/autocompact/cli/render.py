@@ -87,8 +87,21 @@ def describe_info(info: CompressionInfo) -> str:
     """One line about a finished compaction attempt (success, failure or nothing to do)."""
     trigger = str(info.trigger)
     if info.status == CompressionStatus.COMPRESSED:
-        how = "cleared old tool output" if info.method == "clearing" else "summarized"
-        detail = f"{trigger}; {how} {info.compressed_messages} messages, kept {info.kept_messages}"
+        if info.method == "clearing":
+            detail = (
+                f"{trigger}; cleared {info.cleared_tool_outputs} old tool outputs, "
+                "no summary needed"
+            )
+        else:
+            cleared = (
+                f"cleared {info.cleared_tool_outputs} old tool outputs, then "
+                if info.cleared_tool_outputs
+                else ""
+            )
+            detail = (
+                f"{trigger}; {cleared}summarized {info.compressed_messages} messages, "
+                f"kept {info.kept_messages}"
+            )
         return (
             f"Compressed {format_tokens(info.original_token_count)} → "
             f"{format_tokens(info.new_token_count)} tokens ({detail})"
