@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from autocompact.chat import ChatSession
-from autocompact.cli.render import TipScheduler, bar, describe_event, footer_text
+from autocompact.cli.render import TipScheduler, bar, describe_event, describe_info, footer_text
 from autocompact.cli.slash import REGISTRY, ChatContext, context_lines
 from autocompact.compaction import CompressionInfo, CompressionStatus, CompressionTrigger
 from autocompact.content import Message
@@ -231,8 +231,6 @@ def test_bar() -> None:
 
 def test_compaction_lines_say_which_tier_acted() -> None:
     """Clearing alone, clearing then a summary, and a summary alone each say what they did."""
-    from autocompact.cli.render import describe_info
-    from autocompact.compaction import CompressionInfo, CompressionStatus, CompressionTrigger
 
     def info(method: str, cleared: int) -> CompressionInfo:
         return CompressionInfo(
