@@ -47,8 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (0 ok, 1 failure, 2 bad input)."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    # --debug is accepted anywhere on the line, before or after the command.
+    debug = "--debug" in arguments
+    arguments = [a for a in arguments if a != "--debug"]
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(arguments)
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()
@@ -56,13 +60,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = handler(args)
     except AutocompactError as exc:
-        if args.debug:
+        if debug:
             traceback.print_exc()
         print(f"Error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("Interrupted.", file=sys.stderr)
         return 130
+    except OSError as exc:
+        if debug:
+            traceback.print_exc()
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"Error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return EXIT_FAILURE
+    except Exception as exc:  # a bug: say so in one line; --debug shows where
+        if debug:
+            traceback.print_exc()
+        print(
+            f"Error: unexpected {type(exc).__name__}: {exc}. This is a bug in autocompact; "
+            "run again with --debug for the traceback and report it.",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
     return code
 
 

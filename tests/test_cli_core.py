@@ -1,0 +1,164 @@
+"""The ``thresholds`` and ``demo`` commands, and how the command line reports errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from autocompact.cli import main as cli_main
+from autocompact.compaction import CompressionStatus, CompressionTrigger
+from autocompact.demo import run_demo
+
+# SPEC §3's reference table: window -> (warn, auto, hard, effective).
+SPEC_TABLE = {
+    32_000: (19_200, 22_400, 22_400, 12_000),
+    64_000: (38_400, 44_800, 44_800, 44_000),
+    128_000: (76_800, 95_000, 105_000, 108_000),
+    131_072: (78_643.2, 98_072, 108_072, 111_072),
+    200_000: (147_000, 167_000, 177_000, 180_000),
+    256_000: (203_000, 223_000, 233_000, 236_000),
+    1_000_000: (947_000, 967_000, 977_000, 980_000),
+}
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli_main.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_thresholds_json_reproduces_the_spec_table(capsys: pytest.CaptureFixture[str]) -> None:
+    """`thresholds --json` gives SPEC §3's values for its windows, exactly."""
+    windows = [str(w) for w in SPEC_TABLE]
+    code, out, _ = run_cli(capsys, "thresholds", *windows, "--json")
+    assert code == 0
+    rows = json.loads(out)
+    assert [r["window"] for r in rows] == list(SPEC_TABLE)
+    for row in rows:
+        warn, auto, hard, effective = SPEC_TABLE[row["window"]]
+        assert (row["warn"], row["auto"], row["hard"]) == pytest.approx((warn, auto, hard))
+        assert row["effective_window"] == effective
+        assert set(row["tier_sources"]) == {"warn", "auto", "hard"}
+
+
+def test_thresholds_default_windows_and_branches(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without windows it prints 32k … 1m; 32K collapses hard onto auto, 200K is absolute."""
+    code, out, _ = run_cli(capsys, "thresholds", "--json")
+    rows = {r["window"]: r for r in json.loads(out)}
+    assert code == 0
+    assert list(rows) == [32_000, 64_000, 128_000, 200_000, 256_000, 1_000_000]
+    assert rows[32_000]["tier_sources"]["hard"] == "collapsed"
+    assert rows[128_000]["tier_sources"] == {
+        "warn": "proportional",
+        "auto": "absolute",
+        "hard": "absolute",
+    }
+    assert set(rows[200_000]["tier_sources"].values()) == {"absolute"}
+
+
+def test_thresholds_table_names_each_branch(capsys: pytest.CaptureFixture[str]) -> None:
+    """The table shows the values and which branch set them."""
+    code, out, _ = run_cli(capsys, "thresholds", "128k")
+    assert code == 0
+    assert "76,800" in out
+    assert "95,000" in out
+    assert "105,000" in out
+    assert "prop / abs / abs" in out
+
+
+@pytest.mark.parametrize("window", ["-5", "abc", "1.5", "12q"])
+def test_bad_window_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], window: str) -> None:
+    """A bad window names the value, says how to write one, and shows no traceback."""
+    code, _out, err = run_cli(capsys, "thresholds", window)
+    assert code == 2
+    assert err.startswith("Error: ")
+    assert err.count("\n") == 1
+    assert "Traceback" not in err
+    assert window.lstrip("-") in err
+
+
+def test_debug_flag_shows_the_traceback_anywhere_on_the_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--debug after the command still works and adds the traceback."""
+    code, _, err = run_cli(capsys, "thresholds", "abc", "--debug")
+    assert code == 2
+    assert "Traceback" in err
+    assert err.rstrip().endswith("write it like 131072, 128k or 1m")
+
+
+def test_unexpected_errors_are_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug inside a command is reported in one line that points to --debug."""
+    import autocompact.cli.thresholds_cmd as cmd
+
+    def boom(_: object) -> int:
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(cmd, "run", boom)
+    code, _, err = run_cli(capsys, "thresholds")
+    assert code == 1
+    assert "unexpected RuntimeError: kaboom" in err
+    assert "--debug" in err
+    assert "Traceback" not in err
+
+
+def test_demo_shows_every_behaviour_of_the_ladder() -> None:
+    """The demo crosses warn, compacts at auto, trips the breaker with three failed summaries,
+    refuses a truncated summary at hard and recovers with a hard rescue."""
+    report = run_demo()
+    attempts = [(i.trigger, i.status) for i in report.compactions]
+    assert attempts[0] == (CompressionTrigger.AUTO, CompressionStatus.COMPRESSED)
+    assert attempts[1:4] == [
+        (CompressionTrigger.AUTO, CompressionStatus.COMPRESSION_FAILED_EMPTY_SUMMARY),
+        (CompressionTrigger.AUTO, CompressionStatus.COMPRESSION_FAILED_PROVIDER_ERROR),
+        (CompressionTrigger.AUTO, CompressionStatus.COMPRESSION_FAILED_INFLATED_TOKEN_COUNT),
+    ]
+    assert attempts[4:] == [
+        (CompressionTrigger.HARD, CompressionStatus.COMPRESSION_FAILED_OUTPUT_TRUNCATED),
+        (CompressionTrigger.HARD, CompressionStatus.COMPRESSED),
+    ]
+    events = [e for turn in report.turns for e in turn.events]
+    assert any(e.startswith("breaker open after 3 failures") for e in events)
+    assert any(e.startswith("breaker closed") for e in events)
+    assert any(e.startswith("request trimmed") for e in events)
+    tips = [turn.tip.id for turn in report.turns if turn.tip is not None]
+    assert tips[0] == "compress-intro"
+    assert "context-high" in tips
+    assert "context-critical" in tips
+    assert tips.index("context-high") < tips.index("context-critical")
+    assert report.context_reports
+    assert "← current" in "\n".join(report.context_reports[0][1].lines)
+    # Nothing the demo sent was over the window.
+    assert max(turn.tokens_before for turn in report.turns) < report.window
+
+
+def test_demo_json_is_data(capsys: pytest.CaptureFixture[str]) -> None:
+    """`demo --json` prints the turns, tips, /context reports and compactions as JSON."""
+    code, out, _ = run_cli(capsys, "demo", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["window"] == 100_000
+    assert {"turns", "context_reports", "compactions", "thresholds"} <= set(data)
+    statuses = [c["status"] for c in data["compactions"]]
+    assert statuses[0] == "compressed"
+    assert statuses[-1] == "compressed"
+    assert any(t["tip"] and t["tip"]["id"] == "context-critical" for t in data["turns"])
+
+
+def test_console_script_runs_the_demo() -> None:
+    """The installed `autocompact` entry point runs the demo and exits 0."""
+    result = subprocess.run(
+        [sys.executable, "-m", "autocompact.cli.main", "demo"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "breaker open after 3 failures" in result.stdout
+    assert "tip: context-critical" in result.stdout
