@@ -7,11 +7,14 @@ SDK's exception fields and calls :func:`provider_error` to pick the project's er
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from autocompact.errors import (
     AuthenticationError,
+    AutocompactError,
+    ContentError,
     ContextOverflowError,
     MalformedResponseError,
     ProviderError,
@@ -20,6 +23,7 @@ from autocompact.errors import (
 
 __all__ = [
     "OVERFLOW_PATTERNS",
+    "converting_errors",
     "looks_like_overflow",
     "merge_extra",
     "provider_error",
@@ -101,3 +105,33 @@ def merge_extra(body: dict[str, Any], extra: Mapping[str, Mapping[str, Any]], *k
     for key in keys:
         for name, value in (extra.get(key) or {}).items():
             body[name] = value
+
+
+@contextmanager
+def converting_errors(
+    *,
+    provider: str,
+    model: str,
+    api_key: str | None,
+    convert: Callable[[Exception], ProviderError | None],
+) -> Iterator[None]:
+    """The one place an adapter's SDK exceptions become :mod:`autocompact.errors`.
+
+    A reply the content model cannot read is a malformed response; our own errors pass through;
+    anything ``convert`` recognizes is raised in its place, chained to the SDK exception unless
+    that exception's text carries the API key (then the chain is cut so the key never shows).
+    """
+    try:
+        yield
+    except ContentError as exc:
+        raise MalformedResponseError(
+            f"the reply cannot be read: {exc}", provider=provider, model=model
+        ) from exc
+    except AutocompactError:
+        raise
+    except Exception as exc:
+        converted = convert(exc)
+        if converted is None:
+            raise
+        leaks = bool(api_key) and str(api_key) in f"{exc} {exc!r}"
+        raise converted from (None if leaks else exc)

@@ -23,14 +23,12 @@ converted in :meth:`AnthropicProvider._convert_error`.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 from autocompact.content import Message, ThinkingPart, Usage
 from autocompact.convert import from_anthropic_message, to_anthropic_messages
 from autocompact.errors import (
-    AutocompactError,
-    ContentError,
     ContextOverflowError,
     MalformedResponseError,
     MissingDependencyError,
@@ -38,7 +36,7 @@ from autocompact.errors import (
     ProviderError,
     ProviderTimeoutError,
 )
-from autocompact.providers._common import merge_extra, provider_error, redact
+from autocompact.providers._common import converting_errors, merge_extra, provider_error, redact
 from autocompact.providers.base import (
     ChatRequest,
     Completion,
@@ -231,22 +229,10 @@ class AnthropicProvider:
 
     # -- errors: the one place SDK exceptions are converted -----------------------------------
 
-    @contextmanager
-    def _errors(self) -> Iterator[None]:
-        try:
-            yield
-        except ContentError as exc:
-            raise MalformedResponseError(
-                f"the reply cannot be read: {exc}", provider=self.name, model=self.model
-            ) from exc
-        except AutocompactError:
-            raise
-        except Exception as exc:
-            converted = self._convert_error(exc)
-            if converted is None:
-                raise
-            leaks = bool(self._api_key) and str(self._api_key) in f"{exc} {exc!r}"
-            raise converted from (None if leaks else exc)
+    def _errors(self) -> AbstractContextManager[None]:
+        return converting_errors(
+            provider=self.name, model=self.model, api_key=self._api_key, convert=self._convert_error
+        )
 
     def _convert_error(self, exc: Exception) -> ProviderError | None:
         sdk = self._sdk

@@ -39,7 +39,7 @@ import base64
 import binascii
 import re
 from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import closing, contextmanager, suppress
+from contextlib import AbstractContextManager, closing, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,7 +56,6 @@ from autocompact.content import (
 )
 from autocompact.errors import (
     AuthenticationError,
-    AutocompactError,
     ContentError,
     MalformedResponseError,
     MissingDependencyError,
@@ -64,7 +63,7 @@ from autocompact.errors import (
     ProviderError,
     ProviderTimeoutError,
 )
-from autocompact.providers._common import merge_extra, provider_error, redact
+from autocompact.providers._common import converting_errors, merge_extra, provider_error, redact
 from autocompact.providers.base import (
     ChatRequest,
     Completion,
@@ -277,22 +276,10 @@ class GeminiProvider:
 
     # -- errors: the one place SDK exceptions are converted -----------------------------------
 
-    @contextmanager
-    def _errors(self) -> Iterator[None]:
-        try:
-            yield
-        except ContentError as exc:
-            raise MalformedResponseError(
-                f"the reply cannot be read: {exc}", provider=self.name, model=self.model
-            ) from exc
-        except AutocompactError:
-            raise
-        except Exception as exc:
-            converted = self._convert_error(exc)
-            if converted is None:
-                raise
-            leaks = bool(self._api_key) and str(self._api_key) in f"{exc} {exc!r}"
-            raise converted from (None if leaks else exc)
+    def _errors(self) -> AbstractContextManager[None]:
+        return converting_errors(
+            provider=self.name, model=self.model, api_key=self._api_key, convert=self._convert_error
+        )
 
     def _convert_error(self, exc: Exception) -> ProviderError | None:
         where: dict[str, Any] = {"provider": self.name, "model": self.model}
