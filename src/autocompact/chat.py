@@ -39,7 +39,7 @@ from autocompact.compaction.plan import (
     CompressionTrigger,
     CompressOptions,
 )
-from autocompact.compaction.service import CompressionService
+from autocompact.compaction.service import CompressionService, drive_flow, drive_flow_async
 from autocompact.compaction.split import validate_history
 from autocompact.content import CharStats, Message, Part, as_message, json_length
 from autocompact.errors import ContextOverflowError, MalformedResponseError, ProviderError
@@ -193,6 +193,14 @@ class _SessionCore:
         self._note_tier(self.estimate_tokens())
 
     # -- the flows -------------------------------------------------------------------------
+
+    @property
+    def _side_provider(self) -> Provider:
+        return self.compression.provider or self.provider
+
+    def _provider_for(self, request: ChatRequest) -> Provider:
+        """Side queries go to the compression service's model, turns to the chat model."""
+        return self._side_provider if request.purpose == "side_query" else self.provider
 
     def _count_base(self) -> int:
         if self.last_prompt_token_count <= 0:
@@ -418,24 +426,8 @@ class ChatSession(_SessionCore):
             step = self.compaction_step(CompressionTrigger.MANUAL, None, instructions)
             return self._drive(step)
 
-    @property
-    def _side_provider(self) -> Provider:
-        return self.compression.provider or self.provider
-
     def _drive(self, flow: Generator[ChatRequest, Completion, _T]) -> _T:
-        try:
-            request = next(flow)
-            while True:
-                provider = self._side_provider if request.purpose == "side_query" else self.provider
-                try:
-                    completion = provider.complete(request)
-                except ProviderError as exc:
-                    request = flow.throw(exc)
-                else:
-                    request = flow.send(completion)
-        except StopIteration as stop:
-            result: _T = stop.value
-            return result
+        return drive_flow(flow, self._provider_for)
 
 
 class AsyncChatSession(_SessionCore):
@@ -493,21 +485,5 @@ class AsyncChatSession(_SessionCore):
             step = self.compaction_step(CompressionTrigger.MANUAL, None, instructions)
             return await self._drive(step)
 
-    @property
-    def _side_provider(self) -> Provider:
-        return self.compression.provider or self.provider
-
     async def _drive(self, flow: Generator[ChatRequest, Completion, _T]) -> _T:
-        try:
-            request = next(flow)
-            while True:
-                provider = self._side_provider if request.purpose == "side_query" else self.provider
-                try:
-                    completion = await provider.acomplete(request)
-                except ProviderError as exc:
-                    request = flow.throw(exc)
-                else:
-                    request = flow.send(completion)
-        except StopIteration as stop:
-            result: _T = stop.value
-            return result
+        return await drive_flow_async(flow, self._provider_for)

@@ -8,7 +8,8 @@ breaker) belongs to the caller — :class:`autocompact.chat.ChatSession` — whi
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Generator, Sequence
+from typing import TypeVar
 
 from autocompact.compaction.plan import (
     CompressionFlow,
@@ -19,46 +20,54 @@ from autocompact.compaction.plan import (
 )
 from autocompact.content import Message
 from autocompact.errors import ConfigError, ProviderError
-from autocompact.providers.base import Provider
+from autocompact.providers.base import ChatRequest, Completion, Provider
 
 __all__ = ["CompressionService", "drive_flow", "drive_flow_async"]
 
 logger = logging.getLogger("autocompact")
 
+_T = TypeVar("_T")
 
-def drive_flow(flow: CompressionFlow, provider: Provider | None) -> CompressionResult:
-    """Run a compaction flow to its end, answering its side query with ``provider.complete``."""
+
+def drive_flow(
+    flow: Generator[ChatRequest, Completion, _T],
+    provider_for: Callable[[ChatRequest], Provider],
+) -> _T:
+    """Run a flow to its end, answering each request with ``provider_for(request).complete``.
+
+    Provider errors are thrown into the flow, which decides what they mean (a failed summary, a
+    reactive retry); anything it does not handle propagates.
+    """
     try:
         request = next(flow)
         while True:
-            if provider is None:
-                raise ConfigError("a summary is needed but there is no provider and no summarizer")
             try:
-                completion = provider.complete(request)
+                completion = provider_for(request).complete(request)
             except ProviderError as exc:
                 request = flow.throw(exc)
             else:
                 request = flow.send(completion)
     except StopIteration as stop:
-        result: CompressionResult = stop.value
+        result: _T = stop.value
         return result
 
 
-async def drive_flow_async(flow: CompressionFlow, provider: Provider | None) -> CompressionResult:
-    """Async :func:`drive_flow`: the side query goes through ``provider.acomplete``."""
+async def drive_flow_async(
+    flow: Generator[ChatRequest, Completion, _T],
+    provider_for: Callable[[ChatRequest], Provider],
+) -> _T:
+    """Async :func:`drive_flow`: each request goes through ``acomplete``."""
     try:
         request = next(flow)
         while True:
-            if provider is None:
-                raise ConfigError("a summary is needed but there is no provider and no summarizer")
             try:
-                completion = await provider.acomplete(request)
+                completion = await provider_for(request).acomplete(request)
             except ProviderError as exc:
                 request = flow.throw(exc)
             else:
                 request = flow.send(completion)
     except StopIteration as stop:
-        result: CompressionResult = stop.value
+        result: _T = stop.value
         return result
 
 
@@ -76,6 +85,12 @@ class CompressionService:
         self.provider = provider
         self.summarizer = summarizer
 
+    def _provider_for(self, request: ChatRequest) -> Provider:
+        # Only reached with a provider: with a local summarizer the flow sends no request.
+        if self.provider is None:
+            raise ConfigError("a summary is needed but there is no provider and no summarizer")
+        return self.provider
+
     def flow(self, history: Sequence[Message], options: CompressOptions) -> CompressionFlow:
         """The compaction flow for this service's configuration (for custom drivers)."""
         local = self.summarizer if self.provider is None else None
@@ -83,7 +98,7 @@ class CompressionService:
 
     def compress(self, history: Sequence[Message], options: CompressOptions) -> CompressionResult:
         """One compaction attempt; on failure the returned history is the input, untouched."""
-        result = drive_flow(self.flow(history, options), self.provider)
+        result = drive_flow(self.flow(history, options), self._provider_for)
         _log(result)
         return result
 
@@ -91,7 +106,7 @@ class CompressionService:
         self, history: Sequence[Message], options: CompressOptions
     ) -> CompressionResult:
         """Async :meth:`compress`."""
-        result = await drive_flow_async(self.flow(history, options), self.provider)
+        result = await drive_flow_async(self.flow(history, options), self._provider_for)
         _log(result)
         return result
 
