@@ -1,0 +1,117 @@
+"""Tips follow the ladder's bands (SPEC §7): one band each, in order, with a fallback."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from autocompact import ChatSession, Message, compute_thresholds
+from autocompact.testing import FakeProvider, FakeReply
+from autocompact.tips import select_tip
+
+WINDOWS = [32_000, 128_000, 200_000, 1_000_000]
+
+
+def _band(tokens: float, window: int) -> str | None:
+    t = compute_thresholds(window)
+    if tokens >= t.hard:
+        return "context-critical"
+    if tokens >= t.auto:
+        return "context-high"
+    if tokens >= t.warn:
+        return "compress-intro"
+    return None
+
+
+@pytest.mark.parametrize("window", WINDOWS, ids=[f"{w // 1000}K" for w in WINDOWS])
+def test_each_band_fires_in_its_range_and_nowhere_else(window: int) -> None:
+    """Just below, at and just above each threshold, the tip is the band's and only that."""
+    t = compute_thresholds(window)
+    for edge in (t.warn, t.auto, t.hard):
+        for tokens in (edge - 1, edge, edge + 1):
+            tip = select_tip(tokens, window=window, thresholds=t)
+            assert (tip.id if tip else None) == _band(tokens, window), (window, tokens)
+
+
+@given(st.integers(min_value=0, max_value=2_000_000), st.sampled_from(WINDOWS))
+def test_bands_never_overlap(tokens: int, window: int) -> None:
+    """For any count exactly one band (or none) applies, the same one the ladder names."""
+    tip = select_tip(tokens, window=window, thresholds=compute_thresholds(window))
+    assert (tip.id if tip else None) == _band(tokens, window)
+
+
+def test_collapsed_window_goes_straight_to_critical() -> None:
+    """On 32K hard collapses onto auto: at auto the tip is critical, never high."""
+    t = compute_thresholds(32_000)
+    tip = select_tip(t.auto, window=32_000, thresholds=t)
+    assert tip is not None
+    assert tip.id == "context-critical"
+
+
+@pytest.mark.parametrize(
+    ("fraction", "expected"),
+    [
+        (0.49, None),
+        (0.50, "compress-intro"),
+        (0.79, "compress-intro"),
+        (0.80, "context-high"),
+        (0.94, "context-high"),
+        (0.95, "context-critical"),
+        (1.20, "context-critical"),
+    ],
+)
+def test_without_thresholds_the_bands_are_50_80_95_percent(
+    fraction: float, expected: str | None
+) -> None:
+    """With no thresholds from the caller, the tips fall back to 50 / 80 / 95 % of the window."""
+    tip = select_tip(fraction * 100_000, window=100_000)
+    assert (tip.id if tip else None) == expected
+
+
+def test_zero_window_does_not_break() -> None:
+    """A 0-token window gives the critical tip and no division error."""
+    tip = select_tip(10, window=0, thresholds=compute_thresholds(0))
+    assert tip is not None
+    assert "n/a" in tip.message
+
+
+def test_breaker_open_changes_the_advice() -> None:
+    """In the auto band with the breaker open, the tip says compaction is paused."""
+    t = compute_thresholds(200_000)
+    paused = select_tip(t.auto + 1, window=200_000, thresholds=t, breaker_open=True)
+    normal = select_tip(t.auto + 1, window=200_000, thresholds=t)
+    assert paused is not None
+    assert normal is not None
+    assert "paused" in paused.message
+    assert "paused" not in normal.message
+
+
+def test_critical_tip_says_the_rescue_already_ran() -> None:
+    """context-critical tells the user the forced compaction already ran before the send."""
+    t = compute_thresholds(200_000)
+    tip = select_tip(t.hard, window=200_000, thresholds=t)
+    assert tip is not None
+    assert "already ran" in tip.message
+
+
+def test_on_the_failure_path_the_three_fire_in_order() -> None:
+    """With every summary failing, the count climbs through warn, auto and hard in order."""
+    provider = FakeProvider(context_window=100_000)
+    provider.responder = lambda request: FakeReply(
+        text=" " if request.purpose == "side_query" else "ok"
+    )
+    session = ChatSession(provider, context_window=100_000, clear_tool_outputs=False)
+    seen: list[str] = []
+    for i in range(40):
+        session.send(Message.user(f"step {i} " + "x" * 8_000))
+        tip = select_tip(
+            session.estimate_tokens(),
+            window=100_000,
+            thresholds=session.thresholds,
+            breaker_open=session.breaker_open,
+        )
+        if tip is not None and (not seen or seen[-1] != tip.id):
+            seen.append(tip.id)
+    assert seen[:3] == ["compress-intro", "context-high", "context-critical"]
+    assert session.breaker_open
