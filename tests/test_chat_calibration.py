@@ -76,3 +76,17 @@ def test_calibration_makes_a_restored_session_compact_on_its_first_send() -> Non
     session.send(Message.user("go on"))
     assert session.compactions[0].status is CompressionStatus.COMPRESSED
     assert provider.requests[0].purpose == "side_query"
+
+
+def test_running_history_statistics_match_a_fresh_count() -> None:
+    """The per-turn running statistics always equal a fresh sum, across compactions and clear."""
+    from autocompact.estimation import content_stats
+
+    provider = FakeProvider(context_window=40_000)
+    session = ChatSession(provider, context_window=40_000, system_instruction=SYSTEM)
+    for i in range(30):
+        session.send(f"turn {i}: " + "words and more words " * 200)
+        assert session._history_stats == content_stats(session.history)
+    assert any(info.status is CompressionStatus.COMPRESSED for info in session.compactions)
+    session.clear()
+    assert session._history_stats == content_stats(session.history)

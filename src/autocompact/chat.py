@@ -126,6 +126,9 @@ class _SessionCore:
         )
         self.compression = compression_service or CompressionService(provider)
         self._history: tuple[Message, ...] = tuple(history)
+        # The history's character statistics, kept up to date turn by turn so that no send
+        # walks the whole history (recomputed only when a compaction replaces it).
+        self._history_stats = content_stats(self._history)
         self.last_prompt_token_count = max(0, int(last_prompt_token_count))
         # Tokens appended after the provider's last count (the model's reply), so the main path
         # covers the whole history, not only what the provider counted.
@@ -174,8 +177,9 @@ class _SessionCore:
         )
         if base > 0 or self.calibration.samples == 0:
             return plain
-        contents = self._history if pending is None else (*self._history, pending)
-        stats = content_stats(contents) + self._fixed_stats
+        stats = self._history_stats + self._fixed_stats
+        if pending is not None:
+            stats = stats + pending.stats
         return calibrated_estimate(
             plain, self.calibration, stats, image_token_estimate=self.image_token_estimate
         )
@@ -187,6 +191,7 @@ class _SessionCore:
     def clear(self) -> None:
         """Forget the conversation (and the counts and breaker state that came with it)."""
         self._history = ()
+        self._history_stats = CharStats()
         self.last_prompt_token_count = 0
         self._since_count = 0
         self.consecutive_failures = 0
@@ -262,6 +267,7 @@ class _SessionCore:
         previous = self.consecutive_failures
         if info.status is CompressionStatus.COMPRESSED:
             self._history = result.history
+            self._history_stats = content_stats(result.history)
             self.last_prompt_token_count = info.new_token_count
             self._since_count = 0
             self.consecutive_failures = 0
@@ -311,13 +317,19 @@ class _SessionCore:
     def _commit_turn(
         self, message: Message, request: ChatRequest, completion: Completion, left_out: int
     ) -> None:
+        sent = (
+            self._history_stats + message.stats  # the whole history went out, plus the message
+            if left_out == 0
+            else content_stats(request.messages)  # a trimmed request: what it carried
+        )
         self._history = (*self._history, message, completion.message)
+        self._history_stats = self._history_stats + message.stats + completion.message.stats
         usage = completion.usage
         if usage is not None and usage.prompt_tokens > 0:
             # Learn this tokenizer from a count of exactly what was sent.
             self.calibration = update_calibration(
                 self.calibration,
-                content_stats(request.messages) + self._fixed_stats,
+                sent + self._fixed_stats,
                 usage.prompt_tokens,
                 image_token_estimate=self.image_token_estimate,
             )
