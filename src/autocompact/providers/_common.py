@@ -17,12 +17,15 @@ from autocompact.errors import (
     ContentError,
     ContextOverflowError,
     MalformedResponseError,
+    ProviderConnectionError,
     ProviderError,
+    ProviderTimeoutError,
     RateLimitError,
 )
 
 __all__ = [
     "OVERFLOW_PATTERNS",
+    "convert_transport_error",
     "converting_errors",
     "looks_like_overflow",
     "merge_extra",
@@ -135,3 +138,25 @@ def converting_errors(
             raise
         leaks = bool(api_key) and str(api_key) in f"{exc} {exc!r}"
         raise converted from (None if leaks else exc)
+
+
+def convert_transport_error(
+    sdk: Any, exc: Exception, *, provider: str, model: str, api_key: str | None
+) -> ProviderError | None:
+    """The errors the ``openai`` and ``anthropic`` SDKs share (both are generated from the same
+    template): timeout, connection failure, and a response that does not fit the schema.
+
+    Returns ``None`` for anything else, which the adapter converts itself.
+    """
+    where: dict[str, Any] = {"provider": provider, "model": model}
+    if isinstance(exc, sdk.APITimeoutError):
+        return ProviderTimeoutError("the request timed out", **where)
+    if isinstance(exc, sdk.APIConnectionError):
+        return ProviderConnectionError(
+            redact(f"could not reach the server: {exc}", api_key), **where
+        )
+    if isinstance(exc, sdk.APIResponseValidationError):
+        return MalformedResponseError(
+            "the response does not match the API schema", status=exc.status_code, **where
+        )
+    return None

@@ -32,11 +32,15 @@ from autocompact.errors import (
     ContextOverflowError,
     MalformedResponseError,
     MissingDependencyError,
-    ProviderConnectionError,
     ProviderError,
-    ProviderTimeoutError,
 )
-from autocompact.providers._common import converting_errors, merge_extra, provider_error, redact
+from autocompact.providers._common import (
+    convert_transport_error,
+    converting_errors,
+    merge_extra,
+    provider_error,
+    redact,
+)
 from autocompact.providers.base import (
     ChatRequest,
     Completion,
@@ -237,16 +241,11 @@ class AnthropicProvider:
     def _convert_error(self, exc: Exception) -> ProviderError | None:
         sdk = self._sdk
         where: dict[str, Any] = {"provider": self.name, "model": self.model}
-        if isinstance(exc, sdk.APITimeoutError):
-            return ProviderTimeoutError("the request timed out", **where)
-        if isinstance(exc, sdk.APIConnectionError):
-            return ProviderConnectionError(
-                redact(f"could not reach the server: {exc}", self._api_key), **where
-            )
-        if isinstance(exc, sdk.APIResponseValidationError):
-            return MalformedResponseError(
-                "the response does not match the API schema", status=exc.status_code, **where
-            )
+        shared = convert_transport_error(
+            sdk, exc, provider=self.name, model=self.model, api_key=self._api_key
+        )
+        if shared is not None:
+            return shared
         if isinstance(exc, sdk.APIStatusError):
             message = exc.api_message or _body_text(exc.body) or exc.message
             return provider_error(

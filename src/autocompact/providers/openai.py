@@ -31,11 +31,15 @@ from autocompact.errors import (
     ConfigError,
     MalformedResponseError,
     MissingDependencyError,
-    ProviderConnectionError,
     ProviderError,
-    ProviderTimeoutError,
 )
-from autocompact.providers._common import converting_errors, merge_extra, provider_error, redact
+from autocompact.providers._common import (
+    convert_transport_error,
+    converting_errors,
+    merge_extra,
+    provider_error,
+    redact,
+)
 from autocompact.providers.base import (
     ChatRequest,
     Completion,
@@ -357,16 +361,11 @@ class OpenAIProvider:
     def _convert_error(self, exc: Exception) -> ProviderError | None:
         sdk = self._sdk
         where: dict[str, Any] = {"provider": self.name, "model": self.model}
-        if isinstance(exc, sdk.APITimeoutError):
-            return ProviderTimeoutError("the request timed out", **where)
-        if isinstance(exc, sdk.APIConnectionError):
-            return ProviderConnectionError(
-                redact(f"could not reach the server: {exc}", self._api_key), **where
-            )
-        if isinstance(exc, sdk.APIResponseValidationError):
-            return MalformedResponseError(
-                "the response does not match the API schema", status=exc.status_code, **where
-            )
+        shared = convert_transport_error(
+            sdk, exc, provider=self.name, model=self.model, api_key=self._api_key
+        )
+        if shared is not None:
+            return shared
         if isinstance(exc, sdk.APIStatusError):
             message, code = _error_body(exc.body, exc.message)
             return provider_error(
