@@ -17,9 +17,8 @@ from autocompact.compaction.plan import (
     CompressionTrigger,
     CompressOptions,
     Summarizer,
-    compress_flow,
 )
-from autocompact.compaction.service import drive_flow
+from autocompact.compaction.service import CompressionService
 from autocompact.content import Message
 from autocompact.errors import ConfigError, ContentError
 from autocompact.estimation import calibrated_tokens, estimate_content_tokens, estimate_stats_tokens
@@ -185,7 +184,7 @@ class _Sim:
         )
         side_queries = self.summaries.calls
         try:
-            result = drive_flow(compress_flow(live, options, summarizer=self.summaries), None)
+            result = CompressionService(None, summarizer=self.summaries).compress(live, options)
         except ContentError:
             return False  # the engine refuses this history (e.g. it starts with a tool result)
         info = result.info
