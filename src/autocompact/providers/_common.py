@@ -28,6 +28,7 @@ __all__ = [
     "convert_transport_error",
     "converting_errors",
     "looks_like_overflow",
+    "make_client",
     "merge_extra",
     "provider_error",
     "redact",
@@ -160,3 +161,11 @@ def convert_transport_error(
             "the response does not match the API schema", status=exc.status_code, **where
         )
     return None
+
+
+def make_client(factory: Any, client_args: Mapping[str, Any], http_client: Any) -> Any:
+    """An SDK client from the adapter's arguments, with an injected HTTP client when given."""
+    args = dict(client_args)
+    if http_client is not None:
+        args["http_client"] = http_client
+    return factory(**args)

@@ -36,6 +36,7 @@ from autocompact.errors import (
 from autocompact.providers._common import (
     convert_transport_error,
     converting_errors,
+    make_client,
     merge_extra,
     provider_error,
     redact,
@@ -235,18 +236,14 @@ class OpenAIProvider:
 
     def _sync(self) -> Any:
         if self._client is None:
-            args = dict(self._client_args)
-            if self._http_client is not None:
-                args["http_client"] = self._http_client
-            self._client = self._sdk.OpenAI(**args)
+            self._client = make_client(self._sdk.OpenAI, self._client_args, self._http_client)
         return self._client
 
     def _async(self) -> Any:
         if self._aclient is None:
-            args = dict(self._client_args)
-            if self._async_http_client is not None:
-                args["http_client"] = self._async_http_client
-            self._aclient = self._sdk.AsyncOpenAI(**args)
+            self._aclient = make_client(
+                self._sdk.AsyncOpenAI, self._client_args, self._async_http_client
+            )
         return self._aclient
 
     # -- request building --------------------------------------------------------------------
