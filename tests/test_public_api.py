@@ -91,7 +91,9 @@ def test_testing_module_exports_the_fake() -> None:
     """autocompact.testing re-exports the scripted fake provider."""
     import autocompact.testing as testing
 
-    assert {"FakeProvider", "FakeReply", "estimate_request_tokens"} <= set(testing.__all__)
+    assert {"FakeProvider", "FakeReply", "FakeTokenizer", "estimate_request_tokens"} <= set(
+        testing.__all__
+    )
 
 
 # -- the test suite's own network guard (tests/conftest.py) ---------------------------------

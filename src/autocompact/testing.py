@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
-from autocompact.providers.fake import FakeProvider, FakeReply, estimate_request_tokens
+from autocompact.providers.fake import (
+    FakeProvider,
+    FakeReply,
+    FakeTokenizer,
+    estimate_request_tokens,
+)
 
-__all__ = ["FakeProvider", "FakeReply", "estimate_request_tokens"]
+__all__ = ["FakeProvider", "FakeReply", "FakeTokenizer", "estimate_request_tokens"]

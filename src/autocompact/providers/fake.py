@@ -5,18 +5,37 @@ Replies are taken from queues: first the queue for the request's purpose (``"cha
 optional usage and finish reason, or an exception to raise. Every request is logged in
 :attr:`FakeProvider.requests`.
 
-When no usage is scripted the fake reports the prompt size as its own estimate of the request,
-so the engine's provider-count path is exercised. With ``context_window`` set it rejects
-requests larger than the window with :class:`ContextOverflowError`, as a real provider does.
+The fake counts every request with its own tokenizer (:class:`FakeTokenizer`), independent of
+the engine's estimate: its own walk over the parts, its own JSON serialization, and factors
+(overall 0.5–2.0 and per part: text, function-call/response JSON, images and documents) that
+make it count more or fewer tokens than the engine expects, as real tokenizers do. That count is
+the prompt size it reports in usage (unless a reply scripts another) and is logged in
+:attr:`FakeProvider.counts`. With ``context_window`` set it rejects every request -- main turn or
+side query -- whose size *by its own count* exceeds the window with
+:class:`ContextOverflowError`, as a real provider does (``reject_oversized=False`` records it
+in :attr:`FakeProvider.oversized` and answers anyway). Size guarantees are checked against this
+count, so the oracle is not the code under test.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 
-from autocompact.content import Message, Part, TextPart, Usage
+from autocompact.content import (
+    DocumentPart,
+    FunctionCallPart,
+    FunctionResponsePart,
+    ImagePart,
+    Message,
+    Part,
+    TextPart,
+    ThinkingPart,
+    Usage,
+)
 from autocompact.errors import (
     ContextOverflowError,
     MalformedResponseError,
@@ -39,7 +58,7 @@ from autocompact.providers.base import (
 )
 from autocompact.thresholds import COMPACT_MAX_OUTPUT_TOKENS
 
-__all__ = ["FakeProvider", "FakeReply", "estimate_request_tokens"]
+__all__ = ["FakeProvider", "FakeReply", "FakeTokenizer", "estimate_request_tokens"]
 
 _UNSET_USAGE = Usage()
 
@@ -68,6 +87,69 @@ class FakeReply:
 
 Responder = Callable[[ChatRequest], FakeReply]
 
+_FACTOR_RANGE = (0.05, 20.0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FakeTokenizer:
+    """The fake provider's own token counter, deliberately unlike the engine's estimate.
+
+    It walks a request's parts itself and serializes JSON with :func:`json.dumps` (default
+    separators, so even a factor of 1.0 counts differently from the engine's compact form).
+    Each part kind has a base rate and a factor; ``factor`` multiplies them all:
+
+    - text and thinking (and the system prompt): ``len / 4 × factor × text_factor``;
+    - function calls and responses (and tool declarations): the length of their JSON
+      ``/ 2 × factor × json_factor``;
+    - images and documents: ``image_tokens × factor × image_factor`` each.
+
+    Attributes:
+        factor: the tokenizer's overall ratio to a chars/4 estimate; real ones run 0.5–2.0.
+        text_factor, json_factor, image_factor: per-part-kind ratios on top of ``factor``.
+        image_tokens: the base size of one image or document.
+        per_message: tokens a real chat template adds per message (role markers).
+    """
+
+    factor: float = 1.0
+    text_factor: float = 1.0
+    json_factor: float = 1.0
+    image_factor: float = 1.0
+    image_tokens: int = 1_600
+    per_message: int = 0
+
+    def __post_init__(self) -> None:
+        low, high = _FACTOR_RANGE
+        for name in ("factor", "text_factor", "json_factor", "image_factor"):
+            value = getattr(self, name)
+            if not low <= value <= high:
+                raise ValueError(f"FakeTokenizer.{name} must be in [{low}, {high}], got {value}")
+
+    def count(self, request: ChatRequest) -> int:
+        """The request's prompt size by this tokenizer: system prompt, tools and messages."""
+        text = len(request.system_instruction or "")
+        json_chars = sum(len(json.dumps(tool.as_json(), default=str)) for tool in request.tools)
+        media = 0
+        for message in request.messages:
+            for part in message.parts:
+                if isinstance(part, TextPart | ThinkingPart):
+                    text += len(part.text)
+                elif isinstance(part, FunctionCallPart):
+                    json_chars += len(
+                        json.dumps({"name": part.name, "args": part.arguments}, default=str)
+                    )
+                elif isinstance(part, FunctionResponsePart):
+                    json_chars += len(
+                        json.dumps({"name": part.name, "response": part.response}, default=str)
+                    )
+                elif isinstance(part, ImagePart | DocumentPart):
+                    media += 1
+        exact = self.factor * (
+            text / 4 * self.text_factor
+            + json_chars / 2 * self.json_factor
+            + media * self.image_tokens * self.image_factor
+        )
+        return math.ceil(exact) + self.per_message * len(request.messages)
+
 
 def estimate_request_tokens(request: ChatRequest) -> int:
     """The fake's notion of a request's prompt size: the engine's own estimate of it."""
@@ -91,11 +173,19 @@ class FakeProvider:
 
     Args:
         model: the model name to report.
-        context_window: when set, requests whose estimate exceeds it raise
-            :class:`ContextOverflowError`.
+        context_window: when set, requests (main turns and side queries) whose size by the
+            fake's own count exceeds it raise :class:`ContextOverflowError`.
         responder: builds a reply when every queue is empty.
-        prompt_scale: multiplies the estimated prompt size in reported usage (a real tokenizer
-            counts differently from the estimate; 1.25 mimics Claude on code).
+        prompt_scale: multiplies the fake's count (kept for older tests; the same as
+            ``tokenizer=FakeTokenizer(factor=...)`` on top of the tokenizer's own factor).
+        tokenizer: the fake's own token counter (default: plain rates, factor 1.0).
+        reject_oversized: ``False`` answers requests over the window instead of raising,
+            recording their index in :attr:`oversized` (to count leaks in property tests).
+
+    Attributes:
+        requests: every request received, in order.
+        counts: each request's prompt size by the fake's count (parallel to ``requests``).
+        oversized: indexes into ``requests`` of requests over the window by that count.
     """
 
     name = "fake"
@@ -107,12 +197,18 @@ class FakeProvider:
         context_window: int | None = None,
         responder: Responder | None = None,
         prompt_scale: float = 1.0,
+        tokenizer: FakeTokenizer | None = None,
+        reject_oversized: bool = True,
     ) -> None:
         self.model = model
         self.context_window = context_window
         self.responder = responder or _default_responder
         self.prompt_scale = prompt_scale
+        self.tokenizer = tokenizer or FakeTokenizer()
+        self.reject_oversized = reject_oversized
         self.requests: list[ChatRequest] = []
+        self.counts: list[int] = []
+        self.oversized: list[int] = []
         self._queues: dict[RequestPurpose | None, deque[FakeReply]] = {
             None: deque(),
             "chat": deque(),
@@ -197,6 +293,10 @@ class FakeProvider:
             purpose=purpose,
         )
 
+    def count_tokens(self, request: ChatRequest) -> int:
+        """A request's prompt size by the fake's own count (what it reports and enforces)."""
+        return math.ceil(self.tokenizer.count(request) * self.prompt_scale)
+
     def pending(self, purpose: RequestPurpose | None = None) -> int:
         """How many scripted replies are left in a queue."""
         return len(self._queues[purpose])
@@ -235,15 +335,18 @@ class FakeProvider:
         return self.responder(request)
 
     def _answer(self, request: ChatRequest) -> Completion:
+        prompt = self.count_tokens(request)
         self.requests.append(request)
-        prompt = round(estimate_request_tokens(request) * self.prompt_scale)
+        self.counts.append(prompt)
         if self.context_window is not None and prompt > self.context_window:
-            raise ContextOverflowError(
-                f"prompt is too long: {prompt} tokens > {self.context_window} maximum",
-                provider=self.name,
-                model=self.model,
-                status=400,
-            )
+            self.oversized.append(len(self.requests) - 1)
+            if self.reject_oversized:
+                raise ContextOverflowError(
+                    f"prompt is too long: {prompt} tokens > {self.context_window} maximum",
+                    provider=self.name,
+                    model=self.model,
+                    status=400,
+                )
         reply = self._next_reply(request)
         if reply.error is not None:
             raise reply.error
