@@ -28,8 +28,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import uuid
 from collections.abc import AsyncIterator, Generator, Iterator, Sequence
-from typing import TypeVar
+from dataclasses import replace
+from typing import TYPE_CHECKING, TypeVar
 
 from autocompact.compaction.fallback import check_message_fits, trim_request
 from autocompact.compaction.plan import (
@@ -70,6 +72,7 @@ from autocompact.providers.base import (
     StreamEvent,
     ToolSpec,
 )
+from autocompact.sessions.stores.binding import StoreBinding, meta_of, skipped_info
 from autocompact.thresholds import (
     DEFAULT_IMAGE_TOKEN_ESTIMATE,
     MAX_CONSECUTIVE_FAILURES,
@@ -78,6 +81,9 @@ from autocompact.thresholds import (
     compute_thresholds,
     parse_window,
 )
+
+if TYPE_CHECKING:
+    from autocompact.sessions.stores.base import SessionStore, Snapshot
 
 __all__ = ["AsyncChatSession", "ChatSession"]
 
@@ -108,6 +114,9 @@ class _SessionCore:
         compression_service: CompressionService | None = None,
         clear_tool_outputs: bool = True,
         calibration: Calibration | None = None,
+        store: SessionStore | None = None,
+        session_id: str | None = None,
+        store_owner: str | None = None,
     ) -> None:
         self.provider = provider
         self.calibration = calibration or Calibration()
@@ -136,8 +145,30 @@ class _SessionCore:
         self.consecutive_failures = max(0, int(consecutive_failures))
         self.compactions: list[CompressionInfo] = []
         self._hooks: list[Hook] = list(hooks)
+        self.store: StoreBinding | None = None
+        if store is not None:
+            meta = meta_of(
+                provider=provider.name,
+                model=provider.model,
+                context_window=self.context_window,
+                system_instruction=system_instruction,
+            )
+            sid = session_id or uuid.uuid4().hex
+            self.store = StoreBinding(store, sid, meta, store_owner)
+            self._adopt(self.store.snapshot)
         self._tier = self.thresholds.tier(self.estimate_tokens())
         self._make_lock()
+
+    def _adopt(self, snapshot: Snapshot) -> None:
+        """Take the stored history and shared counters (another worker may have moved on)."""
+        history = snapshot.history
+        if history != self._history:
+            self._history = history
+            self._history_stats = content_stats(history)
+        self.last_prompt_token_count, self._since_count = snapshot.count_base
+        self.consecutive_failures = snapshot.consecutive_failures
+        if snapshot.calibration is not None:
+            self.calibration = Calibration.from_dict(snapshot.calibration)
 
     def _make_lock(self) -> None:
         """Create the lock that serializes sends (each session class picks its kind)."""
@@ -190,6 +221,8 @@ class _SessionCore:
 
     def clear(self) -> None:
         """Forget the conversation (and the counts and breaker state that came with it)."""
+        if self.store is not None:  # nothing is deleted: the stored history is replaced
+            self.store.clear()
         self._history = ()
         self._history_stats = CharStats()
         self.last_prompt_token_count = 0
@@ -212,7 +245,14 @@ class _SessionCore:
             return 0
         return self.last_prompt_token_count + self._since_count
 
-    def turn_flow(self, message: Message) -> _Flow:
+    def turn_flow(self, message: Message, turn_id: str | None = None) -> _Flow:
+        if self.store is not None:
+            turn_id = turn_id or uuid.uuid4().hex
+            stored = self.store.find_turn(turn_id)
+            if stored is not None and len(stored.messages) == 2:  # a retry of a stored turn
+                self._adopt(self.store.refresh())
+                return Completion(message=stored.messages[1])
+            self._adopt(self.store.refresh())
         # Refuse a message that can never fit before anything (even a side query) is sent.
         check_message_fits(
             message, window=self.context_window, image_token_estimate=self.image_token_estimate
@@ -232,7 +272,7 @@ class _SessionCore:
                 raise overflow
             request, left_out = self._request_for(message)
             completion = yield request
-        self._commit_turn(message, request, completion, left_out)
+        self._commit_turn(message, request, completion, left_out, turn_id)
         return completion
 
     def compaction_step(
@@ -255,9 +295,29 @@ class _SessionCore:
             instructions=instructions,
             clear_tool_outputs=self.clear_tool_outputs,
         )
+        if self.store is not None:
+            base = self.store.begin_compaction()
+            if base is None:  # another worker holds the lease: the guarantee covers this turn
+                return skipped_info(trigger, self.estimate_tokens(message))
+            self._adopt(base)
+            options = replace(
+                options,
+                consecutive_failures=self.consecutive_failures,
+                last_prompt_token_count=self._count_base(),
+            )
         self._emit(CompactionStarted(trigger=trigger, tokens=self.estimate_tokens(message)))
-        result: CompressionResult = yield from self.compression.flow(self._history, options)
+        try:
+            result: CompressionResult = yield from self.compression.flow(self._history, options)
+        except BaseException:
+            if self.store is not None:
+                self.store.abandon()
+            raise
+        if self.store is not None:
+            counted = trigger in (CompressionTrigger.AUTO, CompressionTrigger.REACTIVE)
+            result = self.store.finish_compaction(result, counted)
         self._apply(result)
+        if self.store is not None:
+            self._adopt(self.store.snapshot)
         return result.info
 
     def _apply(self, result: CompressionResult) -> None:
@@ -315,8 +375,20 @@ class _SessionCore:
         return request, left_out
 
     def _commit_turn(
-        self, message: Message, request: ChatRequest, completion: Completion, left_out: int
+        self,
+        message: Message,
+        request: ChatRequest,
+        completion: Completion,
+        left_out: int,
+        turn_id: str | None = None,
     ) -> None:
+        saved = (
+            self._history,
+            self._history_stats,
+            self.calibration,
+            self.last_prompt_token_count,
+            self._since_count,
+        )
         sent = (
             self._history_stats + message.stats  # the whole history went out, plus the message
             if left_out == 0
@@ -343,6 +415,26 @@ class _SessionCore:
             # No count from the provider: the next send takes the cold path (whole history).
             self.last_prompt_token_count = 0
             self._since_count = 0
+        if self.store is not None and turn_id is not None:
+            try:  # durable before the reply is returned; a failed write leaves the turn out
+                self.store.append(
+                    turn_id,
+                    (message, completion.message),
+                    usage={
+                        "prompt_tokens": self.last_prompt_token_count,
+                        "since": self._since_count,
+                    },
+                    calibration=self.calibration.to_dict() if self.calibration.samples else None,
+                )
+            except BaseException:
+                (
+                    self._history,
+                    self._history_stats,
+                    self.calibration,
+                    self.last_prompt_token_count,
+                    self._since_count,
+                ) = saved
+                raise
         self._note_tier(self.estimate_tokens())
 
     # -- events ----------------------------------------------------------------------------
@@ -390,11 +482,15 @@ class ChatSession(_SessionCore):
     def _make_lock(self) -> None:
         self._lock = threading.RLock()
 
-    def send(self, message: MessageLike) -> Completion:
-        """Send a message and return the model's reply; compacts first when needed."""
+    def send(self, message: MessageLike, *, turn_id: str | None = None) -> Completion:
+        """Send a message and return the model's reply; compacts first when needed.
+
+        With a store, ``turn_id`` makes a retried send idempotent: a turn already stored under
+        it is returned as stored, without a model call (default: a new id).
+        """
         msg = as_message(message)
         with self._lock:
-            return self._drive(self.turn_flow(msg))
+            return self._drive(self.turn_flow(msg, turn_id))
 
     def send_stream(self, message: MessageLike) -> Iterator[StreamEvent]:
         """Send a message and yield the reply as it streams; the last event is a StreamDone."""
@@ -449,11 +545,12 @@ class AsyncChatSession(_SessionCore):
     def _make_lock(self) -> None:
         self._lock = asyncio.Lock()
 
-    async def send(self, message: MessageLike) -> Completion:
-        """Send a message and return the model's reply; compacts first when needed."""
+    async def send(self, message: MessageLike, *, turn_id: str | None = None) -> Completion:
+        """Send a message and return the model's reply; compacts first when needed (``turn_id``:
+        see :meth:`ChatSession.send`)."""
         msg = as_message(message)
         async with self._lock:
-            return await self._drive(self.turn_flow(msg))
+            return await self._drive(self.turn_flow(msg, turn_id))
 
     async def send_stream(self, message: MessageLike) -> AsyncIterator[StreamEvent]:
         """Send a message and yield the reply as it streams; the last event is a StreamDone."""

@@ -18,6 +18,7 @@ what to do about it::
     │   └── MalformedResponseError
     ├── CompactionError              a compaction could not be made (see CompressionInfo.status)
     ├── SessionFileError             a saved session file is damaged or not a session
+    ├── SessionStoreError            a session database is down, read-only, too new, ...
     └── TranscriptFormatError        a recorded transcript cannot be read
 
 Provider SDK exceptions never escape an adapter: adapters convert them here, ``raise ... from``.
@@ -40,6 +41,7 @@ __all__ = [
     "ProviderTimeoutError",
     "RateLimitError",
     "SessionFileError",
+    "SessionStoreError",
     "TranscriptFormatError",
 ]
 
@@ -193,6 +195,23 @@ class SessionFileError(AutocompactError):
         super().__init__(f"{where}: {message}")
         self.path = path
         self.line = line
+
+
+class SessionStoreError(AutocompactError):
+    """A session store (SQLite, PostgreSQL, a JSONL directory) cannot do what was asked.
+
+    The message says what to do. It never holds a password: ``store`` is the store's address
+    with any password replaced by ``***``.
+
+    Attributes:
+        store: the store's address, redacted.
+        session_id: the session involved, if any.
+    """
+
+    def __init__(self, message: str, *, store: str, session_id: str | None = None) -> None:
+        super().__init__(message)
+        self.store = store
+        self.session_id = session_id
 
 
 class TranscriptFormatError(AutocompactError):

@@ -1,0 +1,127 @@
+"""The SQLite backend (standard library ``sqlite3``, WAL): the default for one machine.
+
+Many processes share one database file: WAL lets readers go on while one writer writes;
+every write is a ``BEGIN IMMEDIATE`` transaction (the database's write lock, taken up front so
+two writers never deadlock on an upgrade) committed with ``synchronous=FULL``, so a turn is on
+disk when :meth:`append_turn` returns. The file is created with mode 0600.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from autocompact.errors import SessionStoreError
+from autocompact.sessions.stores.sql import Cursor, SqlStore
+
+__all__ = ["SqliteStore"]
+
+_BUSY_SECONDS = 30.0
+
+
+class SqliteStore(SqlStore):
+    """Sessions in one SQLite database file.
+
+    Args:
+        path: the database file (created, with its directory, on first use).
+        read_only: open without writing (``sqlite:///path?mode=ro``).
+        **options: see :class:`~autocompact.sessions.stores.sql.SqlStore`.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False, **options: Any):
+        self.path = Path(path)
+        suffix = "?mode=ro" if read_only else ""
+        super().__init__(f"sqlite:///{self.path}{suffix}", **options)
+        self.read_only = read_only
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is not None:
+            return self._conn
+        try:
+            if not self.read_only and not self.path.exists():
+                self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
+            mode = "ro" if self.read_only else "rwc"
+            conn = sqlite3.connect(
+                f"file:{self.path}?mode={mode}",
+                uri=True,
+                timeout=_BUSY_SECONDS,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            if not self.read_only:
+                conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("PRAGMA foreign_keys=ON")
+        except (sqlite3.Error, OSError) as exc:
+            raise self._error(exc) from None
+        self._conn = conn
+        return conn
+
+    @contextlib.contextmanager
+    def _transaction(self, *, write: bool) -> Iterator[Cursor]:
+        with self._lock:
+            conn = self._connection()
+            try:
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            except sqlite3.Error as exc:
+                raise self._error(exc) from None
+            try:
+                yield conn.cursor()
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise self._error(exc) from None
+                raise
+
+    def _lock_schema(self, cur: Cursor) -> None:
+        """``BEGIN IMMEDIATE`` already holds the database's write lock."""
+
+    def _table_exists(self, cur: Cursor, name: str) -> bool:
+        cur.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
+        return cur.fetchone() is not None
+
+    def _error(self, exc: BaseException) -> SessionStoreError:
+        text = str(exc)
+        lowered = text.lower()
+        if "readonly" in lowered or "read-only" in lowered or isinstance(exc, PermissionError):
+            what = (
+                f"the SQLite database {self.path} is read-only ({text}); open it without "
+                "?mode=ro, or fix the file's permissions, to write to it"
+            )
+        elif "locked" in lowered or "busy" in lowered:
+            what = (
+                f"the SQLite database {self.path} stayed locked for {_BUSY_SECONDS:.0f} s "
+                f"({text}); another process holds a long write, try again"
+            )
+        elif "unable to open" in lowered or isinstance(exc, OSError):
+            what = (
+                f"cannot open the SQLite database {self.path} ({text}); check that its "
+                "directory exists and is writable"
+            )
+        elif "not a database" in lowered or "malformed" in lowered:
+            what = (
+                f"{self.path} is not a usable SQLite database ({text}); point --store at "
+                "another file, or restore it from a backup"
+            )
+        elif "disk" in lowered or "full" in lowered:
+            what = f"cannot write the SQLite database {self.path} ({text}); free some disk space"
+        else:
+            what = f"the SQLite database {self.path} failed: {text}"
+        return SessionStoreError(what, store=self.address)
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
