@@ -47,6 +47,9 @@ def test_all_has_no_duplicates_and_is_sorted() -> None:
         "Tier",
         "Provider",
         "AutocompactError",
+        "SessionStore",
+        "SessionStoreError",
+        "open_store",
         "__version__",
     ],
 )

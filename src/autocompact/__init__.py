@@ -44,6 +44,7 @@ from autocompact.errors import (
     ProviderTimeoutError,
     RateLimitError,
     SessionFileError,
+    SessionStoreError,
     TranscriptFormatError,
 )
 from autocompact.estimation import (
@@ -73,6 +74,7 @@ from autocompact.providers.base import (
     ThinkingDelta,
     ToolSpec,
 )
+from autocompact.sessions.stores import SessionStore, open_store
 from autocompact.settings import Settings, load_settings
 from autocompact.thresholds import (
     AUTOCOMPACT_BUFFER,
@@ -147,6 +149,8 @@ __all__ = [
     "RateLimitError",
     "RequestTrimmed",
     "SessionFileError",
+    "SessionStore",
+    "SessionStoreError",
     "Settings",
     "StreamDone",
     "StreamEvent",
@@ -170,6 +174,7 @@ __all__ = [
     "extractive_summary",
     "find_split_point",
     "load_settings",
+    "open_store",
     "parse_window",
     "select_tip",
     "tier_of",

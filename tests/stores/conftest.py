@@ -1,4 +1,4 @@
-"""Store fixtures: a fresh SQLite file, and a fresh schema on the PostgreSQL server `.ci/run` starts.
+"""Store fixtures: a fresh SQLite file, a fresh schema on the PostgreSQL server .ci/run starts.
 
 PostgreSQL tests read ``AUTOCOMPACT_TEST_POSTGRES_DSN`` (``.ci/postgres.sh start`` prints it).
 Without it they are skipped with a message saying how to get one; under ``CI=true`` they fail

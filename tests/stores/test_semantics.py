@@ -104,13 +104,15 @@ def test_commit_keeps_turns_appended_after_the_summarized_range(sql_store: Sessi
 def test_a_changed_range_supersedes_the_summary(sql_store: SessionStore) -> None:
     """Two summaries of one range: the second is discarded, recorded, and not counted."""
     fill(sql_store, "s", 3)
-    sql_store.record_attempt("s", {"status": "compression_failed_provider_error"}, counted=True,
-                             epoch=0)
+    sql_store.record_attempt(
+        "s", {"status": "compression_failed_provider_error"}, counted=True, epoch=0
+    )
     base = sql_store.load("s")
     info = {"status": "compressed", "trigger": "auto", "new_token_count": 5}
     first = sql_store.commit_compaction(base, (Message.user("A"),), info, owner="w1")
     second = sql_store.commit_compaction(base, (Message.user("B"),), info, owner="w2")
-    assert first.committed and not second.committed
+    assert first.committed
+    assert not second.committed
     snap = sql_store.load("s")
     assert [m.text for m in snap.history] == ["A"]
     statuses = [(a.status, a.counted, a.owner) for a in sql_store.attempts("s")]
@@ -145,8 +147,7 @@ def test_breaker_count_lives_with_the_session(sql_store: SessionStore) -> None:
         failed = {"status": "compression_failed_provider_error", "trigger": "auto"}
         assert sql_store.record_attempt("s", failed, counted=True, epoch=0) == 1
         assert other.record_attempt("s", failed, counted=True, epoch=0) == 2
-        assert other.record_attempt("s", {**failed, "trigger": "hard"}, counted=False,
-                                    epoch=0) == 2
+        assert other.record_attempt("s", {**failed, "trigger": "hard"}, counted=False, epoch=0) == 2
         assert sql_store.load("s").consecutive_failures == 2
         info = {"status": "compressed", "trigger": "auto", "new_token_count": 5}
         other.commit_compaction(other.load("s"), (Message.user("S"),), info)
@@ -160,7 +161,10 @@ def test_calibration_and_last_usage_are_shared(sql_store: SessionStore) -> None:
     """What one worker learned (calibration, last reported usage) the next worker reads."""
     sql_store.ensure("s", META)
     sql_store.append_turn(
-        "s", "t0", turn(0), usage={"prompt_tokens": 1234, "since": 5},
+        "s",
+        "t0",
+        turn(0),
+        usage={"prompt_tokens": 1234, "since": 5},
         calibration={"factor": 1.3, "samples": 2},
     )
     other = reopen(sql_store)
@@ -184,7 +188,7 @@ def test_list_sessions_counts_turns_and_compactions(any_store: SessionStore) -> 
     assert listing["two"].meta["model"] == "fake-model"
 
 
-@pytest.mark.parametrize("sid", ["it's \"quoted\"", "a/b/../c", "'; DROP TABLE ac_sessions; --"])
+@pytest.mark.parametrize("sid", ['it\'s "quoted"', "a/b/../c", "'; DROP TABLE ac_sessions; --"])
 def test_session_ids_with_quotes_and_slashes_are_data(sql_store: SessionStore, sid: str) -> None:
     """Quotes, slashes and SQL in an id round-trip as plain data."""
     fill(sql_store, sid, 2)

@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
 from autocompact.codec import history_from_dicts, history_to_dicts
 from autocompact.content import Message
@@ -47,6 +47,7 @@ __all__ = [
     "Snapshot",
     "StepHook",
     "check_session_id",
+    "check_turn_size",
     "decode_messages",
     "encode_messages",
     "redact_address",
@@ -332,6 +333,21 @@ def check_session_id(session_id: object, address: str) -> str:
     return session_id
 
 
+def check_turn_size(messages: Sequence[Message], limit: int, address: str, session_id: str) -> str:
+    """The turn as stored JSON, or a clear error when it is over ``limit`` bytes."""
+    payload = encode_messages(messages)
+    size = len(payload.encode("utf-8"))
+    if size > limit:
+        raise SessionStoreError(
+            f"the turn is {size / 1e6:.1f} MB, over this store's limit of {limit / 1e6:.1f} MB "
+            "per turn; shorten the tool output or attachment, or open the store with a larger "
+            "max_turn_bytes",
+            store=address,
+            session_id=session_id,
+        )
+    return payload
+
+
 def encode_messages(messages: Sequence[Message]) -> str:
     """Messages as the JSON text a store keeps."""
     return json.dumps(history_to_dicts(messages), ensure_ascii=False, separators=(",", ":"))
@@ -348,16 +364,19 @@ def redact_address(address: str) -> tuple[str, tuple[str, ...]]:
     Handles ``scheme://user:password@host/...`` and a ``password=`` query parameter.
     """
     parts = urlsplit(address)
+    if not parts.password and "password" not in parts.query.lower():
+        return address, ()
     secrets: list[str] = []
     netloc = parts.netloc
     if parts.password:
-        secrets.append(parts.password)
+        secrets.extend((parts.password, unquote(parts.password)))
         userinfo, _, hostinfo = netloc.rpartition("@")
         user = userinfo.split(":", 1)[0]
         netloc = f"{user}:***@{hostinfo}"
     query = parse_qsl(parts.query, keep_blank_values=True)
     if any(k.lower() == "password" for k, _ in query):
         secrets.extend(v for k, v in query if k.lower() == "password" and v)
+        secrets.extend(quote(v) for k, v in query if k.lower() == "password" and v)
         query = [(k, "***" if k.lower() == "password" else v) for k, v in query]
     redacted = urlunsplit(
         (parts.scheme, netloc, parts.path, urlencode(query, safe="*/"), parts.fragment)

@@ -27,6 +27,7 @@ from autocompact.sessions.store import SessionStore as JsonlDirectory
 from autocompact.sessions.store import SessionWriter
 from autocompact.sessions.stores.base import (
     DEFAULT_LEASE_SECONDS,
+    DEFAULT_MAX_TURN_BYTES,
     AppendResult,
     Attempt,
     CommitResult,
@@ -36,6 +37,7 @@ from autocompact.sessions.stores.base import (
     SessionListing,
     Snapshot,
     check_session_id,
+    check_turn_size,
 )
 
 __all__ = ["JsonlStore"]
@@ -55,10 +57,12 @@ class JsonlStore:
         root: str | os.PathLike[str],
         *,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        max_turn_bytes: int = DEFAULT_MAX_TURN_BYTES,
         clock: Callable[[], float] = time.time,
         **_ignored: Any,
     ) -> None:
         self.root = Path(root)
+        self.max_turn_bytes = max_turn_bytes
         self._dir = JsonlDirectory(self.root)
         self.lease_seconds = lease_seconds
         self._clock = clock
@@ -168,6 +172,7 @@ class JsonlStore:
             seen = self._turn_ids.setdefault(session_id, {})
             if turn_id in seen:
                 return AppendResult(seq=seen[turn_id], duplicate=True)
+            check_turn_size(messages, self.max_turn_bytes, self.address, session_id)
             writer = self._writer(session_id)
             saved = self._open(session_id)
             try:

@@ -42,6 +42,7 @@ from autocompact.sessions.stores.base import (
     Snapshot,
     StepHook,
     check_session_id,
+    check_turn_size,
     decode_messages,
     encode_messages,
 )
@@ -334,16 +335,7 @@ class SqlStore(ABC):
                 store=self._address,
                 session_id=session_id,
             )
-        payload = encode_messages(messages)
-        size = len(payload.encode("utf-8"))
-        if size > self.max_turn_bytes:
-            raise SessionStoreError(
-                f"the turn is {size / 1e6:.1f} MB, over this store's limit of "
-                f"{self.max_turn_bytes / 1e6:.1f} MB per turn; shorten the tool output or "
-                "attachment, or open the store with a larger max_turn_bytes",
-                store=self._address,
-                session_id=session_id,
-            )
+        payload = check_turn_size(messages, self.max_turn_bytes, self._address, session_id)
         with self._write(session_id) as (cur, row):
             cur.execute(
                 "SELECT seq FROM ac_entries WHERE session_id = ? AND turn_id = ?",
