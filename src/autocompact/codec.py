@@ -9,6 +9,8 @@ A message is ``{"role": "user" | "model", "parts": [...]}``; each part is an obj
     {"kind": "function_response", "id": "...", "name": "...", "response": ..., "is_error": false}
     {"kind": "image", "media_type": "image/png", "data": "<base64>", "url": null}
     {"kind": "document", "media_type": "application/pdf", "data": null, "url": "...", "title": null}
+    {"kind": "opaque", "provider": "...", "family": "...", "payload": {...}, "summary": "...",
+     "tokens": 0}
 
 Unknown kinds or missing fields raise :class:`ContentError` naming the message index and field.
 """
@@ -25,6 +27,7 @@ from autocompact.content import (
     FunctionResponsePart,
     ImagePart,
     Message,
+    OpaquePart,
     Part,
     TextPart,
     ThinkingPart,
@@ -40,6 +43,7 @@ _KINDS: dict[str, type[Part]] = {
     "function_response": FunctionResponsePart,
     "image": ImagePart,
     "document": DocumentPart,
+    "opaque": OpaquePart,
 }
 # (field name, required, check) for each kind; `kind` itself is not a constructor argument.
 _FIELD_CHECKS: dict[str, Callable[[object], bool]] = {
@@ -55,6 +59,11 @@ _FIELD_CHECKS: dict[str, Callable[[object], bool]] = {
     "data": lambda v: v is None or isinstance(v, str),
     "url": lambda v: v is None or isinstance(v, str),
     "title": lambda v: v is None or isinstance(v, str),
+    "provider": lambda v: isinstance(v, str),
+    "family": lambda v: isinstance(v, str),
+    "payload": lambda v: isinstance(v, Mapping),
+    "summary": lambda v: isinstance(v, str),
+    "tokens": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
 }
 
 
@@ -100,6 +109,15 @@ def part_to_dict(part: Part) -> dict[str, Any]:
                 "url": part.url,
                 "title": part.title,
             }
+        case OpaquePart():
+            return {
+                "kind": "opaque",
+                "provider": part.provider,
+                "family": part.family,
+                "payload": dict(part.payload),
+                "summary": part.summary,
+                "tokens": part.tokens,
+            }
         case _:
             assert_never(part)
 
@@ -130,7 +148,8 @@ def _part_from_dict(data: object, index: int | None, position: int) -> Part:
         if not f.init:
             continue
         required = f.name in ("text", "id", "name", "response") or (
-            f.name == "arguments" and cls is FunctionCallPart
+            (f.name == "arguments" and cls is FunctionCallPart)
+            or (f.name in ("provider", "family", "payload") and cls is OpaquePart)
         )
         if f.name not in data:
             if required:

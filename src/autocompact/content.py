@@ -21,12 +21,14 @@ from typing import Any, Literal, TypeAlias
 from autocompact.errors import ContentError
 
 __all__ = [
+    "OPAQUE_SUMMARY_PREFIX",
     "CharStats",
     "DocumentPart",
     "FunctionCallPart",
     "FunctionResponsePart",
     "ImagePart",
     "Message",
+    "OpaquePart",
     "Part",
     "Role",
     "TextPart",
@@ -35,6 +37,7 @@ __all__ = [
     "as_message",
     "json_form",
     "json_length",
+    "portable_history",
 ]
 
 Role: TypeAlias = Literal["user", "model"]
@@ -200,8 +203,51 @@ class DocumentPart(_Sized):
         return _ONE_MEDIA
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OpaquePart(_Sized):
+    """A provider's native compaction result: opaque to every other provider.
+
+    Only the provider (and model family) that made it can read it, so an adapter sends
+    ``payload`` back exactly as it was received when ``provider`` and ``family`` match its own,
+    and sends ``summary`` — our own summary of the same range — as plain text anywhere else.
+
+    Attributes:
+        provider: the adapter that made it (``"anthropic"``, ``"openai-responses"``).
+        family: the model family whose requests may carry it (see each adapter's docs).
+        payload: the block or items as the provider returned them, a JSON object, sent back
+            byte-exact (Anthropic: the ``compaction`` block; OpenAI: ``{"items": [...]}``, the
+            output of ``responses.compact``).
+        summary: a readable summary of the range it replaced (the provider's own summary text
+            where it returns one, else ours), used wherever the payload cannot go.
+        tokens: its size in the provider's context, for the ladder's estimate.
+    """
+
+    provider: str
+    family: str
+    payload: Mapping[str, Any]
+    summary: str = ""
+    tokens: int = 0
+    kind: Literal["opaque"] = field(default="opaque", init=False)
+
+    _stats: CharStats | None = field(default=None, init=False, repr=False, compare=False)
+
+    def _measure(self) -> CharStats:
+        # The provider's own count when known, at 4 characters a token; else the summary text.
+        return CharStats(text_chars=max(self.tokens * 4, len(self.summary)))
+
+    def readable_by(self, provider: str, family: str) -> bool:
+        """Whether ``payload`` may be sent to this provider and model family."""
+        return provider == self.provider and family == self.family
+
+
 Part: TypeAlias = (
-    TextPart | ThinkingPart | FunctionCallPart | FunctionResponsePart | ImagePart | DocumentPart
+    TextPart
+    | ThinkingPart
+    | FunctionCallPart
+    | FunctionResponsePart
+    | ImagePart
+    | DocumentPart
+    | OpaquePart
 )
 _PART_TYPES = (
     TextPart,
@@ -210,6 +256,7 @@ _PART_TYPES = (
     FunctionResponsePart,
     ImagePart,
     DocumentPart,
+    OpaquePart,
 )
 
 
@@ -283,7 +330,8 @@ def _check_part(part: object, role: str) -> None:
     if not isinstance(part, _PART_TYPES):
         raise ContentError(
             f"unknown part {type(part).__name__!r} in a {role} message: use TextPart, "
-            "ThinkingPart, FunctionCallPart, FunctionResponsePart, ImagePart or DocumentPart"
+            "ThinkingPart, FunctionCallPart, FunctionResponsePart, ImagePart, DocumentPart or "
+            "OpaquePart"
         )
 
 
@@ -321,3 +369,34 @@ class Usage:
     def total_tokens(self) -> int:
         """Prompt plus output."""
         return self.prompt_tokens + self.output_tokens
+
+
+def portable_history(
+    history: Sequence[Message], *, provider: str | None = None, family: str | None = None
+) -> list[Message]:
+    """``history`` with every opaque part the given provider and family cannot read replaced by
+    its readable summary as text (SPEC: an opaque block never goes to another provider).
+
+    Messages without opaque parts are returned as the same objects.
+    """
+    out: list[Message] = []
+    for message in history:
+        if not any(isinstance(p, OpaquePart) for p in message.parts):
+            out.append(message)
+            continue
+        parts = tuple(
+            TextPart(text=OPAQUE_SUMMARY_PREFIX + p.summary)
+            if isinstance(p, OpaquePart) and not _readable(p, provider, family)
+            else p
+            for p in message.parts
+        )
+        out.append(Message(role=message.role, parts=parts))
+    return out
+
+
+def _readable(part: OpaquePart, provider: str | None, family: str | None) -> bool:
+    return provider is not None and family is not None and part.readable_by(provider, family)
+
+
+OPAQUE_SUMMARY_PREFIX = "Summary of the earlier conversation (written when it was compacted):\n"
+"""Put before an opaque part's summary when it is sent as text to another provider."""

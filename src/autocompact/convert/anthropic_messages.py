@@ -5,19 +5,23 @@ See :mod:`autocompact.convert` for the rules both directions follow.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from autocompact.content import (
+    OPAQUE_SUMMARY_PREFIX,
     DocumentPart,
     FunctionCallPart,
     FunctionResponsePart,
     ImagePart,
     Message,
+    OpaquePart,
     Part,
     TextPart,
     ThinkingPart,
+    portable_history,
 )
 from autocompact.convert._common import (
     UNKNOWN_TOOL_NAME,
@@ -203,13 +207,21 @@ def _anthropic_media(block: Mapping[str, Any], kind: str, index: int) -> Part:
     )
 
 
-def to_anthropic_messages(history: Sequence[Message]) -> list[JsonDict]:
+def to_anthropic_messages(
+    history: Sequence[Message], *, opaque_family: str | None = None
+) -> list[JsonDict]:
     """Write a history as Anthropic Messages API messages (content always a list of blocks).
+
+    Args:
+        history: the conversation.
+        opaque_family: the model family whose Anthropic ``compaction`` blocks (opaque parts)
+            are sent back as received; every other opaque part becomes its summary as text.
 
     Raises:
         ContentError: a part the role cannot carry (naming the index).
     """
-    return [to_anthropic_message(message, index=index) for index, message in enumerate(history)]
+    portable = portable_history(history, provider="anthropic", family=opaque_family)
+    return [to_anthropic_message(message, index=index) for index, message in enumerate(portable)]
 
 
 def to_anthropic_message(message: Message, *, index: int = 0) -> JsonDict:
@@ -259,6 +271,11 @@ def _anthropic_out_block(part: Part, message: Message, index: int) -> JsonDict:
             return result
         case ImagePart() | DocumentPart() if user:
             return _anthropic_media_block(part, index)
+        case OpaquePart() if part.provider == "anthropic":
+            # Sent back exactly as the API returned it (a copy: the part stays immutable).
+            return copy.deepcopy(dict(part.payload))
+        case OpaquePart():
+            return {"type": "text", "text": OPAQUE_SUMMARY_PREFIX + part.summary}
         case _:
             where = "a user" if user else "an assistant"
             raise ContentError(

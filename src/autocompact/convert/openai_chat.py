@@ -15,9 +15,11 @@ from autocompact.content import (
     FunctionResponsePart,
     ImagePart,
     Message,
+    OpaquePart,
     Part,
     TextPart,
     ThinkingPart,
+    portable_history,
 )
 from autocompact.convert._common import (
     UNKNOWN_TOOL_NAME,
@@ -291,7 +293,8 @@ def to_openai_messages(
     out: list[JsonDict] = []
     if system is not None:
         out.append({"role": "system", "content": system})
-    for index, message in enumerate(history):
+    # Chat completions carry no opaque item: every native compaction goes as its summary.
+    for index, message in enumerate(portable_history(history)):
         if message.role == "user":
             out.extend(_openai_user_messages(message, index))
         else:
@@ -331,7 +334,7 @@ def _openai_user_messages(message: Message, index: int) -> list[JsonDict]:
                 if part.title is not None:
                     file["filename"] = part.title
                 content.append({"type": "file", "file": file})
-            case ThinkingPart() | FunctionCallPart():
+            case ThinkingPart() | FunctionCallPart() | OpaquePart():
                 raise ContentError(
                     f"message {index}: a {part.kind} part cannot be in a user message", index=index
                 )
@@ -376,7 +379,7 @@ def _openai_assistant_message(message: Message, index: int, thinking: ThinkingMo
                         },
                     }
                 )
-            case ImagePart() | DocumentPart() | FunctionResponsePart():
+            case ImagePart() | DocumentPart() | FunctionResponsePart() | OpaquePart():
                 raise ContentError(
                     f"message {index}: a {part.kind} part cannot be in an assistant message",
                     index=index,

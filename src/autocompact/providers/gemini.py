@@ -44,11 +44,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from autocompact.content import (
+    OPAQUE_SUMMARY_PREFIX,
     DocumentPart,
     FunctionCallPart,
     FunctionResponsePart,
     ImagePart,
     Message,
+    OpaquePart,
     Part,
     TextPart,
     ThinkingPart,
@@ -345,6 +347,9 @@ def _parts_out(parts: Sequence[Part], index: int) -> list[dict[str, Any]]:
                 continue
             case TextPart():
                 item = {"text": part.text}
+            case OpaquePart():
+                # Another provider's native compaction: Gemini gets its summary as text.
+                item = {"text": OPAQUE_SUMMARY_PREFIX + part.summary}
             case FunctionCallPart():
                 item = {
                     "function_call": {
