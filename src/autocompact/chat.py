@@ -234,7 +234,7 @@ class _SessionCore:
 
     @property
     def _side_provider(self) -> Provider:
-        return self.compression.provider or self.provider
+        return self.compression.side_provider(self.provider)
 
     def _provider_for(self, request: ChatRequest) -> Provider:
         """Side queries go to the compression service's model, turns to the chat model."""

@@ -82,6 +82,7 @@ SCRIPTS = [
             http_client=wire.client(),
             async_http_client=wire.async_client(),
             max_retries=0,
+            native_compaction=False,  # these scripts answer our own summary prompt
         ),
         ok=lambda text: anth.text_stream(text, output_tokens=40),
         truncated=lambda text: anth.text_stream(text, stop="max_tokens"),

@@ -19,6 +19,7 @@ from autocompact.compaction.clearing import (
     ClearingResult,
     clear_tool_outputs,
 )
+from autocompact.compaction.native import native_part
 from autocompact.compaction.prompts import (
     SUMMARY_ACKNOWLEDGEMENT,
     SUMMARY_FINAL_INSTRUCTION,
@@ -41,7 +42,13 @@ from autocompact.estimation import (
     estimate_text_tokens,
     estimate_tools_tokens,
 )
-from autocompact.providers.base import ChatRequest, Completion, FinishReason, ToolSpec
+from autocompact.providers.base import (
+    ChatRequest,
+    Completion,
+    FinishReason,
+    NativeSource,
+    ToolSpec,
+)
 from autocompact.thresholds import (
     COMPACT_MAX_OUTPUT_TOKENS,
     DEFAULT_IMAGE_TOKEN_ESTIMATE,
@@ -92,7 +99,7 @@ class CompressionTrigger(StrEnum):
     MANUAL = "manual"
 
 
-Method: TypeAlias = Literal["none", "summary", "clearing"]
+Method: TypeAlias = Literal["none", "summary", "clearing", "native"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -141,7 +148,8 @@ class CompressionInfo:
         compressed_messages, kept_messages: how many messages were summarized and kept.
         error: why it failed or did nothing, in words.
         summary: the summary text, when one was accepted.
-        method: what reduced the history: ``summary``, ``clearing`` (no model) or ``none``.
+        method: what reduced the history: ``summary``, ``native`` (the provider's own
+            compaction block), ``clearing`` (no model) or ``none``.
         cleared_tool_outputs, clearing_tokens_saved: what tool-output clearing did.
     """
 
@@ -343,6 +351,12 @@ def build_side_query(to_compress: Sequence[Message], options: CompressOptions) -
         max_output_tokens=COMPACT_MAX_OUTPUT_TOKENS,
         thinking=False,
         purpose="side_query",
+        native=NativeSource(
+            messages=tuple(to_compress),
+            instructions=options.instructions,
+            system_instruction=options.system_instruction,
+            tools=tuple(options.tools),
+        ),
     )
 
 
@@ -362,7 +376,8 @@ def _finish(
     summarized (smaller than ``original`` when tool output was cleared first).
     """
     usage = completion.usage
-    summary = completion.text.strip()
+    opaque = native_part(completion)
+    summary = opaque.summary.strip() if opaque is not None else completion.text.strip()
     sizes: dict[str, Any] = {
         "compressed_messages": len(to_compress),
         "kept_messages": len(to_keep),
@@ -381,16 +396,25 @@ def _finish(
     if not summary:
         return fail(CompressionStatus.COMPRESSION_FAILED_EMPTY_SUMMARY, "the summary was empty")
     try:
-        new_history = (
-            Message.user(SUMMARY_PREAMBLE + summary),
-            Message.model(SUMMARY_ACKNOWLEDGEMENT),
-            *to_keep,
-        )
-        summary_tokens = (
-            usage.output_tokens
-            if usage and usage.output_tokens > 0
-            else estimate_text_tokens(summary)
-        )
+        if opaque is not None:
+            # A native block replaces the range by itself, first in the history (the provider
+            # requires it there); its size is what the provider reported for it.
+            new_history: tuple[Message, ...] = (
+                Message(role="model", parts=(opaque,)),
+                *to_keep,
+            )
+            summary_tokens = estimate_content_tokens(new_history[:1])
+        else:
+            new_history = (
+                Message.user(SUMMARY_PREAMBLE + summary),
+                Message.model(SUMMARY_ACKNOWLEDGEMENT),
+                *to_keep,
+            )
+            summary_tokens = (
+                usage.output_tokens
+                if usage and usage.output_tokens > 0
+                else estimate_text_tokens(summary)
+            )
         compressed_tokens = estimate_content_tokens(to_compress, options.image_token_estimate)
         # SPEC §6: original − compressed part + summary. The estimate of the new history is a
         # floor: it may only raise the count (fire earlier), never lower it.
@@ -415,7 +439,7 @@ def _finish(
         original_token_count=original,
         new_token_count=new,
         summary=summary,
-        method="summary",
+        method="native" if opaque is not None else "summary",
         **sizes,
     )
     return CompressionResult(history=new_history, info=info)

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable, Generator, Sequence
 from typing import TypeVar
 
+from autocompact.compaction.native import native_summaries_for
 from autocompact.compaction.plan import (
     CompressionFlow,
     CompressionResult,
@@ -77,19 +78,34 @@ class CompressionService:
     Args:
         provider: the model that writes the summary; ``None`` to use ``summarizer`` only.
         summarizer: writes a summary without a model; used when ``provider`` is ``None``.
+        native_compaction: let a provider with a native summary backend (Anthropic's
+            compaction beta, OpenAI's ``responses.compact``) write the summary itself where it
+            supports it (on by default; ``False`` always sends our own summary prompt).
     """
 
-    def __init__(self, provider: Provider | None, *, summarizer: Summarizer | None = None) -> None:
+    def __init__(
+        self,
+        provider: Provider | None,
+        *,
+        summarizer: Summarizer | None = None,
+        native_compaction: bool = True,
+    ) -> None:
         if provider is None and summarizer is None:
             raise ConfigError("CompressionService needs a provider or a summarizer")
         self.provider = provider
         self.summarizer = summarizer
+        self.native_compaction = native_compaction
+
+    def side_provider(self, default: Provider) -> Provider:
+        """The provider that answers side queries: this service's model (else ``default``),
+        behind its native summary backend when it has one and it is enabled."""
+        return native_summaries_for(self.provider or default, enabled=self.native_compaction)
 
     def _provider_for(self, request: ChatRequest) -> Provider:
         # Only reached with a provider: with a local summarizer the flow sends no request.
         if self.provider is None:
             raise ConfigError("a summary is needed but there is no provider and no summarizer")
-        return self.provider
+        return self.side_provider(self.provider)
 
     def flow(self, history: Sequence[Message], options: CompressOptions) -> CompressionFlow:
         """The compaction flow for this service's configuration (for custom drivers)."""

@@ -16,17 +16,23 @@ Mapping of the generic settings:
 
 Thinking parts without a signature (written by another provider) cannot be verified by the API
 and are left out of the request; signed and redacted thinking is sent back as it came.
+
+Native compaction (the ``compact-2026-09-04`` beta, see :mod:`.anthropic_compaction`): the
+adapter is a :class:`~autocompact.providers.base.NativeCompactor`. A history that holds one of
+its compaction blocks (an opaque part of the same model family) is sent through the beta
+Messages API with the beta header, the block first and unchanged; blocks of another family or
+provider go as their summary text.
 The ``anthropic`` SDK is imported only when an adapter is built; every SDK exception is
 converted in :meth:`AnthropicProvider._convert_error`.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import Any
 
-from autocompact.content import Message, ThinkingPart, Usage
+from autocompact.content import Message, OpaquePart, ThinkingPart, Usage
 from autocompact.convert import from_anthropic_message, to_anthropic_messages
 from autocompact.errors import (
     ContextOverflowError,
@@ -37,20 +43,33 @@ from autocompact.errors import (
 from autocompact.providers._common import (
     convert_transport_error,
     converting_errors,
+    looks_like_overflow,
     make_client,
     merge_extra,
     provider_error,
     redact,
 )
+from autocompact.providers.anthropic_compaction import (
+    COMPACTION_BETA,
+    anthropic_family,
+    compaction_instructions,
+    error_outcome,
+    response_outcome,
+    supported_by_capabilities,
+)
 from autocompact.providers.base import (
     ChatRequest,
     Completion,
     FinishReason,
+    NativeCompaction,
+    NativeOutcome,
+    NativeSource,
     StreamDone,
     StreamEvent,
     TextDelta,
     ThinkingDelta,
 )
+from autocompact.thresholds import COMPACT_MAX_OUTPUT_TOKENS
 
 __all__ = ["DEFAULT_MAX_TOKENS", "MIN_THINKING_BUDGET", "AnthropicProvider"]
 
@@ -79,6 +98,9 @@ class AnthropicProvider:
         async_http_client: an ``httpx2.AsyncClient`` for the async methods.
         timeout: seconds per request (``None``: the SDK default).
         max_retries: SDK retries on connection errors, 429, 529 and 5xx.
+        native_compaction: whether the model takes the compaction beta; ``None`` (default)
+            decides from the Models API's capability data, else from the first clean 400, and
+            remembers it.
 
     Raises:
         MissingDependencyError: the ``anthropic`` package is not installed.
@@ -97,6 +119,7 @@ class AnthropicProvider:
         async_http_client: Any = None,
         timeout: float | None = None,
         max_retries: int = 2,
+        native_compaction: bool | None = None,
     ) -> None:
         try:
             import anthropic
@@ -115,6 +138,10 @@ class AnthropicProvider:
         self._async_http_client = async_http_client
         self._client: Any = None
         self._aclient: Any = None
+        self.family = anthropic_family(model)
+        self._timeout = timeout
+        self._native_supported = native_compaction
+        self._capabilities_checked = native_compaction is not None
 
     def _sync(self) -> Any:
         if self._client is None:
@@ -136,8 +163,13 @@ class AnthropicProvider:
         body: dict[str, Any] = {
             "model": self.model,
             "max_tokens": max_tokens,
-            "messages": to_anthropic_messages(_sendable(request.messages)),
+            "messages": to_anthropic_messages(
+                _sendable(request.messages), opaque_family=self.family
+            ),
         }
+        if self._carries_block(request.messages):
+            # Every request after a compaction sends its block, and with it the beta header.
+            body["betas"] = [COMPACTION_BETA]
         if request.system_instruction is not None:
             body["system"] = request.system_instruction
         if request.tools:
@@ -170,13 +202,15 @@ class AnthropicProvider:
         ``max_tokens`` may take over ten minutes (8,192 tokens on Opus 4.0/4.1, ~21K elsewhere),
         and a 20K-token summary is such a request.
         """
-        with self._errors(), self._sync().messages.stream(**self.build_body(request)) as events:
+        body = self.build_body(request)
+        with self._errors(), _api(self._sync(), body).stream(**body) as events:
             events.until_done()
             return self._parse(events.get_final_message())
 
     def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
         """Send a request and yield text/thinking deltas, then one :class:`StreamDone`."""
-        with self._errors(), self._sync().messages.stream(**self.build_body(request)) as events:
+        body = self.build_body(request)
+        with self._errors(), _api(self._sync(), body).stream(**body) as events:
             for event in events:
                 delta = _delta(event)
                 if delta is not None:
@@ -186,21 +220,120 @@ class AnthropicProvider:
 
     async def acomplete(self, request: ChatRequest) -> Completion:
         """Async :meth:`complete` (streamed under the hood as well)."""
+        body = self.build_body(request)
         with self._errors():
-            async with self._async().messages.stream(**self.build_body(request)) as events:
+            async with _api(self._async(), body).stream(**body) as events:
                 await events.until_done()
                 return self._parse(await events.get_final_message())
 
     async def astream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Async :meth:`stream`."""
+        body = self.build_body(request)
         with self._errors():
-            async with self._async().messages.stream(**self.build_body(request)) as events:
+            async with _api(self._async(), body).stream(**body) as events:
                 async for event in events:
                     delta = _delta(event)
                     if delta is not None:
                         yield delta
                 completion = self._parse(await events.get_final_message())
         yield StreamDone(completion=completion)
+
+    # -- native compaction (a summary backend) -------------------------------------------------
+
+    def _carries_block(self, messages: tuple[Message, ...]) -> bool:
+        return any(
+            isinstance(p, OpaquePart) and p.readable_by(self.name, self.family)
+            for m in messages
+            for p in m.parts
+        )
+
+    def native_compaction_supported(self) -> bool | None:
+        """Whether this model takes the compaction beta (``None``: not known yet)."""
+        return self._native_supported
+
+    def compaction_body(self, source: NativeSource) -> dict[str, Any]:
+        """The keyword arguments of ``beta.messages.create`` for a compaction request."""
+        config: dict[str, Any] = {"type": "summarize"}
+        instructions = compaction_instructions(source.instructions)
+        if instructions is not None:
+            config["instructions"] = instructions
+        body = self.build_body(
+            ChatRequest(
+                messages=source.messages,
+                system_instruction=source.system_instruction,
+                tools=source.tools,
+                max_output_tokens=COMPACT_MAX_OUTPUT_TOKENS,
+            )
+        )
+        body["compaction"] = config
+        body["betas"] = [COMPACTION_BETA]
+        # Not streamed, so the block is read as the exact JSON the API sent; an explicit
+        # timeout is what the SDK asks for on long non-streaming requests.
+        body["timeout"] = self._timeout if self._timeout is not None else _COMPACTION_TIMEOUT
+        return body
+
+    def _learn(self, result: NativeCompaction) -> NativeCompaction:
+        if result.outcome is NativeOutcome.UNSUPPORTED:
+            self._native_supported = False
+        elif result.outcome is NativeOutcome.COMPACTED:
+            self._native_supported = True
+        return result
+
+    def _native_error(self, exc: Exception) -> NativeCompaction | None:
+        if not isinstance(exc, self._sdk.APIStatusError):
+            return None
+        message = str(exc.api_message or _body_text(exc.body) or exc.message)
+        code = exc.error_code
+        overflow = looks_like_overflow(exc.status_code, message, code or exc.type)
+        return error_outcome(
+            exc.status_code, code, redact(message, self._api_key), overflow=overflow
+        )
+
+    def compact_natively(self, source: NativeSource) -> NativeCompaction:
+        """Ask the API to compact ``source.messages`` (one non-streaming beta request)."""
+        if not self._capabilities_checked:
+            self._capabilities_checked = True
+            try:
+                info = self._sync().beta.models.retrieve(self.model)
+            except self._sdk.AnthropicError:
+                info = None
+            self._native_supported = supported_by_capabilities(info)
+        if self._native_supported is False:
+            return NativeCompaction(outcome=NativeOutcome.UNSUPPORTED, detail="not supported")
+        with self._errors():
+            try:
+                raw = self._sync().beta.messages.with_raw_response.create(
+                    **self.compaction_body(source)
+                )
+            except self._sdk.APIStatusError as exc:
+                outcome = self._native_error(exc)
+                if outcome is None:
+                    raise
+                return self._learn(outcome)
+            return self._learn(response_outcome(_raw_json(raw), family=self.family))
+
+    async def acompact_natively(self, source: NativeSource) -> NativeCompaction:
+        """Async :meth:`compact_natively`."""
+        if not self._capabilities_checked:
+            self._capabilities_checked = True
+            try:
+                info = await self._async().beta.models.retrieve(self.model)
+            except self._sdk.AnthropicError:
+                info = None
+            self._native_supported = supported_by_capabilities(info)
+        if self._native_supported is False:
+            return NativeCompaction(outcome=NativeOutcome.UNSUPPORTED, detail="not supported")
+        with self._errors():
+            try:
+                raw = await self._async().beta.messages.with_raw_response.create(
+                    **self.compaction_body(source)
+                )
+            except self._sdk.APIStatusError as exc:
+                outcome = self._native_error(exc)
+                if outcome is None:
+                    raise
+                return self._learn(outcome)
+            return self._learn(response_outcome(_raw_json(raw), family=self.family))
 
     # -- responses ---------------------------------------------------------------------------
 
@@ -272,6 +405,21 @@ class AnthropicProvider:
                 redact(f"malformed response: {type(exc).__name__}: {exc}", self._api_key), **where
             )
         return None
+
+
+_COMPACTION_TIMEOUT = 600.0
+
+
+def _api(client: Any, body: Mapping[str, Any]) -> Any:
+    """The Messages API, or its beta surface when the request names a beta."""
+    return client.beta.messages if "betas" in body else client.messages
+
+
+def _raw_json(raw: Any) -> Mapping[str, Any]:
+    data = raw.http_response.json()
+    if not isinstance(data, Mapping):
+        raise MalformedResponseError("the compaction response is not a JSON object", status=200)
+    return data
 
 
 def _sendable(history: tuple[Message, ...]) -> list[Message]:

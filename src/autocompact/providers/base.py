@@ -15,12 +15,16 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
-from autocompact.content import Message, Usage
+from autocompact.content import Message, OpaquePart, Usage
 
 __all__ = [
     "ChatRequest",
     "Completion",
     "FinishReason",
+    "NativeCompaction",
+    "NativeCompactor",
+    "NativeOutcome",
+    "NativeSource",
     "Provider",
     "RequestPurpose",
     "StreamDone",
@@ -57,6 +61,23 @@ class ToolSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
+class NativeSource:
+    """What a native summary backend compacts: the side query's range as it is in the history.
+
+    Attributes:
+        messages: the messages to summarize, unslimmed, without our summary prompt.
+        instructions: the user's extra instructions (``/compress ...``), if any.
+        system_instruction, tools: the conversation's own (the provider compacts the
+            conversation as the model sees it).
+    """
+
+    messages: tuple[Message, ...]
+    instructions: str | None = None
+    system_instruction: str | None = None
+    tools: tuple[ToolSpec, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
 class ChatRequest:
     """One request to a model.
 
@@ -69,6 +90,8 @@ class ChatRequest:
             ``None`` sends nothing about it.
         purpose: ``"side_query"`` for the compaction summary, ``"chat"`` otherwise.
         extra: provider-prefixed extras (``{"openai": {...}}``), merged into that provider's body.
+        native: on a side query, the range it summarizes, for a provider that can compact it
+            natively (:class:`NativeCompactor`); ``None`` elsewhere.
     """
 
     messages: tuple[Message, ...]
@@ -78,6 +101,7 @@ class ChatRequest:
     thinking: bool | None = None
     purpose: RequestPurpose = "chat"
     extra: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    native: NativeSource | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,4 +181,60 @@ class Provider(Protocol):
 
     def astream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Async :meth:`stream`."""
+        ...
+
+
+class NativeOutcome(StrEnum):
+    """What a provider's native compaction came to (each maps to a compaction status)."""
+
+    COMPACTED = "compacted"  # success: ``part`` holds the opaque block
+    TRUNCATED = "truncated"  # stopped on the output cap: never kept
+    REFUSED = "refused"  # the provider refused to summarize
+    EMPTY = "empty"  # finished without a usable block (null content, or a reply instead)
+    TOO_LARGE = "too_large"  # the range does not fit the model: our own (chunked) summary
+    UNSUPPORTED = "unsupported"  # this model or account cannot compact: remembered, fall back
+    UNAVAILABLE = "unavailable"  # a transient server reason: fall back this time
+
+
+@dataclass(frozen=True, kw_only=True)
+class NativeCompaction:
+    """The result of one native compaction request.
+
+    Attributes:
+        outcome: what it came to.
+        part: the opaque block on success.
+        usage: the compaction's own usage (Anthropic: its ``usage.iterations`` entry).
+        raw_stop: the provider's stop reason or error code.
+        detail: why it failed, in words.
+    """
+
+    outcome: NativeOutcome
+    part: OpaquePart | None = None
+    usage: Usage | None = None
+    raw_stop: str | None = None
+    detail: str = ""
+
+
+@runtime_checkable
+class NativeCompactor(Protocol):
+    """A provider that can write the summary itself (a summary backend, not a trigger).
+
+    The compaction service asks it only for the summary step; the ladder, the estimate, the
+    breaker, clearing and the cut stay the engine's. Errors that are not an outcome (rate
+    limits, authentication, timeouts) raise :class:`autocompact.errors.ProviderError`.
+    """
+
+    name: str
+    model: str
+
+    def native_compaction_supported(self) -> bool | None:
+        """``True``/``False`` when known (capability data or a remembered 400), else ``None``."""
+        ...
+
+    def compact_natively(self, source: NativeSource) -> NativeCompaction:
+        """Ask the provider to compact ``source.messages``."""
+        ...
+
+    async def acompact_natively(self, source: NativeSource) -> NativeCompaction:
+        """Async :meth:`compact_natively`."""
         ...
