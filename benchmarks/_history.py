@@ -213,7 +213,8 @@ def build_history(pool: Sequence[Dict], target_tokens: int, source: str) -> Hist
     The history starts at a plain user turn, chosen so that its messages are about as large on
     average as the pool's (a 10K-token history of a few huge tool outputs would be atypical).
     Repeated messages are distinct dicts (shallow copies), so fresh objects built from them are
-    distinct too. The history ends on a model message, as a history does between sends.
+    distinct too. The history ends on a model message calling no tool, as a history does
+    between sends.
     """
     sizes = [estimate_content_tokens(fresh_messages([d])) for d in pool]
     typical = target_tokens / (sum(sizes) / len(sizes))
@@ -238,12 +239,20 @@ def _take(
     dicts: list[Dict] = []
     total = 0
     i = start
-    while total < target_tokens or dicts[-1]["role"] != "model":
+    # End on a model message that calls no tool: a history between sends (pending calls
+    # would have to be answered by the next message, and the sends here are typed messages).
+    while total < target_tokens or not _between_sends(dicts[-1]):
         item = pool[i % len(pool)]
         dicts.append({"role": item["role"], "parts": [dict(p) for p in item["parts"]]})
         total += sizes[i % len(pool)]
         i += 1
     return dicts, total
+
+
+def _between_sends(message: Dict) -> bool:
+    return message["role"] == "model" and all(
+        p["kind"] != "function_call" for p in message["parts"]
+    )
 
 
 # --- what the competitors measure ----------------------------------------------------------

@@ -50,6 +50,7 @@ from _timing import (
     median_ratio,
     rounds,
 )
+from autocompact.content import json_form
 from autocompact.estimation import estimate_prompt_tokens
 
 CALL_SECONDS = 0.300  # a typical model call, for the per-send share
@@ -486,7 +487,24 @@ def median_user_message(pool: list[dict[str, Any]]) -> dict[str, Any]:
     """The user message of median estimated size: what a typical send adds."""
     users = [d for d in pool if d["role"] == "user"] or pool
     sized = sorted(users, key=lambda d: estimate_prompt_tokens([], fresh_messages([d])[0], 0))
-    return sized[len(sized) // 2]
+    return _as_typed(sized[len(sized) // 2])
+
+
+def _as_typed(message: dict[str, Any]) -> dict[str, Any]:
+    """A tool-result message as a typed message of the same content.
+
+    A tool result sent on its own answers no call, and the session refuses it (every provider
+    would); sent as text, the same content measures the same per-send work.
+    """
+    parts = []
+    for part in message.get("parts", ()):
+        if part.get("kind") == "function_response":
+            response = part.get("response")
+            text = response if isinstance(response, str) else json_form(response)
+            parts.append({"kind": "text", "text": text})
+        else:
+            parts.append(part)
+    return {**message, "parts": parts}
 
 
 def machine_facts() -> list[str]:

@@ -315,12 +315,16 @@ def test_truncated_summary_is_never_kept_even_if_small() -> None:
 
 
 def _circular_history() -> tuple[Message, ...]:
+    # A part refuses a circular response when it is built; a dict made circular afterwards
+    # is what is left for the compaction to meet (its size is measured again on the copy).
     loop: dict[str, object] = {}
+    part = FunctionResponsePart(id="1", name="t", response=loop)
     loop["self"] = loop
+    object.__setattr__(part, "_stats", None)
     return (
         Message.user("q" * 100),
         Message.model(FunctionCallPart(id="1", name="t")),
-        Message.user(FunctionResponsePart(id="1", name="t", response=loop)),
+        Message.user(part),
         Message.model("a" * 100),
         Message.user("next"),
         Message.model("ok"),

@@ -50,6 +50,7 @@ def test_all_has_no_duplicates_and_is_sorted() -> None:
         "SessionStore",
         "SessionStoreError",
         "open_store",
+        "CompactionCancelled",
         "__version__",
     ],
 )

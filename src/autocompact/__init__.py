@@ -56,6 +56,7 @@ from autocompact.estimation import (
 from autocompact.events import (
     BreakerClosed,
     BreakerOpened,
+    CompactionCancelled,
     CompactionFailed,
     CompactionStarted,
     CompactionSucceeded,
@@ -115,6 +116,7 @@ __all__ = [
     "ChatRequest",
     "ChatSession",
     "ClearingResult",
+    "CompactionCancelled",
     "CompactionError",
     "CompactionFailed",
     "CompactionStarted",

@@ -26,6 +26,7 @@ already succeeded in the same call is kept — it is a complete, valid history o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import uuid
@@ -41,10 +42,20 @@ from autocompact.compaction.plan import (
     CompressionTrigger,
     CompressOptions,
 )
-from autocompact.compaction.service import CompressionService, drive_flow, drive_flow_async
+from autocompact.compaction.service import (
+    CompressionService,
+    abandon,
+    drive_flow,
+    drive_flow_async,
+)
 from autocompact.compaction.split import validate_history
 from autocompact.content import CharStats, Message, Part, as_message, json_length
-from autocompact.errors import ContextOverflowError, MalformedResponseError, ProviderError
+from autocompact.errors import (
+    ConfigError,
+    ContextOverflowError,
+    MalformedResponseError,
+    ProviderError,
+)
 from autocompact.estimation import (
     Calibration,
     calibrated_estimate,
@@ -56,6 +67,7 @@ from autocompact.estimation import (
 from autocompact.events import (
     BreakerClosed,
     BreakerOpened,
+    CompactionCancelled,
     CompactionFailed,
     CompactionStarted,
     CompactionSucceeded,
@@ -80,6 +92,13 @@ from autocompact.thresholds import (
     Tier,
     compute_thresholds,
     parse_window,
+)
+from autocompact.validation import (
+    check_count,
+    check_history,
+    check_optional_str,
+    check_outgoing,
+    check_tool_pairs,
 )
 
 if TYPE_CHECKING:
@@ -121,9 +140,16 @@ class _SessionCore:
         self.provider = provider
         self.calibration = calibration or Calibration()
         self.clear_tool_outputs = clear_tool_outputs
-        self.context_window = parse_window(context_window, name="context_window")
+        self.context_window = parse_window(context_window, name="context_window", minimum=1)
         self.thresholds: CompactionThresholds = compute_thresholds(self.context_window)
+        history = check_history(history, tool_pairs=False)
         validate_history(history)
+        check_tool_pairs(history)
+        check_optional_str(system_instruction, "system_instruction")
+        check_count(image_token_estimate, "image_token_estimate")
+        check_count(max_output_tokens, "max_output_tokens", positive=True, optional=True)
+        check_count(last_prompt_token_count, "last_prompt_token_count")
+        check_count(consecutive_failures, "consecutive_failures")
         self.system_instruction = system_instruction
         self.tools = tuple(tools)
         self.image_token_estimate = image_token_estimate
@@ -156,6 +182,8 @@ class _SessionCore:
             sid = session_id or uuid.uuid4().hex
             self.store = StoreBinding(store, sid, meta, store_owner)
             self._adopt(self.store.snapshot)
+        # Bumped by clear(): a flow that started before a clear commits nothing after it.
+        self._generation = 0
         self._tier = self.thresholds.tier(self.estimate_tokens())
         self._make_lock()
 
@@ -221,6 +249,7 @@ class _SessionCore:
 
     def clear(self) -> None:
         """Forget the conversation (and the counts and breaker state that came with it)."""
+        self._generation += 1
         if self.store is not None:  # nothing is deleted: the stored history is replaced
             self.store.clear()
         self._history = ()
@@ -246,6 +275,7 @@ class _SessionCore:
         return self.last_prompt_token_count + self._since_count
 
     def turn_flow(self, message: Message, turn_id: str | None = None) -> _Flow:
+        check_outgoing(self._history, message)
         if self.store is not None:
             turn_id = turn_id or uuid.uuid4().hex
             stored = self.store.find_turn(turn_id)
@@ -253,6 +283,7 @@ class _SessionCore:
                 self._adopt(self.store.refresh())
                 return Completion(message=stored.messages[1])
             self._adopt(self.store.refresh())
+        generation = self._generation
         # Refuse a message that can never fit before anything (even a side query) is sent.
         check_message_fits(
             message, window=self.context_window, image_token_estimate=self.image_token_estimate
@@ -272,7 +303,8 @@ class _SessionCore:
                 raise overflow
             request, left_out = self._request_for(message)
             completion = yield request
-        self._commit_turn(message, request, completion, left_out, turn_id)
+        if generation == self._generation:  # a clear() during the send wins
+            self._commit_turn(message, request, completion, left_out, turn_id)
         return completion
 
     def compaction_step(
@@ -306,12 +338,26 @@ class _SessionCore:
                 last_prompt_token_count=self._count_base(),
             )
         self._emit(CompactionStarted(trigger=trigger, tokens=self.estimate_tokens(message)))
+        generation = self._generation
         try:
             result: CompressionResult = yield from self.compression.flow(self._history, options)
-        except BaseException:
+        except BaseException as exc:
             if self.store is not None:
                 self.store.abandon()
+            # Every started compaction ends with one event, even when it never finished.
+            self._emit(_cancelled(trigger, exc))
             raise
+        if generation != self._generation:  # cleared meanwhile: the clear wins
+            if self.store is not None:
+                self.store.abandon()
+            self._emit(
+                CompactionCancelled(
+                    trigger=trigger,
+                    reason="cancelled",
+                    error="the conversation was cleared while the summary was written",
+                )
+            )
+            return result.info
         if self.store is not None:
             counted = trigger in (CompressionTrigger.AUTO, CompressionTrigger.REACTIVE)
             result = self.store.finish_compaction(result, counted)
@@ -453,6 +499,16 @@ class _SessionCore:
                 logger.exception("an autocompact hook raised on %s", event.kind)
 
 
+def _cancelled(trigger: CompressionTrigger, exc: BaseException) -> CompactionCancelled:
+    if isinstance(exc, KeyboardInterrupt):
+        return CompactionCancelled(trigger=trigger, reason="interrupted")
+    if isinstance(exc, asyncio.CancelledError | GeneratorExit):
+        return CompactionCancelled(trigger=trigger, reason="cancelled")
+    return CompactionCancelled(
+        trigger=trigger, reason="error", error=f"{type(exc).__name__}: {exc}"
+    )
+
+
 class ChatSession(_SessionCore):
     """A conversation with automatic compaction, for synchronous code.
 
@@ -481,6 +537,11 @@ class ChatSession(_SessionCore):
 
     def _make_lock(self) -> None:
         self._lock = threading.RLock()
+
+    def clear(self) -> None:
+        """Forget the conversation; waits for a send or compaction in progress to finish."""
+        with self._lock:
+            super().clear()
 
     def send(self, message: MessageLike, *, turn_id: str | None = None) -> Completion:
         """Send a message and return the model's reply; compacts first when needed.
@@ -527,6 +588,9 @@ class ChatSession(_SessionCore):
                     request = flow.send(final)
             except StopIteration as stop:
                 yield StreamDone(completion=stop.value)
+            except BaseException as exc:
+                abandon(flow, exc)  # a compaction in progress ends with its event
+                raise
 
     def compress(self, instructions: str | None = None) -> CompressionInfo:
         """Compact now (manual, forced); ``instructions`` are added to the summary prompt."""
@@ -540,22 +604,60 @@ class ChatSession(_SessionCore):
 
 class AsyncChatSession(_SessionCore):
     """A conversation with automatic compaction, for asyncio code (same arguments as
-    :class:`ChatSession`). Sends on one session are serialized by an :class:`asyncio.Lock`."""
+    :class:`ChatSession`).
+
+    Sends on one session are serialized by an :class:`asyncio.Lock`. A session serves one event
+    loop at a time: used again from another loop after the first is done (``asyncio.run``
+    twice) it works; used from a second loop while a send of the first is in flight, the
+    second gets a :class:`~autocompact.errors.ConfigError` that says so (never asyncio's
+    ``RuntimeError`` about a lock bound to another loop). :meth:`clear` during a send wins:
+    the reply is returned, but neither it nor a summary written meanwhile is kept.
+    """
 
     def _make_lock(self) -> None:
         self._lock = asyncio.Lock()
+        self._guard = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._owner: asyncio.AbstractEventLoop | None = None
+        self._users = 0
+
+    @contextlib.asynccontextmanager
+    async def _serialized(self) -> AsyncIterator[None]:
+        """Hold the session for one send; refuse a second event loop while one holds it."""
+        loop = asyncio.get_running_loop()
+        with self._guard:
+            if self._owner is not None and self._owner is not loop:
+                raise ConfigError(
+                    "this AsyncChatSession is in use by another event loop (another thread's "
+                    "asyncio.run): a session serves one event loop at a time; create one "
+                    "session per loop, or wait for the other loop's send to finish",
+                    key="AsyncChatSession",
+                )
+            if self._loop is not loop:  # a new loop (asyncio.run again): a lock bound to it
+                self._lock, self._loop = asyncio.Lock(), loop
+            self._owner = loop
+            self._users += 1
+            lock = self._lock
+        try:
+            async with lock:
+                yield
+        finally:
+            with self._guard:
+                self._users -= 1
+                if self._users == 0:
+                    self._owner = None
 
     async def send(self, message: MessageLike, *, turn_id: str | None = None) -> Completion:
         """Send a message and return the model's reply; compacts first when needed (``turn_id``:
         see :meth:`ChatSession.send`)."""
         msg = as_message(message)
-        async with self._lock:
+        async with self._serialized():
             return await self._drive(self.turn_flow(msg, turn_id))
 
     async def send_stream(self, message: MessageLike) -> AsyncIterator[StreamEvent]:
         """Send a message and yield the reply as it streams; the last event is a StreamDone."""
         msg = as_message(message)
-        async with self._lock:
+        async with self._serialized():
             flow = self.turn_flow(msg)
             try:
                 request = next(flow)
@@ -587,10 +689,13 @@ class AsyncChatSession(_SessionCore):
                     request = flow.send(final)
             except StopIteration as stop:
                 yield StreamDone(completion=stop.value)
+            except BaseException as exc:
+                abandon(flow, exc)  # a compaction in progress ends with its event
+                raise
 
     async def compress(self, instructions: str | None = None) -> CompressionInfo:
         """Compact now (manual, forced); ``instructions`` are added to the summary prompt."""
-        async with self._lock:
+        async with self._serialized():
             step = self.compaction_step(CompressionTrigger.MANUAL, None, instructions)
             return await self._drive(step)
 

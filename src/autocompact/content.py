@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -121,6 +121,9 @@ class TextPart(_Sized):
 
     _stats: CharStats | None = field(default=None, init=False, repr=False, compare=False)
 
+    def __post_init__(self) -> None:
+        _need_str(self.text, "TextPart.text")
+
     def _measure(self) -> CharStats:
         return CharStats(text_chars=len(self.text))
 
@@ -135,6 +138,10 @@ class ThinkingPart(_Sized):
     kind: Literal["thinking"] = field(default="thinking", init=False)
 
     _stats: CharStats | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _need_str(self.text, "ThinkingPart.text")
+        _need_str(self.signature, "ThinkingPart.signature", optional=True)
 
     def _measure(self) -> CharStats:
         return CharStats(text_chars=len(self.text))
@@ -151,6 +158,20 @@ class FunctionCallPart(_Sized):
 
     _stats: CharStats | None = field(default=None, init=False, repr=False, compare=False)
 
+    def __post_init__(self) -> None:
+        _need_str(self.id, "FunctionCallPart.id")
+        _need_str(self.name, "FunctionCallPart.name")
+        if not isinstance(self.arguments, Mapping):
+            raise ContentError(
+                f"FunctionCallPart.arguments must be a mapping of argument names to JSON "
+                f"values (use {{}} for none), got {type(self.arguments).__name__} "
+                f"{self.arguments!r:.60}"
+            )
+        # Measured now: a value JSON cannot carry fails here, naming the part, not mid-send.
+        object.__setattr__(
+            self, "_stats", _json_stats(lambda: self._measure(), "FunctionCallPart.arguments")
+        )
+
     def _measure(self) -> CharStats:
         return CharStats(json_chars=len(json_form({"name": self.name, "args": self.arguments})))
 
@@ -166,6 +187,16 @@ class FunctionResponsePart(_Sized):
     kind: Literal["function_response"] = field(default="function_response", init=False)
 
     _stats: CharStats | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _need_str(self.id, "FunctionResponsePart.id")
+        _need_str(self.name, "FunctionResponsePart.name")
+        if not isinstance(self.response, str):  # a str cannot be circular or too deep
+            object.__setattr__(
+                self,
+                "_stats",
+                _json_stats(lambda: self._measure(), "FunctionResponsePart.response"),
+            )
 
     def _measure(self) -> CharStats:
         # len(json_form({"name": ..., "response": ...})) without serializing the response.
@@ -326,6 +357,28 @@ class Message:
         return tuple(p for p in self.parts if isinstance(p, FunctionResponsePart))
 
 
+def _need_str(value: object, name: str, *, optional: bool = False) -> None:
+    if isinstance(value, str) or (optional and value is None):
+        return
+    hint = " (decode bytes first)" if isinstance(value, bytes | bytearray) else ""
+    raise ContentError(
+        f"{name} must be a str{' or None' if optional else ''}, got "
+        f"{type(value).__name__} {value!r:.60}{hint}"
+    )
+
+
+def _json_stats(measure: Callable[[], CharStats], name: str) -> CharStats:
+    """Measure a JSON-carrying part now, turning what JSON cannot carry into a ContentError."""
+    try:
+        return measure()
+    except RecursionError:
+        raise ContentError(
+            f"{name} is nested too deeply to be sent as JSON; flatten it or send it as text"
+        ) from None
+    except (ValueError, TypeError) as exc:  # "Circular reference detected", bad keys
+        raise ContentError(f"{name} cannot be sent as JSON: {exc}") from None
+
+
 def _check_part(part: object, role: str) -> None:
     if not isinstance(part, _PART_TYPES):
         raise ContentError(
@@ -339,12 +392,21 @@ def _parts(content: Iterable[str | Part]) -> tuple[Part, ...]:
     return tuple(TextPart(text=c) if isinstance(c, str) else c for c in content)
 
 
-def as_message(value: Message | str | Sequence[Part]) -> Message:
-    """A user message from a message, a string or a sequence of parts."""
+def as_message(value: Message | str | Sequence[Part], *, name: str = "message") -> Message:
+    """A user message from a message, a string or a sequence of parts.
+
+    Raises:
+        ContentError: anything else (``None``, a number, bytes, a dict), naming ``name``.
+    """
     if isinstance(value, Message):
         return value
     if isinstance(value, str):
         return Message.user(value)
+    if isinstance(value, bytes | bytearray | Mapping) or not isinstance(value, Iterable):
+        raise ContentError(
+            f"{name} must be a str, a Message or a sequence of parts, got "
+            f"{type(value).__name__} {value!r:.60}"
+        )
     return Message(role="user", parts=tuple(value))
 
 

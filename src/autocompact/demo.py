@@ -34,6 +34,7 @@ from autocompact.errors import ProviderError
 from autocompact.events import (
     BreakerClosed,
     BreakerOpened,
+    CompactionCancelled,
     CompactionFailed,
     CompactionStarted,
     CompactionSucceeded,
@@ -103,6 +104,10 @@ def describe_event(event: Event) -> str:
             )
         case CompactionFailed():
             return f"compaction failed ({event.info.status.value}): {event.info.error}"
+        case CompactionCancelled():
+            return (
+                f"compaction {event.reason} ({event.trigger.value}): {event.error or 'no result'}"
+            )
         case BreakerOpened():
             return (
                 f"breaker open after {event.consecutive_failures} failures: "

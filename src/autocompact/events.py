@@ -16,6 +16,7 @@ from autocompact.thresholds import Tier
 __all__ = [
     "BreakerClosed",
     "BreakerOpened",
+    "CompactionCancelled",
     "CompactionFailed",
     "CompactionStarted",
     "CompactionSucceeded",
@@ -62,6 +63,24 @@ class CompactionFailed:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CompactionCancelled:
+    """A compaction attempt ended without an outcome; the history is unchanged.
+
+    Every :class:`CompactionStarted` ends with exactly one :class:`CompactionSucceeded`,
+    :class:`CompactionFailed` or :class:`CompactionCancelled`. This one is emitted when the
+    attempt is interrupted (``KeyboardInterrupt``: ``reason="interrupted"``), its task is
+    cancelled (``asyncio.CancelledError``, or the flow closed: ``"cancelled"``) or an exception
+    no failure status covers escapes it (``"error"``, with ``error`` naming it). The exception
+    then propagates to the caller as before; the breaker does not count it.
+    """
+
+    trigger: CompressionTrigger
+    reason: Literal["interrupted", "cancelled", "error"]
+    error: str | None = None
+    kind: Literal["compaction_cancelled"] = "compaction_cancelled"
+
+
+@dataclass(frozen=True, kw_only=True)
 class BreakerOpened:
     """Too many unforced failures in a row: automatic compaction pauses."""
 
@@ -93,6 +112,7 @@ Event: TypeAlias = (
     | CompactionStarted
     | CompactionSucceeded
     | CompactionFailed
+    | CompactionCancelled
     | BreakerOpened
     | BreakerClosed
     | RequestTrimmed

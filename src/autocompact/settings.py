@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from autocompact import jsonsafe
 from autocompact.errors import ConfigError
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE, parse_window
 
@@ -74,9 +75,15 @@ def load_settings(paths: Sequence[Path], *, base: Settings | None = None) -> Set
     settings = base or Settings()
     for path in paths:
         if not path.is_file():
+            if path.exists():  # a directory (or a device) where the settings file goes
+                raise ConfigError(
+                    f"{path}: a settings file must be a JSON file, but this is a "
+                    f"{'directory' if path.is_dir() else 'special file'}; remove or rename it",
+                    file=str(path),
+                )
             continue
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = jsonsafe.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(
                 f"{path}: cannot read the settings file: {exc}", file=str(path)
@@ -143,7 +150,7 @@ def parse_settings(
     if "contextWindow" in model:
         try:
             updates["context_window"] = parse_window(
-                model["contextWindow"], name="model.contextWindow"
+                model["contextWindow"], name="model.contextWindow", minimum=1
             )
         except ConfigError as exc:
             raise ConfigError(f"{file}: {exc}", file=file, key="model.contextWindow") from exc

@@ -27,6 +27,7 @@ __all__ = [
     "DEFAULT_PCT",
     "HARD_BUFFER",
     "MAX_CONSECUTIVE_FAILURES",
+    "MAX_CONTEXT_WINDOW",
     "SUMMARY_RESERVE",
     "WARN_BUFFER",
     "WARN_PCT_OFFSET",
@@ -91,11 +92,22 @@ class CompactionThresholds:
         return tier_of(tokens, self)
 
 
-def parse_window(value: object, *, name: str = "window") -> int:
+MAX_CONTEXT_WINDOW = 100_000_000
+"""The largest window accepted: ten times the largest published one (a typo guard)."""
+
+
+def parse_window(value: object, *, name: str = "window", minimum: int = 0) -> int:
     """A context window from an int or a string such as ``131072``, ``128k``, ``1m`` or ``1.5M``.
 
+    Args:
+        value: the window.
+        name: the argument, option or settings key to name in errors.
+        minimum: the smallest value accepted (a session needs at least 1 token; the pure
+            threshold arithmetic accepts 0).
+
     Raises:
-        ConfigError: the value is negative, not a number, or not a whole number of tokens.
+        ConfigError: the value is below ``minimum``, above :data:`MAX_CONTEXT_WINDOW`, not a
+            number, or not a whole number of tokens.
     """
     if isinstance(value, bool):
         raise ConfigError(f"{name} must be a number of tokens, not {value!r}", key=name)
@@ -104,6 +116,8 @@ def parse_window(value: object, *, name: str = "window") -> int:
     elif isinstance(value, float):
         if not math.isfinite(value) or value != int(value):
             raise ConfigError(f"{name} must be a whole number of tokens, got {value!r}", key=name)
+        if value > MAX_CONTEXT_WINDOW:
+            raise _too_large(name, value)
         number = int(value)
     elif isinstance(value, str):
         number = _parse_window_text(value, name)
@@ -115,7 +129,26 @@ def parse_window(value: object, *, name: str = "window") -> int:
         )
     if number < 0:
         raise ConfigError(f"{name} must be 0 or more tokens, got {number}", key=name)
+    if number < minimum:
+        raise ConfigError(
+            f"{name} must be at least {minimum} token{'s' if minimum != 1 else ''}, got {number}: "
+            "give the model's context window, e.g. 128k",
+            key=name,
+        )
+    if number > MAX_CONTEXT_WINDOW:
+        raise _too_large(name, number)
     return number
+
+
+def _too_large(name: str, value: object) -> ConfigError:
+    shown = f"{value:.3g}" if isinstance(value, float) else str(value)
+    if len(shown) > 30:
+        shown = shown[:12] + "…"
+    return ConfigError(
+        f"{name} {shown} is larger than any model's context window (at most "
+        f"{MAX_CONTEXT_WINDOW:,} tokens): give the model's window, e.g. 128k or 1m",
+        key=name,
+    )
 
 
 _SUFFIXES = {"": 1, "k": 1_000, "m": 1_000_000}
@@ -125,6 +158,12 @@ def _parse_window_text(text: str, name: str) -> int:
     cleaned = text.strip().lower().replace("_", "").replace(",", "")
     suffix = cleaned[-1:] if cleaned[-1:] in ("k", "m") else ""
     digits = cleaned[: len(cleaned) - len(suffix)]
+    if digits.isascii() and digits.isdigit():
+        # Whole digits are read exactly, never through a float (which rounds past 2**53).
+        exact = int(digits) * _SUFFIXES[suffix]
+        if exact > MAX_CONTEXT_WINDOW:
+            raise _too_large(name, text.strip())
+        return exact
     try:
         amount = float(digits)
     except ValueError:
@@ -133,6 +172,8 @@ def _parse_window_text(text: str, name: str) -> int:
             key=name,
         ) from None
     total = amount * _SUFFIXES[suffix]
+    if math.isfinite(total) and total > MAX_CONTEXT_WINDOW:
+        raise _too_large(name, text.strip())
     if not math.isfinite(total) or total != int(total):
         raise ConfigError(f"{name} {text!r} is not a whole number of tokens", key=name)
     return int(total)

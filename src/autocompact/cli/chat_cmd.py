@@ -175,7 +175,7 @@ def _choose(
     window: int | None = None
     source: WindowSource = "assumed"
     if args.window is not None:
-        window, source = parse_window(args.window, name="--window"), "configured"
+        window, source = parse_window(args.window, name="--window", minimum=1), "configured"
     elif settings.context_window is not None:
         window, source = settings.context_window, "configured"
     elif header is not None and same and header.window_source == "configured":

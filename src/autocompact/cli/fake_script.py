@@ -7,11 +7,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from autocompact import jsonsafe
 from autocompact.content import Usage
 from autocompact.errors import (
     ConfigError,
@@ -67,7 +67,7 @@ def load_fake_script(path: Path) -> list[tuple[FakeReply, Any]]:
         ConfigError: the file is missing or malformed (names the file and the item).
     """
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = jsonsafe.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ConfigError(
             f"{path}: cannot read AUTOCOMPACT_FAKE_SCRIPT: {exc}", file=str(path)

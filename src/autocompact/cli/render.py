@@ -14,6 +14,7 @@ from autocompact.compaction import CompressionInfo, CompressionStatus
 from autocompact.events import (
     BreakerClosed,
     BreakerOpened,
+    CompactionCancelled,
     CompactionFailed,
     CompactionStarted,
     CompactionSucceeded,
@@ -80,6 +81,9 @@ _FAILURE_REASONS = {
     ),
     CompressionStatus.COMPRESSION_FAILED_TOKEN_COUNT_ERROR: "the history could not be counted",
     CompressionStatus.COMPRESSION_FAILED_PROVIDER_ERROR: "the summary request failed",
+    CompressionStatus.COMPRESSION_FAILED_CONTENT_FILTER: (
+        "the summary was stopped by a content filter or refused"
+    ),
 }
 
 
@@ -119,6 +123,11 @@ def describe_event(event: Event) -> str | None:
             return f"Compacting the conversation ({trigger}, {format_tokens(tokens)} tokens)…"
         case CompactionSucceeded(info=info) | CompactionFailed(info=info):
             return describe_info(info)
+        case CompactionCancelled(reason=reason, error=error):
+            # Ctrl-C and cancellation are reported by the chat loop itself.
+            if reason == "error":
+                return f"Compaction stopped by an unexpected error ({error}); history unchanged"
+            return None
         case BreakerOpened(consecutive_failures=n):
             return (
                 f"Automatic compaction paused after {n} failures in a row; it resumes after a "

@@ -76,7 +76,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     """Run ``autocompact replay``."""
     options = ReplayOptions(
-        window=parse_window(args.window, name="--window"),
+        window=parse_window(args.window, name="--window", minimum=1),
         failure_rate=_rate(args.failure_rate),
         seed=args.seed,
     )

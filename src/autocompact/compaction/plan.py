@@ -83,6 +83,8 @@ class CompressionStatus(StrEnum):
     COMPRESSION_FAILED_INFLATED_TOKEN_COUNT = "compression_failed_inflated_token_count"
     COMPRESSION_FAILED_TOKEN_COUNT_ERROR = "compression_failed_token_count_error"
     COMPRESSION_FAILED_PROVIDER_ERROR = "compression_failed_provider_error"
+    COMPRESSION_FAILED_CONTENT_FILTER = "compression_failed_content_filter"
+    """The summary was stopped by a content filter or refused (SPEC §10.8): never kept."""
 
     @property
     def failed(self) -> bool:
@@ -388,6 +390,13 @@ def _finish(
     def fail(status: CompressionStatus, error: str) -> CompressionResult:
         return _result(history, options, status, original, error=error, **sizes)
 
+    if completion.finish_reason is FinishReason.CONTENT_FILTER:
+        return fail(
+            CompressionStatus.COMPRESSION_FAILED_CONTENT_FILTER,
+            "the summary was stopped by the provider's content filter or refused "
+            f"({completion.raw_finish_reason or 'content_filter'}); a partial summary is never "
+            "kept",
+        )
     if _truncated(completion):
         return fail(
             CompressionStatus.COMPRESSION_FAILED_OUTPUT_TRUNCATED,

@@ -23,7 +23,7 @@ from autocompact.content import Message
 from autocompact.errors import ConfigError, ProviderError
 from autocompact.providers.base import ChatRequest, Completion, Provider
 
-__all__ = ["CompressionService", "drive_flow", "drive_flow_async"]
+__all__ = ["CompressionService", "abandon", "drive_flow", "drive_flow_async"]
 
 logger = logging.getLogger("autocompact")
 
@@ -46,6 +46,9 @@ def drive_flow(
                 completion = provider_for(request).complete(request)
             except ProviderError as exc:
                 request = flow.throw(exc)
+            except BaseException as exc:
+                abandon(flow, exc)
+                raise
             else:
                 request = flow.send(completion)
     except StopIteration as stop:
@@ -65,11 +68,28 @@ async def drive_flow_async(
                 completion = await provider_for(request).acomplete(request)
             except ProviderError as exc:
                 request = flow.throw(exc)
+            except BaseException as exc:
+                abandon(flow, exc)
+                raise
             else:
                 request = flow.send(completion)
     except StopIteration as stop:
         result: _T = stop.value
         return result
+
+
+def abandon(flow: Generator[ChatRequest, Completion, object], exc: BaseException) -> None:
+    """Throw into a flow the exception that stops its driver (Ctrl-C, cancellation, a bug).
+
+    The flow sees it where it waits for its reply, so whatever it started can end cleanly (the
+    chat session emits ``CompactionCancelled``); the driver then re-raises the original.
+    """
+    try:
+        flow.throw(exc)
+    except BaseException:  # it comes back out: the driver re-raises the original
+        pass
+    else:  # it asked for another request instead: nobody will answer it
+        flow.close()
 
 
 class CompressionService:

@@ -338,13 +338,15 @@ class OpenAIProvider:
             "tool_calls": [tc.model_dump() for tc in (msg.tool_calls or ())],
             "reasoning_content": _reasoning(msg),
         }
-        if msg.content is None and getattr(msg, "refusal", None):
+        refused = bool(getattr(msg, "refusal", None))
+        if msg.content is None and refused:
             raw["content"] = msg.refusal
         return Completion(
             message=_assistant(raw),
             usage=_usage(getattr(response, "usage", None)),
-            finish_reason=_finish(choice.finish_reason),
-            raw_finish_reason=choice.finish_reason,
+            # A refusal arrives with finish_reason "stop": it is a content filter all the same.
+            finish_reason=FinishReason.CONTENT_FILTER if refused else _finish(choice.finish_reason),
+            raw_finish_reason="refusal" if refused else choice.finish_reason,
             model=getattr(response, "model", None) or self.model,
         )
 
@@ -443,6 +445,7 @@ class _StreamAccumulator:
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self.model: str | None = None
+        self.refused = False
 
     def add(self, chunk: Any) -> Iterator[StreamEvent]:
         self.model = getattr(chunk, "model", None) or self.model
@@ -458,6 +461,11 @@ class _StreamAccumulator:
                 if delta.content:
                     self.text.append(delta.content)
                     yield TextDelta(text=delta.content)
+                refusal = getattr(delta, "refusal", None)
+                if refusal:
+                    self.refused = True
+                    self.text.append(refusal)
+                    yield TextDelta(text=refusal)
                 for call in delta.tool_calls or ():
                     slot = self.calls.setdefault(call.index, {"id": "", "name": "", "args": []})
                     if call.id:
@@ -487,7 +495,9 @@ class _StreamAccumulator:
         return Completion(
             message=_assistant(raw),
             usage=self.usage,
-            finish_reason=_finish(self.finish_reason),
-            raw_finish_reason=self.finish_reason,
+            finish_reason=FinishReason.CONTENT_FILTER
+            if self.refused
+            else _finish(self.finish_reason),
+            raw_finish_reason="refusal" if self.refused else self.finish_reason,
             model=self.model or model,
         )

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
+from autocompact import jsonsafe
 from autocompact.codec import history_from_dicts, history_to_dicts, message_from_dict
 from autocompact.content import Message
 from autocompact.errors import ContentError, SessionFileError
@@ -214,7 +215,7 @@ def load_session(path: Path) -> SavedSession:
         lines.pop()
     if not lines or not lines[0].strip():
         raise SessionFileError("empty file: not an autocompact session", path=str(path))
-    header_data = _parse_line(lines[0])
+    header_data = _parse_line(lines[0], path, 1)
     if not isinstance(header_data, dict) or header_data.get("type") != "header":
         raise SessionFileError(
             "not an autocompact session (the first line is not a session header)",
@@ -244,7 +245,7 @@ def load_session(path: Path) -> SavedSession:
         if not line.strip():
             good += 1
             continue
-        data = _parse_line(line)
+        data = _parse_line(line, path, number)
         if not isinstance(data, dict) or not isinstance(data.get("type"), str):
             damaged = True
             if is_last:
@@ -296,11 +297,20 @@ def load_session(path: Path) -> SavedSession:
     )
 
 
-def _parse_line(line: bytes) -> object:
+def _parse_line(line: bytes, path: Path, number: int) -> object:
     try:
         return json.loads(line.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
         return None
+    except RecursionError:
+        # Not an interrupted write (which the caller repairs) but a record nobody can read:
+        # say so, and leave the file as it is.
+        raise SessionFileError(
+            f"a record is nested more than {jsonsafe.MAX_JSON_DEPTH} levels deep; this build "
+            "cannot read it (the file was left unchanged)",
+            path=str(path),
+            line=number,
+        ) from None
 
 
 def _header_from_dict(data: Mapping[str, Any], path: Path) -> SessionHeader:

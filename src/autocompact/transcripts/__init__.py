@@ -22,6 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from autocompact import jsonsafe
 from autocompact.errors import TranscriptFormatError
 from autocompact.transcripts import (
     autocompact_session,
@@ -115,7 +116,7 @@ def _head_objects(head: list[str]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for line in head:
         try:
-            value = json.loads(line)
+            value = jsonsafe.loads(line)
         except json.JSONDecodeError:
             break
         if not isinstance(value, dict):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autocompact import jsonsafe
 from autocompact.content import Message
 from autocompact.errors import TranscriptFormatError
 
@@ -164,7 +165,7 @@ def iter_json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
+            value = jsonsafe.loads(line)
         except json.JSONDecodeError as exc:
             raise TranscriptFormatError(
                 f"not valid JSON ({exc.msg} at column {exc.colno})", path=str(path), line=number
@@ -184,7 +185,7 @@ def load_json(path: Path) -> Any:
     """
     text = read_text(path)
     try:
-        return json.loads(text)
+        return jsonsafe.loads(text)
     except json.JSONDecodeError as exc:
         raise TranscriptFormatError(
             f"not valid JSON ({exc.msg} at column {exc.colno})", path=str(path), line=exc.lineno

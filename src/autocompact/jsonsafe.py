@@ -1,0 +1,55 @@
+"""JSON parsing that never raises a raw ``RecursionError``. Stdlib only.
+
+``json.loads`` recurses once per nesting level: a file nested 10,000 levels deep (a settings
+file, a transcript line, a session record) ends in ``RecursionError`` deep in the parser.
+:func:`loads` turns that into a :class:`json.JSONDecodeError` whose position is where the
+nesting passed :data:`MAX_JSON_DEPTH`, so every caller's existing "not valid JSON (line, column)"
+message names the file and line without knowing about recursion.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["MAX_JSON_DEPTH", "deep_position", "loads"]
+
+MAX_JSON_DEPTH = 500
+"""Nesting deeper than this is reported as too deep when the parser runs out of stack."""
+
+
+def loads(text: str | bytes) -> Any:
+    """``json.loads``, with too-deep nesting reported as a :class:`json.JSONDecodeError`."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        doc = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+        raise json.JSONDecodeError(
+            f"nested too deeply (more than {MAX_JSON_DEPTH} levels of arrays or objects)",
+            doc,
+            deep_position(doc),
+        ) from None
+
+
+def deep_position(text: str, limit: int = MAX_JSON_DEPTH) -> int:
+    """The offset where bracket nesting (outside strings) first passes ``limit`` (else 0)."""
+    depth = 0
+    in_string = False
+    escaped = False
+    for index, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > limit:
+                return index
+        elif ch in "]}":
+            depth -= 1
+    return 0

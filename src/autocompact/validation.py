@@ -1,0 +1,143 @@
+"""Checks of what a library caller hands the engine, with errors that name the argument. Pure.
+
+The session classes call these at their doors (the constructor and ``send``) so that a wrong
+type or a malformed conversation fails at once with a :class:`ConfigError` or
+:class:`ContentError`, never later as a raw ``TypeError`` or as a request the provider rejects.
+
+Tool pairs: every function call must be answered by a function response with its id, and every
+response must answer a call made before it. The one legitimate exception is the newest model
+message of a history: its calls are *pending* (the caller runs the tools and sends the results
+with the next message), so :func:`check_history` accepts them and :func:`check_outgoing` then
+requires the next message to answer every one of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from autocompact.content import Message
+from autocompact.errors import ConfigError, ContentError
+
+__all__ = [
+    "check_count",
+    "check_history",
+    "check_optional_str",
+    "check_outgoing",
+    "check_tool_pairs",
+]
+
+
+def check_count(value: object, name: str, *, positive: bool = False, optional: bool = False) -> Any:
+    """A whole number of tokens or failures (``None`` too when ``optional``).
+
+    Raises:
+        ConfigError: not an int (a bool, a str, ``None``), or below 0 (below 1 if ``positive``).
+    """
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(
+            f"{name} must be a whole number, got {type(value).__name__} {value!r:.60}", key=name
+        )
+    low = 1 if positive else 0
+    if value < low:
+        raise ConfigError(f"{name} must be {low} or more, got {value}", key=name)
+    return value
+
+
+def check_optional_str(value: object, name: str) -> str | None:
+    """A string or ``None``.
+
+    Raises:
+        ConfigError: anything else.
+    """
+    if value is not None and not isinstance(value, str):
+        raise ConfigError(
+            f"{name} must be a str or None, got {type(value).__name__} {value!r:.60}", key=name
+        )
+    return value
+
+
+def check_history(
+    history: object, *, name: str = "history", tool_pairs: bool = True
+) -> tuple[Message, ...]:
+    """A history as a tuple of messages with well-formed tool pairs (pending calls allowed).
+
+    Raises:
+        ContentError: not a sequence of :class:`Message` (a str, dicts), or a tool call is
+            never answered / a tool result answers no call (names the index and the id).
+    """
+    if isinstance(history, str | bytes | Mapping) or not isinstance(history, Iterable):
+        raise ContentError(
+            f"{name} must be a sequence of Message objects, got {type(history).__name__}: "
+            "build messages with Message.user(...) / Message.model(...), or read dicts with "
+            "autocompact.codec.history_from_dicts"
+        )
+    items = tuple(history)
+    for index, message in enumerate(items):
+        if not isinstance(message, Message):
+            raise ContentError(
+                f"{name}[{index}] must be a Message, got {type(message).__name__}: build it "
+                "with Message.user(...) / Message.model(...), or read dicts with "
+                "autocompact.codec.history_from_dicts",
+                index=index,
+            )
+    if tool_pairs:
+        check_tool_pairs(items, name=name)
+    return items
+
+
+def check_tool_pairs(history: Sequence[Message], *, name: str = "history") -> None:
+    """Every call answered and every response answering an earlier call.
+
+    The calls of a final model message are pending and allowed.
+
+    Raises:
+        ContentError: an orphaned tool result or a dangling tool call (index and id named).
+    """
+    open_calls: dict[str, int] = {}
+    for index, message in enumerate(history):
+        for response in message.function_responses:
+            if open_calls.pop(response.id, None) is None:
+                raise ContentError(
+                    f"{name}[{index}] holds a tool result (id {response.id!r}, "
+                    f"{response.name!r}) that answers no earlier tool call: every provider "
+                    "rejects it; include the model message with the call or drop the result",
+                    index=index,
+                )
+        for call in message.function_calls:
+            open_calls[call.id] = index
+    last = len(history) - 1
+    for call_id, index in open_calls.items():
+        if index == last and history[last].role == "model":
+            continue  # pending: the caller sends the results with the next message
+        raise ContentError(
+            f"{name}[{index}] holds a tool call (id {call_id!r}) that is never answered: every "
+            "provider rejects it; add a user message with its FunctionResponsePart right after "
+            "it",
+            index=index,
+        )
+
+
+def check_outgoing(history: Sequence[Message], message: Message, *, name: str = "message") -> None:
+    """The next message answers exactly the calls the history's last model message left pending.
+
+    Raises:
+        ContentError: it answers a call that was not made, or leaves a pending call unanswered.
+    """
+    pending: dict[str, str] = {}
+    if history and history[-1].role == "model":
+        pending = {call.id: call.name for call in history[-1].function_calls}
+    for response in message.function_responses:
+        if pending.pop(response.id, None) is None:
+            raise ContentError(
+                f"{name} holds a tool result (id {response.id!r}, {response.name!r}) that "
+                "answers no pending tool call of the last model message"
+            )
+    if pending:
+        listed = ", ".join(f"{call_id!r} ({tool})" for call_id, tool in pending.items())
+        raise ContentError(
+            f"{name} does not answer the tool calls the model made in its last reply: {listed}; "
+            "send a FunctionResponsePart for each with the next message"
+        )
