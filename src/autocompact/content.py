@@ -263,8 +263,9 @@ class OpaquePart(_Sized):
     _stats: CharStats | None = field(default=None, init=False, repr=False, compare=False)
 
     def _measure(self) -> CharStats:
-        # The provider's own count when known, at 4 characters a token; else the summary text.
-        return CharStats(text_chars=max(self.tokens * 4, len(self.summary)))
+        # Its size in its provider's context: the provider's own count when known (at 4
+        # characters a token), else the summary text.
+        return CharStats(text_chars=self.tokens * 4 if self.tokens > 0 else len(self.summary))
 
     def readable_by(self, provider: str, family: str) -> bool:
         """Whether ``payload`` may be sent to this provider and model family."""

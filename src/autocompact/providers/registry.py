@@ -8,6 +8,8 @@ there under the usual names; a missing key is a :class:`ConfigError` that names 
 provider (aliases)        adapter / profile                     API key variable
 ========================  ====================================  ================================
 ``openai``                OpenAI, per-model profile             ``OPENAI_API_KEY``
+``openai-responses``      OpenAI Responses API (stateless),     ``OPENAI_API_KEY``
+(``responses``)           native compaction
 ``anthropic``             Anthropic Messages                    ``ANTHROPIC_API_KEY``
 ``gemini`` (``google``)   google-genai                          ``GEMINI_API_KEY`` or
                                                                 ``GOOGLE_API_KEY``
@@ -39,15 +41,28 @@ _ALIASES = {
     "lmstudio": "openai-compatible",
     "llamacpp": "openai-compatible",
     "compatible": "openai-compatible",
+    "responses": "openai-responses",
 }
 
 PROVIDER_NAMES = tuple(
-    sorted({"anthropic", "fake", "gemini", "openai", "openai-compatible", "qwen", *_ALIASES})
+    sorted(
+        {
+            "anthropic",
+            "fake",
+            "gemini",
+            "openai",
+            "openai-compatible",
+            "openai-responses",
+            "qwen",
+            *_ALIASES,
+        }
+    )
 )
 """Every name :func:`get_provider` accepts (aliases included)."""
 
 API_KEY_VARIABLES: Mapping[str, tuple[str, ...]] = {
     "openai": ("OPENAI_API_KEY",),
+    "openai-responses": ("OPENAI_API_KEY",),
     "anthropic": ("ANTHROPIC_API_KEY",),
     "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
     "qwen": ("DASHSCOPE_API_KEY",),
@@ -140,6 +155,10 @@ def get_provider(
         cap = min(_ANTHROPIC_DEFAULT_CAP, (known.max_output_tokens if known else None) or 8192)
         options.setdefault("default_max_tokens", cap)
         return AnthropicProvider(model, api_key=key, base_url=base_url, **options)
+    if canonical == "openai-responses":
+        from autocompact.providers.openai_responses import OpenAIResponsesProvider
+
+        return OpenAIResponsesProvider(model, api_key=key, base_url=base_url, **options)
     if canonical == "gemini":
         from autocompact.providers.gemini import GeminiProvider
 
