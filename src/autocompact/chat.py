@@ -284,6 +284,15 @@ class _SessionCore:
                 return Completion(message=stored.messages[1])
             self._adopt(self.store.refresh())
         generation = self._generation
+        yield from self.pre_send_flow(message)
+        return (yield from self.send_flow(message, turn_id, generation))
+
+    def pre_send_flow(self, message: Message) -> Generator[ChatRequest, Completion, None]:
+        """Before a send: the size check, then the hard rescue or the automatic compaction.
+
+        Framework integrations run it on their own before-model hook and :meth:`send_flow`
+        around the framework's model call, so the decision is made here once.
+        """
         # Refuse a message that can never fit before anything (even a side query) is sent.
         check_message_fits(
             message, window=self.context_window, image_token_estimate=self.image_token_estimate
@@ -294,6 +303,13 @@ class _SessionCore:
             yield from self.compaction_step(CompressionTrigger.HARD, message)
         elif effective >= self.thresholds.auto and not self.breaker_open:
             yield from self.compaction_step(CompressionTrigger.AUTO, message)
+
+    def send_flow(
+        self, message: Message, turn_id: str | None = None, generation: int | None = None
+    ) -> _Flow:
+        """The send: the guarantee's trimming, the request, the reactive retry, the commit."""
+        if generation is None:
+            generation = self._generation
         request, left_out = self._request_for(message)
         try:
             completion = yield request

@@ -1,0 +1,340 @@
+"""Lossless conversion between LangChain messages and autocompact messages.
+
+One LangChain message becomes one autocompact message, except that a run of consecutive
+``ToolMessage`` objects (the answers to one model turn) becomes one user message of function
+responses, the way the engine stores them; :func:`from_autocompact` splits it again.
+
+What a round trip keeps: the message type, text, content blocks (text, images, files,
+reasoning/thinking with signatures, redacted thinking), tool calls (id, name, arguments), tool
+results (call id, tool name, content, error status). Identifiers and provider metadata
+(``id``, ``response_metadata``, ``usage_metadata``) are not content: the middleware keeps the
+original LangChain objects for every message a compaction does not rewrite.
+
+A block that cannot be expressed (a server-side tool call, an OpenAI encrypted reasoning item, a
+citation) raises :class:`autocompact.errors.ContentError`; nothing is dropped silently. Content
+blocks that only mirror ``AIMessage.tool_calls`` (Anthropic ``tool_use``, v1 ``tool_call``) are
+represented by the tool calls.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.messages.tool import ToolCall
+
+from autocompact.content import (
+    DocumentPart,
+    FunctionCallPart,
+    FunctionResponsePart,
+    ImagePart,
+    Message,
+    Part,
+    TextPart,
+    ThinkingPart,
+    Usage,
+)
+from autocompact.errors import ContentError
+
+__all__ = [
+    "completion_usage",
+    "convert_groups",
+    "from_autocompact",
+    "message_to_langchain",
+    "system_text",
+    "to_autocompact",
+]
+
+# Keys a block may carry that are bookkeeping, not content (streaming index, block id).
+_BOOKKEEPING = frozenset({"type", "id", "index"})
+_MIRRORED_CALLS = frozenset({"tool_use", "tool_call", "function_call"})
+
+
+def to_autocompact(
+    messages: Sequence[BaseMessage],
+) -> tuple[str | None, tuple[Message, ...]]:
+    """The system prompt and the history of a LangChain message list.
+
+    A leading ``SystemMessage`` becomes the system prompt (its content must be text). A run of
+    consecutive ``ToolMessage`` objects becomes one user message of function responses.
+
+    Raises:
+        ContentError: a message or a block the engine cannot express (named, with its index).
+    """
+    system: str | None = None
+    start = 0
+    if messages and isinstance(messages[0], SystemMessage):
+        system = system_text(messages[0])
+        start = 1
+    groups = convert_groups(messages[start:], offset=start)
+    return system, tuple(message for message, _ in groups)
+
+
+def convert_groups(
+    messages: Sequence[BaseMessage], *, offset: int = 0
+) -> list[tuple[Message, list[BaseMessage]]]:
+    """Each autocompact message with the LangChain messages it came from (in order)."""
+    out: list[tuple[Message, list[BaseMessage]]] = []
+    names: dict[str, str] = {}
+    run: list[FunctionResponsePart] = []
+    sources: list[BaseMessage] = []
+    for position, msg in enumerate(messages):
+        index = position + offset
+        if isinstance(msg, ToolMessage):
+            run.append(_tool_result(msg, names, index))
+            sources.append(msg)
+            continue
+        if run:
+            out.append((Message(role="user", parts=tuple(run)), sources))
+            run, sources = [], []
+        converted = _one(msg, index)
+        for call in converted.function_calls:
+            names[call.id] = call.name
+        out.append((converted, [msg]))
+    if run:
+        out.append((Message(role="user", parts=tuple(run)), sources))
+    return out
+
+
+def system_text(message: SystemMessage) -> str:
+    """The text of a system message.
+
+    Raises:
+        ContentError: the system message holds something other than text.
+    """
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts = [_block(block, role="system", index=0, calls=frozenset()) for block in content]
+    texts = [p.text for p in parts if isinstance(p, TextPart)]
+    if len(texts) != len(parts):
+        raise ContentError("the system message holds non-text content, which cannot be expressed")
+    return "\n".join(texts)
+
+
+def _one(msg: BaseMessage, index: int) -> Message:
+    if isinstance(msg, HumanMessage):
+        return Message(role="user", parts=_content(msg.content, "user", index, frozenset()))
+    if isinstance(msg, AIMessage):
+        if msg.invalid_tool_calls:
+            raise ContentError(
+                f"message {index}: the AI message has invalid tool calls "
+                f"({[c.get('name') for c in msg.invalid_tool_calls]}), which cannot be expressed",
+                index=index,
+            )
+        calls = tuple(_call(call, index) for call in msg.tool_calls)
+        ids = frozenset(call.id for call in calls)
+        return Message(role="model", parts=(*_content(msg.content, "model", index, ids), *calls))
+    if isinstance(msg, SystemMessage):
+        raise ContentError(
+            f"message {index}: a SystemMessage after the start of the conversation cannot be "
+            "expressed; pass the system prompt first (or as the agent's system_prompt)",
+            index=index,
+        )
+    raise ContentError(
+        f"message {index}: {type(msg).__name__} cannot be expressed; use HumanMessage, AIMessage, "
+        "ToolMessage or a leading SystemMessage",
+        index=index,
+    )
+
+
+def _call(call: ToolCall, index: int) -> FunctionCallPart:
+    call_id = call.get("id")
+    if not call_id:
+        raise ContentError(
+            f"message {index}: tool call {call.get('name')!r} has no id, so its result cannot "
+            "be paired with it",
+            index=index,
+        )
+    return FunctionCallPart(id=call_id, name=call["name"], arguments=dict(call.get("args") or {}))
+
+
+def _tool_result(msg: ToolMessage, names: Mapping[str, str], index: int) -> FunctionResponsePart:
+    name = msg.name or names.get(msg.tool_call_id, "")
+    response: Any = msg.content
+    if isinstance(response, list):
+        response = [dict(b) if isinstance(b, Mapping) else b for b in response]
+    return FunctionResponsePart(
+        id=msg.tool_call_id, name=name, response=response, is_error=msg.status == "error"
+    )
+
+
+def _content(
+    content: str | list[str | dict[str, Any]], role: str, index: int, calls: frozenset[str]
+) -> tuple[Part, ...]:
+    if isinstance(content, str):
+        return (TextPart(text=content),) if content else ()
+    parts: list[Part] = []
+    for block in content:
+        part = _block(block, role=role, index=index, calls=calls)
+        if part is not None:
+            parts.append(part)
+    return tuple(parts)
+
+
+def _block(
+    block: str | Mapping[str, Any], *, role: str, index: int, calls: frozenset[str]
+) -> Part | None:
+    if isinstance(block, str):
+        return TextPart(text=block)
+    kind = block.get("type")
+
+    def refuse(why: str) -> ContentError:
+        return ContentError(
+            f"message {index} ({role}): content block of type {kind!r} cannot be expressed "
+            f"({why}); it is never dropped silently",
+            index=index,
+        )
+
+    def only(*keys: str) -> None:
+        extra = {
+            k
+            for k, v in block.items()
+            if k not in _BOOKKEEPING and k not in keys and v not in (None, [], {})
+        }
+        if extra:
+            raise refuse(f"unsupported keys {sorted(extra)}")
+
+    if kind == "text":
+        only("text")
+        return TextPart(text=str(block.get("text", "")))
+    if kind == "reasoning" and "reasoning" in block:
+        only("reasoning")
+        return ThinkingPart(text=str(block["reasoning"]))
+    if kind == "thinking":
+        only("thinking", "signature")
+        return ThinkingPart(text=str(block.get("thinking", "")), signature=block.get("signature"))
+    if kind == "redacted_thinking":
+        only("data")
+        return ThinkingPart(text=str(block.get("data", "")), redacted=True)
+    if kind in ("image", "image_url", "file", "document"):
+        return _media(block, refuse)
+    if kind in _MIRRORED_CALLS and block.get("id") in calls:
+        return None  # the same call is in AIMessage.tool_calls
+    raise refuse("no autocompact part holds it")
+
+
+def _media(block: Mapping[str, Any], refuse: Any) -> Part:
+    kind = block["type"]
+    data: str | None = None
+    url: str | None = None
+    mime = block.get("mime_type")
+    title = block.get("filename")
+    if kind == "image_url":
+        raw = block.get("image_url")
+        url = raw.get("url") if isinstance(raw, Mapping) else raw
+        if isinstance(url, str) and url.startswith("data:") and ";base64," in url:
+            head, data = url[5:].split(";base64,", 1)
+            mime, url = head or None, None
+    elif isinstance(block.get("source"), Mapping):  # Anthropic's native image/document block
+        source = block["source"]
+        mime = source.get("media_type")
+        data = source.get("data") if source.get("type") == "base64" else None
+        url = source.get("url") if source.get("type") == "url" else None
+        title = block.get("title")
+    else:
+        data = block.get("base64") or (
+            block.get("data") if block.get("source_type") != "url" else None
+        )
+        url = block.get("url")
+    if (data is None) == (url is None):
+        raise refuse("a media block needs exactly one of inline data or a URL")
+    if kind in ("image", "image_url"):
+        return ImagePart(media_type=mime or "image/png", data=data, url=url)
+    return DocumentPart(media_type=mime or "application/pdf", data=data, url=url, title=title)
+
+
+def from_autocompact(
+    messages: Iterable[Message], *, system: str | None = None
+) -> list[BaseMessage]:
+    """LangChain messages for an autocompact history (inverse of :func:`to_autocompact`).
+
+    A user message of function responses becomes one ``ToolMessage`` per response; text in the
+    same user message follows as a ``HumanMessage``.
+    """
+    out: list[BaseMessage] = [SystemMessage(content=system)] if system is not None else []
+    for message in messages:
+        out.extend(message_to_langchain(message))
+    return out
+
+
+def message_to_langchain(message: Message) -> list[BaseMessage]:
+    """The LangChain messages for one autocompact message."""
+    if message.role == "model":
+        calls = [
+            ToolCall(name=p.name, args=dict(p.arguments), id=p.id, type="tool_call")
+            for p in message.function_calls
+        ]
+        rest: list[Part] = [p for p in message.parts if not isinstance(p, FunctionCallPart)]
+        return [AIMessage(content=_blocks_of(rest), tool_calls=calls)]
+    out: list[BaseMessage] = [
+        ToolMessage(
+            content=_tool_content(p.response),
+            tool_call_id=p.id,
+            name=p.name or None,
+            status="error" if p.is_error else "success",
+        )
+        for p in message.function_responses
+    ]
+    rest = [p for p in message.parts if not isinstance(p, FunctionResponsePart)]
+    if rest or not out:
+        out.append(HumanMessage(content=_blocks_of(rest)))
+    return out
+
+
+def _tool_content(response: Any) -> str | list[str | dict[str, Any]]:
+    if isinstance(response, str):
+        return response
+    if isinstance(response, list) and all(isinstance(b, str | dict) for b in response):
+        return list(response)
+    return json.dumps(response, ensure_ascii=False)
+
+
+def _blocks_of(parts: Sequence[Part]) -> str | list[str | dict[str, Any]]:
+    if not parts:
+        return ""
+    if len(parts) == 1 and isinstance(parts[0], TextPart):
+        return parts[0].text
+    return [_block_of(p) for p in parts]
+
+
+def _block_of(part: Part) -> dict[str, Any]:
+    match part:
+        case TextPart():
+            return {"type": "text", "text": part.text}
+        case ThinkingPart(redacted=True):
+            return {"type": "redacted_thinking", "data": part.text}
+        case ThinkingPart(signature=str() as signature):
+            return {"type": "thinking", "thinking": part.text, "signature": signature}
+        case ThinkingPart():
+            return {"type": "reasoning", "reasoning": part.text}
+        case ImagePart():
+            src = {"base64": part.data} if part.data is not None else {"url": part.url}
+            return {"type": "image", **src, "mime_type": part.media_type}
+        case DocumentPart():
+            src = {"base64": part.data} if part.data is not None else {"url": part.url}
+            extra = {"filename": part.title} if part.title is not None else {}
+            return {"type": "file", **src, "mime_type": part.media_type, **extra}
+        case FunctionCallPart() | FunctionResponsePart():
+            raise ContentError(f"a {part.kind} part belongs in tool_calls or a ToolMessage")
+
+
+def completion_usage(message: AIMessage) -> Usage | None:
+    """The usage an ``AIMessage`` reports in ``usage_metadata``, or ``None``."""
+    usage = message.usage_metadata
+    if not usage:
+        return None
+    return Usage(
+        prompt_tokens=int(usage.get("input_tokens") or 0),
+        output_tokens=int(usage.get("output_tokens") or 0),
+        cached_tokens=int((usage.get("input_token_details") or {}).get("cache_read") or 0),
+        thinking_tokens=int((usage.get("output_token_details") or {}).get("reasoning") or 0),
+    )

@@ -1,0 +1,496 @@
+"""``AutocompactMiddleware``: the engine's ladder inside a LangChain v1 agent.
+
+Each hook rebuilds the engine's session state from the agent state (the messages, and the
+``autocompact`` entry holding the last reported count, the breaker and the calibration) and runs
+the same flows as :class:`autocompact.ChatSession`:
+
+- ``before_model`` runs :meth:`pre_send_flow` (the estimate, the hard rescue or the automatic
+  compaction with clearing and the summary) and writes a compacted history back into the graph
+  state (``RemoveMessage(REMOVE_ALL_MESSAGES)`` then the new messages), so a checkpointer saves
+  it. It needs the system prompt and tool schemas for the cold estimate; until this middleware has
+  seen one model request in this process it leaves the step to ``wrap_model_call``.
+- ``wrap_model_call`` runs :meth:`send_flow` around the framework's model call (the guarantee's
+  trimming of the outgoing request only, the reactive compaction and one retry when the model
+  rejects the prompt as too long), or the whole turn flow when ``before_model`` did not check
+  this request. Its state changes travel in an ``ExtendedModelResponse`` command.
+
+No decision is made here: tiers, estimates, compaction and failure accounting are the core's.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, NotRequired, TypeAlias, cast
+
+from langchain.agents.middleware.types import (
+    AgentMiddleware,
+    AgentState,
+    ExtendedModelResponse,
+    ModelRequest,
+    ModelResponse,
+    OmitFromInput,
+)
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    RemoveMessage,
+    SystemMessage,
+)
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from autocompact.chat import _SessionCore
+from autocompact.compaction.extractive import extractive_summary
+from autocompact.compaction.plan import CompressionStatus
+from autocompact.compaction.service import CompressionService
+from autocompact.content import Message
+from autocompact.context_report import ContextReport, build_context_report
+from autocompact.errors import ConfigError, ContextOverflowError, ProviderError
+from autocompact.estimation import Calibration
+from autocompact.events import Hook
+from autocompact.integrations.langchain._convert import (
+    convert_groups,
+    message_to_langchain,
+    system_text,
+)
+from autocompact.integrations.langchain._provider import (
+    LangChainProvider,
+    completion_of,
+    is_overflow,
+    model_name,
+)
+from autocompact.providers.base import ChatRequest, Completion, Provider, ToolSpec
+from autocompact.thresholds import (
+    DEFAULT_IMAGE_TOKEN_ESTIMATE,
+    MAX_CONSECUTIVE_FAILURES,
+    Tier,
+    compute_thresholds,
+    parse_window,
+)
+from autocompact.tips import Tip, select_tip
+
+__all__ = ["AutocompactMiddleware", "AutocompactState", "SummarizerChoice"]
+
+STATE_KEY = "autocompact"
+
+SummarizerChoice: TypeAlias = Literal["model", "extractive"] | BaseChatModel | Provider
+"""Who writes the summary: the agent's own model (``"model"``), another LangChain chat model,
+any autocompact provider, or the offline extractive summarizer (``"extractive"``)."""
+
+
+class AutocompactState(AgentState[Any]):
+    """The agent state with autocompact's per-thread entry (saved by the checkpointer)."""
+
+    autocompact: NotRequired[Annotated[dict[str, Any], OmitFromInput]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Fixed:
+    """What a model request carries besides the messages (learned from the last request)."""
+
+    system: str | None
+    tools: tuple[ToolSpec, ...]
+    model: BaseChatModel
+
+
+class _Turn:
+    """One hook's view: the engine session rebuilt from the state, and the message mapping."""
+
+    def __init__(
+        self,
+        middleware: AutocompactMiddleware,
+        messages: Sequence[BaseMessage],
+        entry: Mapping[str, Any],
+        fixed: _Fixed,
+    ) -> None:
+        self.pinned: list[BaseMessage] = []
+        body = list(messages)
+        system = fixed.system
+        first = body[0] if body else None
+        if isinstance(first, SystemMessage):  # a system prompt kept in the state
+            self.pinned = [body.pop(0)]
+            system = "\n".join(s for s in (system, system_text(first)) if s)
+        groups = convert_groups(body, offset=len(self.pinned))
+        self.sources: dict[int, list[BaseMessage]] = {id(m): src for m, src in groups}
+        split = max((i + 1 for i, (m, _) in enumerate(groups) if m.role == "model"), default=0)
+        history = [m for m, _ in groups[:split]]
+        tail = groups[split:]
+        parts = tuple(p for m, _ in tail for p in m.parts)
+        self.pending = Message(role="user", parts=parts)
+        self.sources[id(self.pending)] = [msg for _, src in tail for msg in src]
+        counted = bool(history) and entry.get("counted_through") == _last_id(
+            self.sources[id(history[-1])]
+        )
+        self.core = _SessionCore(
+            middleware.summary_provider(fixed.model),
+            context_window=middleware.context_window,
+            system_instruction=system,
+            tools=fixed.tools,
+            history=history,
+            last_prompt_token_count=int(entry.get("last_prompt_tokens", 0)) if counted else 0,
+            consecutive_failures=int(entry.get("consecutive_failures", 0)),
+            image_token_estimate=middleware.image_token_estimate,
+            hooks=middleware.hooks,
+            compression_service=middleware.compression_service(fixed.model),
+            clear_tool_outputs=middleware.clear_tool_outputs,
+            calibration=Calibration.from_dict(entry.get("calibration")),
+        )
+        if counted:
+            self.core._since_count = int(entry.get("since_count", 0))
+        if "tier" in entry:
+            self.core._tier = Tier(entry["tier"])
+        self.original = self.core.history
+
+    def to_langchain(self, messages: Sequence[Message]) -> list[BaseMessage]:
+        """LangChain messages for engine messages: the originals where the engine kept them."""
+        out: list[BaseMessage] = []
+        for message in messages:
+            known = self.sources.get(id(message))
+            if known is None:
+                known = message_to_langchain(message)
+                for msg in known:
+                    msg.id = msg.id or f"autocompact-{uuid.uuid4()}"
+                self.sources[id(message)] = known
+            out.extend(known)
+        return out
+
+    def rewritten(self) -> bool:
+        """Whether a compaction replaced the history in this hook."""
+        return any(c.status is CompressionStatus.COMPRESSED for c in self.core.compactions)
+
+    def entry(self, **extra: Any) -> dict[str, Any]:
+        """The ``autocompact`` state entry after this hook."""
+        core = self.core
+        history = core.history
+        last = _last_id(self.to_langchain(history[-1:])) if history else None
+        return {
+            "last_prompt_tokens": core.last_prompt_token_count,
+            "since_count": core._since_count,
+            "counted_through": last if core.last_prompt_token_count > 0 else None,
+            "consecutive_failures": core.consecutive_failures,
+            "calibration": core.calibration.to_dict(),
+            "tier": core._tier.value,
+            "tokens": core.estimate_tokens(),
+            "compactions": [c.as_dict() for c in core.compactions],
+            **extra,
+        }
+
+
+def _last_id(messages: Sequence[BaseMessage]) -> str | None:
+    return messages[-1].id if messages else None
+
+
+def _tool_spec(tool: BaseTool | Mapping[str, Any]) -> ToolSpec:
+    schema = convert_to_openai_tool(tool)
+    function = schema.get("function", schema)
+    return ToolSpec(
+        name=str(function.get("name", "")),
+        description=str(function.get("description", "")),
+        parameters=function.get("parameters") or {"type": "object"},
+    )
+
+
+_Flow: TypeAlias = Generator[ChatRequest, Completion, Any]
+
+
+class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
+    """Automatic context compaction for ``langchain.agents.create_agent``.
+
+    Args:
+        context_window: the model's context window in tokens.
+        summarizer: who writes summaries: ``"model"`` (the agent's own model, thinking off and
+            the 20K cap where the chat model exposes them), another LangChain chat model, any
+            autocompact provider, or ``"extractive"`` (offline, no model call).
+        hooks: callables receiving every :mod:`autocompact.events` record (as ``ChatSession``).
+        clear_tool_outputs: clear old tool output (no model call) before summarizing.
+        image_token_estimate: tokens per image or document.
+
+    Adopt it with one line: ``create_agent(model, tools, middleware=[AutocompactMiddleware(
+    context_window=128_000)])``. The breaker, calibration and last reported count live in the
+    agent state under ``"autocompact"``, so they are per thread and survive a checkpoint.
+    """
+
+    state_schema = AutocompactState
+
+    def __init__(
+        self,
+        *,
+        context_window: int,
+        summarizer: SummarizerChoice = "model",
+        hooks: Sequence[Hook] = (),
+        clear_tool_outputs: bool = True,
+        image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE,
+    ) -> None:
+        super().__init__()
+        self.context_window = parse_window(context_window, name="context_window")
+        self.thresholds = compute_thresholds(self.context_window)
+        if not (
+            summarizer in ("model", "extractive")
+            or isinstance(summarizer, BaseChatModel | Provider)
+        ):
+            raise ConfigError(
+                f"summarizer must be 'model', 'extractive', a LangChain chat model or an "
+                f"autocompact provider, got {summarizer!r}",
+                key="summarizer",
+            )
+        self.summarizer = summarizer
+        self.hooks: list[Hook] = list(hooks)
+        self.clear_tool_outputs = clear_tool_outputs
+        self.image_token_estimate = image_token_estimate
+        self._fixed: _Fixed | None = None
+
+    # -- who writes the summary ------------------------------------------------------------
+
+    def summary_provider(self, agent_model: BaseChatModel) -> Provider:
+        """The provider the side query goes to."""
+        if isinstance(self.summarizer, BaseChatModel):
+            return LangChainProvider(self.summarizer)
+        if self.summarizer in ("model", "extractive"):
+            return LangChainProvider(agent_model)
+        assert not isinstance(self.summarizer, str)
+        return self.summarizer
+
+    def compression_service(self, agent_model: BaseChatModel) -> CompressionService:
+        """The engine's compression service for this middleware's summarizer."""
+        if self.summarizer == "extractive":
+            return CompressionService(None, summarizer=extractive_summary)
+        return CompressionService(self.summary_provider(agent_model))
+
+    # -- reading the state -----------------------------------------------------------------
+
+    def context_report(self, state: Mapping[str, Any]) -> ContextReport:
+        """The ``/context`` report for a thread's state (e.g. ``agent.get_state(cfg).values``)."""
+        return build_context_report(_tokens(state), self.thresholds)
+
+    def tip(self, state: Mapping[str, Any]) -> Tip | None:
+        """The tip for a thread's state, or ``None`` below the warn band."""
+        entry = state.get(STATE_KEY) or {}
+        return select_tip(
+            _tokens(state),
+            window=self.context_window,
+            thresholds=self.thresholds,
+            breaker_open=int(entry.get("consecutive_failures", 0)) >= MAX_CONSECUTIVE_FAILURES,
+        )
+
+    # -- the hooks -------------------------------------------------------------------------
+
+    def _learn(self, request: ModelRequest[Any]) -> _Fixed:
+        system = request.system_message
+        fixed = _Fixed(
+            system=system_text(system) if system is not None else None,
+            tools=tuple(_tool_spec(t) for t in request.tools),
+            model=request.model,
+        )
+        self._fixed = fixed
+        return fixed
+
+    def _before(self, state: Mapping[str, Any]) -> tuple[_Turn, _Flow] | None:
+        if self._fixed is None or not state.get("messages"):
+            return None  # the system prompt and tools are unknown yet: wrap_model_call checks
+        turn = _Turn(self, state["messages"], state.get(STATE_KEY) or {}, self._fixed)
+        return turn, turn.core.pre_send_flow(turn.pending)
+
+    def _before_update(self, turn: _Turn, state: Mapping[str, Any]) -> dict[str, Any]:
+        checked = _last_id(turn.to_langchain([turn.pending])) or _last_id(state["messages"])
+        update: dict[str, Any] = {STATE_KEY: turn.entry(checked=checked)}
+        if turn.rewritten():
+            new = [*turn.pinned, *turn.to_langchain([*turn.core.history, turn.pending])]
+            update["messages"] = [RemoveMessage(id=REMOVE_ALL_MESSAGES), *new]
+        return update
+
+    def before_model(self, state: AutocompactState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Compact before the model call when the ladder says so (persisted in the state)."""
+        prepared = self._before(state)
+        if prepared is None:
+            return None
+        turn, flow = prepared
+        _drive(flow, turn, send=None)
+        return self._before_update(turn, state)
+
+    async def abefore_model(
+        self, state: AutocompactState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async :meth:`before_model`."""
+        prepared = self._before(state)
+        if prepared is None:
+            return None
+        turn, flow = prepared
+        await _adrive(flow, turn, send=None)
+        return self._before_update(turn, state)
+
+    def _wrap(self, request: ModelRequest[Any]) -> tuple[_Turn, _Flow]:
+        fixed = self._learn(request)
+        entry: Mapping[str, Any] = cast("Mapping[str, Any]", request.state.get(STATE_KEY) or {})
+        turn = _Turn(self, request.messages, entry, fixed)
+        checked = entry.get("checked") is not None and entry.get("checked") == _last_id(
+            request.messages
+        )
+        if checked:
+            return turn, turn.core.send_flow(turn.pending)
+        return turn, turn.core.turn_flow(turn.pending)
+
+    def _wrap_result(self, turn: _Turn, response: ModelResponse[Any]) -> ExtendedModelResponse[Any]:
+        for msg in response.result:
+            msg.id = msg.id or f"autocompact-{uuid.uuid4()}"
+        update: dict[str, Any] = {STATE_KEY: turn.entry(checked=None)}
+        if turn.rewritten():
+            update["messages"] = [
+                RemoveMessage(id=REMOVE_ALL_MESSAGES),
+                *turn.pinned,
+                *turn.to_langchain(turn.core.history),
+            ]
+        return ExtendedModelResponse(model_response=response, command=Command(update=update))
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ExtendedModelResponse[Any]:
+        """The guarantee and the reactive retry around the model call."""
+        turn, flow = self._wrap(request)
+        sender = _Sender(turn, request)
+        _drive(flow, turn, send=lambda r: sender.done(handler(sender.request(r))))
+        assert sender.response is not None
+        return self._wrap_result(turn, sender.response)
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ExtendedModelResponse[Any]:
+        """Async :meth:`wrap_model_call`."""
+        turn, flow = self._wrap(request)
+        sender = _Sender(turn, request)
+
+        async def send(r: ChatRequest) -> Completion:
+            return sender.done(await handler(sender.request(r)))
+
+        await _adrive(flow, turn, asend=send)
+        assert sender.response is not None
+        return self._wrap_result(turn, sender.response)
+
+
+def _tokens(state: Mapping[str, Any]) -> int:
+    entry = state.get(STATE_KEY) or {}
+    return int(entry.get("tokens", 0))
+
+
+class _Sender:
+    """Turns the engine's main request into the framework's request, and its reply back."""
+
+    def __init__(self, turn: _Turn, request: ModelRequest[Any]) -> None:
+        self.turn = turn
+        self.base = request
+        self.response: ModelResponse[Any] | None = None
+
+    def request(self, chat: ChatRequest) -> ModelRequest[Any]:
+        messages = [*self.turn.pinned, *self.turn.to_langchain(chat.messages)]
+        return self.base.override(messages=cast("list[AnyMessage]", messages))
+
+    def done(self, response: ModelResponse[Any] | AIMessage) -> Completion:
+        if isinstance(response, AIMessage):
+            response = ModelResponse(result=[response])
+        self.response = response
+        reply = next((m for m in response.result if isinstance(m, AIMessage)), None)
+        if reply is None:
+            reply = AIMessage(content="")
+        completion = completion_of(reply, model=model_name(self.base.model))
+        self.turn.sources[id(completion.message)] = list(response.result)
+        return completion
+
+
+class _Overflow(ContextOverflowError):
+    """The framework's overflow error, carried through the engine's reactive step."""
+
+    def __init__(self, original: Exception) -> None:
+        super().__init__(str(original), provider="langchain")
+        self.original = original
+
+
+def _drive(
+    flow: _Flow,
+    turn: _Turn,
+    *,
+    send: Callable[[ChatRequest], Completion] | None,
+) -> None:
+    """Answer side queries with the summary provider and main requests with ``send``.
+
+    With ``send=None`` the flow is stopped at the main request (``before_model``).
+    """
+    provider = turn.core._side_provider
+    try:
+        request = next(flow)
+        while True:
+            if request.purpose == "side_query":
+                try:
+                    completion = provider.complete(request)
+                except ProviderError as exc:
+                    request = flow.throw(exc)
+                    continue
+                request = flow.send(completion)
+                continue
+            if send is None:
+                flow.close()
+                return
+            try:
+                completion = send(request)
+            except Exception as exc:
+                if not is_overflow(exc):
+                    raise
+                request = _throw_overflow(flow, exc)
+                continue
+            request = flow.send(completion)
+    except StopIteration:
+        return
+    except _Overflow as overflow:  # the engine gave up: the framework's own error
+        raise overflow.original from None
+
+
+async def _adrive(
+    flow: _Flow,
+    turn: _Turn,
+    *,
+    send: None = None,
+    asend: Callable[[ChatRequest], Awaitable[Completion]] | None = None,
+) -> None:
+    """Async :func:`_drive`."""
+    provider = turn.core._side_provider
+    try:
+        request = next(flow)
+        while True:
+            if request.purpose == "side_query":
+                try:
+                    completion = await provider.acomplete(request)
+                except ProviderError as exc:
+                    request = flow.throw(exc)
+                    continue
+                request = flow.send(completion)
+                continue
+            if asend is None:
+                flow.close()
+                return
+            try:
+                completion = await asend(request)
+            except Exception as exc:
+                if not is_overflow(exc):
+                    raise
+                request = _throw_overflow(flow, exc)
+                continue
+            request = flow.send(completion)
+    except StopIteration:
+        return
+    except _Overflow as overflow:  # the engine gave up: the framework's own error
+        raise overflow.original from None
+
+
+def _throw_overflow(flow: _Flow, exc: Exception) -> ChatRequest:
+    """Throw the overflow into the flow: the reactive step (the drivers turn an overflow the
+    engine gives up on back into the framework's own error)."""
+    return flow.throw(_Overflow(exc))
