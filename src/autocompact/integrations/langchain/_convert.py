@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, assert_never
 
 from langchain_core.messages import (
     AIMessage,
@@ -37,6 +37,7 @@ from autocompact.content import (
     FunctionResponsePart,
     ImagePart,
     Message,
+    OpaquePart,
     Part,
     TextPart,
     ThinkingPart,
@@ -323,8 +324,14 @@ def _block_of(part: Part) -> dict[str, Any]:
             src = {"base64": part.data} if part.data is not None else {"url": part.url}
             extra = {"filename": part.title} if part.title is not None else {}
             return {"type": "file", **src, "mime_type": part.media_type, **extra}
+        case OpaquePart():
+            # A provider's native compaction result travels only to that provider; a LangChain
+            # model gets its summary as text (the contract of OpaquePart).
+            return {"type": "text", "text": part.summary}
         case FunctionCallPart() | FunctionResponsePart():
             raise ContentError(f"a {part.kind} part belongs in tool_calls or a ToolMessage")
+        case _:
+            assert_never(part)
 
 
 def completion_usage(message: AIMessage) -> Usage | None:
