@@ -45,6 +45,7 @@ from autocompact.errors import (
     ProviderTimeoutError,
     RateLimitError,
     SessionFileError,
+    SessionInUseError,
     SessionStoreError,
     TranscriptFormatError,
 )
@@ -153,6 +154,7 @@ __all__ = [
     "RateLimitError",
     "RequestTrimmed",
     "SessionFileError",
+    "SessionInUseError",
     "SessionStore",
     "SessionStoreError",
     "Settings",

@@ -18,6 +18,7 @@ what to do about it::
     │   └── MalformedResponseError
     ├── CompactionError              a compaction could not be made (see CompressionInfo.status)
     ├── SessionFileError             a saved session file is damaged or not a session
+    │   └── SessionInUseError        another chat holds the session's lock
     ├── SessionStoreError            a session database is down, read-only, too new, ...
     └── TranscriptFormatError        a recorded transcript cannot be read
 
@@ -41,6 +42,7 @@ __all__ = [
     "ProviderTimeoutError",
     "RateLimitError",
     "SessionFileError",
+    "SessionInUseError",
     "SessionStoreError",
     "TranscriptFormatError",
 ]
@@ -195,6 +197,11 @@ class SessionFileError(AutocompactError):
         super().__init__(f"{where}: {message}")
         self.path = path
         self.line = line
+        self.detail = message
+
+
+class SessionInUseError(SessionFileError):
+    """Another chat (another process, or another writer) holds the session's lock."""
 
 
 class SessionStoreError(AutocompactError):

@@ -29,7 +29,12 @@ from autocompact.cli.render import format_tokens
 from autocompact.cli.repl import PipedInput, Repl, TerminalInput
 from autocompact.cli.slash import ChatContext
 from autocompact.context_report import WindowSource
-from autocompact.errors import ConfigError
+from autocompact.errors import (
+    AutocompactError,
+    ConfigError,
+    SessionFileError,
+    SessionInUseError,
+)
 from autocompact.estimation import (
     Calibration,
 )
@@ -203,18 +208,7 @@ def run_chat(args: argparse.Namespace) -> int:
         print(warning, file=sys.stderr)
 
     store = SessionStore(home / "sessions", redact=secrets_in_env(env))
-    saved: SavedSession | None = None
-    if args.resume or args.continue_:
-        sid = args.resume
-        if sid is None:
-            latest = store.latest(cwd)
-            if latest is None:
-                raise ConfigError(
-                    f"no saved session for {cwd}; start one with: autocompact chat",
-                    key="--continue",
-                )
-            sid = latest.header.id
-        saved = store.open(sid)
+    saved, writer, save_warning = _resume(args, store, cwd)
     choice = _choose(args, settings, saved, env, home)
     provider, window, source, window_warning = build_provider(choice, env)
 
@@ -244,6 +238,7 @@ def run_chat(args: argparse.Namespace) -> int:
         window_source=source,
         cwd=cwd,
         saved=saved,
+        writer=writer,
     )
     ctx = ChatContext(
         session=session,
@@ -258,6 +253,8 @@ def run_chat(args: argparse.Namespace) -> int:
     def persist(session: ChatSession, new_compactions: list[object]) -> None:
         saver.save(session, new_compactions)
         ctx.session_id = saver.session_id  # known once the first turn created the file
+        for notice in saver.notices():
+            console.print(f"Warning: {notice}", style="yellow", markup=False, highlight=False)
 
     repl = Repl(ctx, console=console, persist=persist, interactive=interactive)
     session.add_hook(repl.on_event)
@@ -296,14 +293,22 @@ def run_chat(args: argparse.Namespace) -> int:
     else:
         repl.source = PipedInput(sys.stdin)
     _greet(console, ctx, saved)
-    if window_warning:
-        console.print(f"Warning: {window_warning}", style="yellow", markup=False, highlight=False)
+    for note in (window_warning, save_warning):
+        if note:
+            console.print(f"Warning: {note}", style="yellow", markup=False, highlight=False)
     if saved is not None:
         for message in saved.history:
             if message.role == "user" and message.text:
                 repl.source.remember(message.text)
     code = repl.run()
-    if saver.session_id is not None:
+    if saver.error is not None:
+        console.print(
+            f"Not saved: {saver.error}. The conversation above was kept in memory only.",
+            style="red",
+            markup=False,
+            highlight=False,
+        )
+    elif saver.session_id is not None:
         console.print(
             f"Saved as {saver.session_id}. Resume with: autocompact chat --continue "
             f"(or --resume {saver.session_id})",
@@ -313,6 +318,37 @@ def run_chat(args: argparse.Namespace) -> int:
         )
     saver.close()
     return code
+
+
+def _resume(
+    args: argparse.Namespace, store: SessionStore, cwd: Path
+) -> tuple[SavedSession | None, SessionWriter | None, str | None]:
+    """The session to continue, its writer (holding its lock) and why it cannot be saved.
+
+    The writer is opened before the chat starts, so a second chat on the same session is told
+    at once that it is in use (:class:`SessionInUseError`), before anything is typed.
+    """
+    if not (args.resume or args.continue_):
+        return None, None, None
+    sid = args.resume
+    if sid is None:
+        latest = store.latest(cwd, strict=True)
+        if latest is None:
+            raise ConfigError(
+                f"no saved session for {cwd} in {store.root}; start one with: autocompact chat",
+                key="--continue",
+            )
+        sid = latest.header.id
+    if args.no_save:
+        return store.open(sid), None, None
+    try:
+        saved, writer = store.open_for_append(sid)
+    except SessionInUseError:
+        raise
+    except SessionFileError as exc:
+        saved = store.open(sid)  # readable but not writable: chat on, unsaved, and say so
+        return saved, None, f"{exc}; this chat will not be saved until that is fixed"
+    return saved, writer, None
 
 
 def _greet(console: Console, ctx: ChatContext, saved: SavedSession | None) -> None:
@@ -358,6 +394,7 @@ class _Saver:
         window_source: WindowSource,
         cwd: Path,
         saved: SavedSession | None,
+        writer: SessionWriter | None = None,
     ) -> None:
         self.store = store
         self.choice = choice
@@ -365,7 +402,8 @@ class _Saver:
         self.window_source = window_source
         self.cwd = cwd
         self.saved = saved
-        self.writer: SessionWriter | None = None
+        self.writer: SessionWriter | None = writer
+        self.error: AutocompactError | None = None  # the last save's failure, if it failed
 
     @property
     def session_id(self) -> str | None:
@@ -390,16 +428,28 @@ class _Saver:
         return self.writer
 
     def save(self, session: ChatSession, new_compactions: list[object]) -> None:
-        writer = self._writer(session)
-        if writer is None:
-            return
-        writer.sync(
-            session.history,
-            new_compactions=new_compactions,
-            last_prompt_token_count=session.last_prompt_token_count,
-            consecutive_failures=session.consecutive_failures,
-            calibration=session.calibration.to_dict() if session.calibration.samples else None,
-        )
+        try:
+            writer = self._writer(session)
+            if writer is None:
+                return
+            writer.sync(
+                session.history,
+                new_compactions=new_compactions,
+                last_prompt_token_count=session.last_prompt_token_count,
+                consecutive_failures=session.consecutive_failures,
+                calibration=session.calibration.to_dict() if session.calibration.samples else None,
+            )
+        except AutocompactError as exc:
+            self.error = exc  # the chat goes on; the next save tries again
+            raise
+        self.error = None
+
+    def notices(self) -> list[str]:
+        """What the writer had to do on its own since the last call (a recreated file)."""
+        if self.writer is None:
+            return []
+        out, self.writer.notices = self.writer.notices, []
+        return out
 
     def clear(self) -> None:
         if self.writer is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -35,6 +36,7 @@ __all__ = [
     "info_to_dict",
     "load_session",
     "now_iso",
+    "redact_credentials",
     "sanitize_url",
     "secrets_to_redact",
 ]
@@ -185,9 +187,41 @@ def secrets_to_redact(redact: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted({s for s in redact if len(s) >= _MIN_SECRET_LEN}, key=len, reverse=True))
 
 
+# Well-known credential shapes, redacted even when they are not in the environment (a key
+# pasted into a message). Each must be specific enough never to match ordinary text; the
+# bearer pattern keeps the word and redacts the token. See docs/sessions.md (what is redacted).
+_CREDENTIAL_SHAPES = re.compile(
+    r"(?<![A-Za-z0-9_-])(?:"
+    r"sk-ant-[a-z]+\d*-[A-Za-z0-9_-]{20,}"  # Anthropic (sk-ant-api03-…, sk-ant-admin01-…)
+    r"|sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"  # OpenAI and compatible
+    r"|gh[pousr]_[A-Za-z0-9]{30,}"  # GitHub tokens
+    r"|github_pat_[A-Za-z0-9_]{22,}"  # GitHub fine-grained tokens
+    r"|(?:AKIA|ASIA)[0-9A-Z]{16}"  # AWS access key ids
+    r"|AIza[0-9A-Za-z_-]{35}"  # Google API keys
+    r"|xox[abposr]-[A-Za-z0-9-]{10,}"  # Slack tokens
+    r"|glpat-[A-Za-z0-9_-]{20,}"  # GitLab tokens
+    r")"
+)
+# A token, not a word: 16+ characters with at least one digit or punctuation among them.
+_BEARER = re.compile(r"(?i)(\bbearer\s+)(?=[A-Za-z]*[0-9._~+/-])[A-Za-z0-9._~+/-]{16,}=*")
+
+
+def redact_credentials(text: str) -> str:
+    """``text`` with well-known credential shapes replaced by ``[redacted]``."""
+    if "sk-" not in text and not _MAY_HOLD.search(text):
+        return text
+    text = _CREDENTIAL_SHAPES.sub(REDACTED, text)
+    return _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
+
+
+_MAY_HOLD = re.compile(r"gh[pousr]_|github_pat_|AKIA|ASIA|AIza|xox[abposr]-|glpat-|(?i:bearer)")
+
+
 def encode_record(record: JsonDict, redact: Sequence[str]) -> str:
-    """One record as one JSON line, with every secret replaced."""
-    line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
+    """One record as one JSON line, with every secret and credential-shaped string replaced."""
+    line = redact_credentials(
+        json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
+    )
     for secret in redact:
         line = line.replace(secret, REDACTED)
         # A secret may appear JSON-escaped (quotes, backslashes, non-ASCII are escaped).

@@ -7,6 +7,9 @@ a 0700 directory; a damaged file is copied to ``.bak`` before it is rewritten.
 from __future__ import annotations
 
 import builtins
+import contextlib
+import fcntl
+import json
 import os
 import re
 import secrets
@@ -18,7 +21,7 @@ from typing import Any
 
 from autocompact.codec import history_to_dicts
 from autocompact.content import Message
-from autocompact.errors import SessionFileError
+from autocompact.errors import SessionFileError, SessionInUseError
 from autocompact.sessions.records import (
     SUFFIX,
     JsonDict,
@@ -34,7 +37,7 @@ from autocompact.sessions.records import (
     secrets_to_redact,
 )
 
-__all__ = ["SessionStore", "SessionWriter"]
+__all__ = ["SessionStore", "SessionWriter", "lock_session"]
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -53,6 +56,13 @@ class SessionWriter:
         history: the history already in the file.
         state: the ``(last_prompt_token_count, consecutive_failures, calibration)`` already in
             the file.
+        lock_fd: the session's lock, when the caller took it already (see :func:`lock_session`).
+
+    A writer holds the session's lock (``<id>.jsonl.lock``, ``fcntl.flock``) until
+    :meth:`close`: a second writer on the same session gets a :class:`SessionFileError` saying
+    it is in use, so two chats never interleave their turns in one file. When the file is
+    deleted while the writer is open, the next write recreates it with the conversation as
+    persisted so far (and says so in :attr:`notices`), instead of writing into the void.
     """
 
     def __init__(
@@ -63,13 +73,22 @@ class SessionWriter:
         redact: Iterable[str] = (),
         history: Sequence[Message] = (),
         state: tuple[int, int, Any] | None = None,
+        lock_fd: int | None = None,
     ) -> None:
         self.path = path
         self.header = header
         self._redact = secrets_to_redact(redact)
         self._history: tuple[Message, ...] = tuple(history)
         self._state = state
-        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self.notices: list[str] = []
+        self._lock_fd: int | None = lock_fd if lock_fd is not None else lock_session(path)
+        try:
+            self._fd: int | None = _open_append(path)
+            self._inode = os.fstat(self._fd).st_ino
+        except BaseException:
+            _unlock(self._lock_fd)
+            self._lock_fd = None
+            raise
 
     @property
     def id(self) -> str:
@@ -195,10 +214,13 @@ class SessionWriter:
         self._state = state
 
     def close(self) -> None:
-        """Close the file (further appends raise)."""
+        """Close the file and release the session (further appends raise)."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+        if self._lock_fd is not None:
+            _unlock(self._lock_fd)
+            self._lock_fd = None
 
     def __enter__(self) -> SessionWriter:
         return self
@@ -211,8 +233,105 @@ class SessionWriter:
     def _write(self, records: Sequence[JsonDict]) -> None:
         if self._fd is None:
             raise SessionFileError("the session file is closed", path=str(self.path))
+        self._check_file()
         data = "".join(encode_record(r, self._redact) for r in records).encode("utf-8")
         _write_all(self._fd, data, self.path)
+
+    def _check_file(self) -> None:
+        """Recreate the file when it was deleted or replaced since it was opened."""
+        try:
+            same = os.stat(self.path).st_ino == self._inode
+        except FileNotFoundError:
+            same = False
+        except OSError as exc:
+            raise SessionFileError(
+                f"cannot write: {exc.strerror or exc}", path=str(self.path)
+            ) from exc
+        if same:
+            return
+        assert self._fd is not None
+        records: list[JsonDict] = [self.header.to_dict()]
+        records.extend({"type": "message", "message": m} for m in history_to_dicts(self._history))
+        if self._state is not None:
+            count, failures, calibration = self._state
+            records.append(
+                {
+                    "type": "state",
+                    "last_prompt_token_count": count,
+                    "consecutive_failures": failures,
+                    "calibration": calibration,
+                }
+            )
+        data = "".join(encode_record(r, self._redact) for r in records).encode("utf-8")
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                _write_all(fd, data, tmp)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.path)
+            new_fd = _open_append(self.path)
+        except OSError as exc:
+            raise SessionFileError(
+                f"the session file disappeared and cannot be recreated: {exc.strerror or exc}",
+                path=str(self.path),
+            ) from exc
+        os.close(self._fd)
+        self._fd, self._inode = new_fd, os.fstat(new_fd).st_ino
+        self.notices.append(
+            f"{self.path} was deleted or replaced while the chat ran; it was recreated with the "
+            f"{len(self._history)} messages saved so far"
+        )
+
+
+def _open_append(path: Path) -> int:
+    try:
+        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise SessionFileError(
+            f"cannot open for writing: {exc.strerror or exc} (check the file's permissions)",
+            path=str(path),
+        ) from exc
+
+
+def lock_session(path: Path) -> int:
+    """Take the exclusive lock of a session file (``<file>.lock``); returns the lock's fd.
+
+    Raises:
+        SessionInUseError: another process (or writer) holds it: the session is in use.
+        SessionFileError: the lock file cannot be created.
+    """
+    lock_path = path.with_name(path.name + ".lock")
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise SessionFileError(
+            f"cannot create the session's lock file {lock_path.name}: {exc.strerror or exc}",
+            path=str(path),
+        ) from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.read(fd, 32).decode("ascii", "replace").strip()
+        os.close(fd)
+        by = f" (process {holder})" if holder.isdigit() else ""
+        raise SessionInUseError(
+            f"this session is in use by another autocompact chat{by}: two chats writing one "
+            "session would interleave their turns. Finish the other chat first, or start a "
+            "new session (autocompact chat without --continue)",
+            path=str(path),
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode("ascii"), 0)
+    return fd
+
+
+def _unlock(fd: int) -> None:
+    try:
+        os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)  # closing the descriptor releases the flock
 
 
 def _extends(history: Sequence[Message], prefix: Sequence[Message]) -> bool:
@@ -283,6 +402,8 @@ class SessionStore:
             raise SessionFileError(
                 "a session with this id already exists; choose another id", path=str(path)
             ) from None
+        except OSError as exc:
+            raise SessionFileError(f"cannot create: {exc.strerror or exc}", path=str(path)) from exc
         try:
             line = encode_record(header.to_dict(), secrets_to_redact(self.redact))
             _write_all(fd, line.encode("utf-8"), path)
@@ -291,26 +412,34 @@ class SessionStore:
         return SessionWriter(path, header, redact=self.redact)
 
     def open_for_append(self, session_id: str) -> tuple[SavedSession, SessionWriter]:
-        """Load a session and get a writer that appends to it.
+        """Load a session and get a writer that appends to it (holding the session's lock).
 
         A damaged file (a truncated last line, an unreadable record) is first copied to
         ``<id>.jsonl.bak`` and then rewritten with its readable lines only, through a temporary
         file and ``os.replace``, so appends start on a clean line.
         """
-        saved = self.open(session_id)
-        if saved.damaged:
-            _repair(saved.path, saved.good_lines)
-        writer = SessionWriter(
-            saved.path,
-            saved.header,
-            redact=self.redact,
-            history=saved.history,
-            state=(
-                saved.last_prompt_token_count,
-                saved.consecutive_failures,
-                saved.calibration,
-            ),
-        )
+        path = self.path_of(self.resolve(session_id))
+        # Locked before it is read: what this writer appends follows what it read.
+        lock_fd = lock_session(path)
+        try:
+            saved = load_session(path)
+            if saved.damaged:
+                _repair(saved.path, saved.good_lines)
+            writer = SessionWriter(
+                saved.path,
+                saved.header,
+                redact=self.redact,
+                history=saved.history,
+                state=(
+                    saved.last_prompt_token_count,
+                    saved.consecutive_failures,
+                    saved.calibration,
+                ),
+                lock_fd=lock_fd,
+            )
+        except BaseException:
+            _unlock(lock_fd)
+            raise
         return saved, writer
 
     # -- reading -----------------------------------------------------------------------------
@@ -375,10 +504,58 @@ class SessionStore:
         out.sort(key=lambda item: (item[0], item[1].header.created, item[1].header.id))
         return [summary for _, summary in reversed(out)]
 
-    def latest(self, cwd: str | os.PathLike[str] | None = None) -> SessionSummary | None:
-        """The most recently updated session started in ``cwd`` (default: the current one)."""
+    def latest(
+        self, cwd: str | os.PathLike[str] | None = None, *, strict: bool = False
+    ) -> SessionSummary | None:
+        """The most recently updated session started in ``cwd`` (default: the current one).
+
+        Args:
+            cwd: the directory.
+            strict: raise instead of skipping when a newer file that is (or may be) this
+                directory's latest session cannot be read (``--continue`` uses it, so a
+                damaged or newer-schema latest session is named, not passed over).
+
+        Raises:
+            SessionFileError: with ``strict``, the latest session cannot be read (names the
+                file and what is wrong with it).
+        """
         where = str(Path(cwd) if cwd is not None else Path.cwd())
-        return next((s for s in self.list() if s.header.cwd == where), None)
+        best = next((s for s in self.list() if s.header.cwd == where), None)
+        if strict:
+            self._check_newer(where, best)
+        return best
+
+    def _check_newer(self, where: str, best: SessionSummary | None) -> None:
+        floor = -1
+        if best is not None:
+            with contextlib.suppress(OSError):
+                floor = best.path.stat().st_mtime_ns
+        newer = []
+        for path in self._files():
+            try:
+                mtime = path.stat().st_mtime_ns
+            except OSError:
+                continue
+            if mtime > floor and (best is None or path != best.path):
+                newer.append((mtime, path))
+        for _, path in sorted(newer, reverse=True):
+            try:
+                load_session(path)
+            except SessionFileError as exc:
+                owner = _header_cwd(path)
+                if owner is None or owner == where:
+                    maybe = (
+                        ""
+                        if owner == where
+                        else " (it may be this directory's: its header is unreadable)"
+                    )
+                    raise SessionFileError(
+                        f"the latest session{maybe} cannot be read: {exc.detail}. Fix or move "
+                        "the file, resume another session with --resume ID (autocompact "
+                        "sessions list), or start a new chat",
+                        path=exc.path,
+                        line=exc.line,
+                    ) from exc
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -388,13 +565,30 @@ class SessionStore:
         return [p for p in self.root.iterdir() if p.suffix == SUFFIX and p.is_file()]
 
     def _ensure_root(self) -> None:
+        # Every directory created here is private (0700), the data directory above the
+        # sessions included; directories that already exist keep their mode.
+        missing = [p for p in (self.root, *self.root.parents) if not p.exists()]
         try:
-            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            for directory in reversed(missing):
+                directory.mkdir(mode=0o700, exist_ok=True)
+                os.chmod(directory, 0o700)  # mkdir's mode is masked by the umask
         except OSError as exc:
             raise SessionFileError(
                 f"cannot create the sessions directory: {exc.strerror or exc}",
                 path=str(self.root),
             ) from exc
+
+
+def _header_cwd(path: Path) -> str | None:
+    """The ``cwd`` of a session file's header line, read without the rest (``None``: unknown)."""
+    try:
+        with path.open("rb") as f:
+            first = f.readline(1 << 20)
+        data = json.loads(first.decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    cwd = data.get("cwd") if isinstance(data, dict) else None
+    return cwd if isinstance(cwd, str) else None
 
 
 def _new_id() -> str:
