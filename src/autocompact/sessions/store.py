@@ -86,7 +86,8 @@ class SessionWriter:
             self._fd: int | None = _open_append(path)
             self._inode = os.fstat(self._fd).st_ino
         except BaseException:
-            _unlock(self._lock_fd)
+            if lock_fd is None:  # taken here: released here (a caller's lock is the caller's)
+                _unlock(self._lock_fd)
             self._lock_fd = None
             raise
 
