@@ -22,11 +22,17 @@ from autocompact.compaction.clearing import (
 from autocompact.compaction.native import native_part
 from autocompact.compaction.prompts import (
     SUMMARY_ACKNOWLEDGEMENT,
-    SUMMARY_FINAL_INSTRUCTION,
     SUMMARY_PREAMBLE,
-    summary_system_prompt,
 )
-from autocompact.compaction.slimming import slim_for_summary
+from autocompact.compaction.sidequery import (
+    DEFAULT_SUMMARY_SHARE,
+    call_summarizer,
+    plan_side_queries,
+    side_request,
+    summary_cap,
+    truncated,
+)
+from autocompact.compaction.space import SpaceBreakdown, space_breakdown
 from autocompact.compaction.split import (
     COMPRESSION_PRESERVE_THRESHOLD,
     MIN_COMPRESSION_FRACTION,
@@ -50,13 +56,14 @@ from autocompact.providers.base import (
     ToolSpec,
 )
 from autocompact.thresholds import (
-    COMPACT_MAX_OUTPUT_TOKENS,
     DEFAULT_IMAGE_TOKEN_ESTIMATE,
     MAX_CONSECUTIVE_FAILURES,
     compute_thresholds,
 )
 
 __all__ = [
+    "CLEAR_AT_LEAST_SHARE",
+    "DEFAULT_SUMMARY_SHARE",
     "CompressOptions",
     "CompressionFlow",
     "CompressionInfo",
@@ -69,8 +76,14 @@ __all__ = [
     "count_history_tokens",
 ]
 
-Summarizer: TypeAlias = Callable[[Sequence[Message]], str]
-"""Writes a summary without a model (used when no provider is available)."""
+Summarizer: TypeAlias = Callable[..., str]
+"""Writes a summary without a model (used when no provider is available): called with the
+messages to summarize, and with ``max_tokens=`` the summary's cap when it accepts that keyword."""
+
+CLEAR_AT_LEAST_SHARE = 0.05
+"""Clearing acts only when it frees at least this share of the window (default of
+``CompressOptions.clear_at_least_tokens``): every clearing rewrites the cached prompt prefix, so
+a small one costs more than it saves (Anthropic's ``clear_at_least`` is the model)."""
 
 
 class CompressionStatus(StrEnum):
@@ -121,6 +134,16 @@ class CompressOptions:
         clear_tool_outputs: run tool-output clearing (no model call) before the summary on
             automatic triggers; a manual ``/compress`` always summarizes.
         protect_tool_tokens: the newest tool output kept by clearing.
+        keep_share: the share of the history (estimated tokens) kept verbatim, ``0 ≤ x < 1``;
+            0 summarizes everything that can be (SPEC §10.1).
+        summary_target_tokens: the summary's target size; the local summarizer honours it
+            strictly, the side query gets it in the prompt and as its output cap when below 20K.
+        summarizer_window: the summarizing model's window when it differs from
+            ``context_window`` (the side query is sized to fit it, SPEC §10.4).
+        token_scale: provider tokens per plain estimated token, as the session learned it; side
+            queries are sized with ``max(1, token_scale)``.
+        clear_at_least_tokens: clearing acts only when it frees at least this much
+            (``None``: :data:`CLEAR_AT_LEAST_SHARE` of the window).
     """
 
     context_window: int
@@ -135,6 +158,19 @@ class CompressOptions:
     instructions: str | None = None
     clear_tool_outputs: bool = True
     protect_tool_tokens: int = DEFAULT_PROTECT_TOKENS
+    keep_share: float = COMPRESSION_PRESERVE_THRESHOLD
+    summary_target_tokens: int | None = None
+    summarizer_window: int | None = None
+    token_scale: float = 1.0
+    clear_at_least_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.keep_share < 1:
+            raise ValueError(f"keep_share must be in [0, 1), got {self.keep_share}")
+        if self.summary_target_tokens is not None and self.summary_target_tokens < 1:
+            raise ValueError(
+                f"summary_target_tokens must be a positive count, got {self.summary_target_tokens}"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,6 +189,11 @@ class CompressionInfo:
         method: what reduced the history: ``summary``, ``native`` (the provider's own
             compaction block), ``clearing`` (no model) or ``none``.
         cleared_tool_outputs, clearing_tokens_saved: what tool-output clearing did.
+        ineffective: an automatic, hard or reactive compaction that left the count at or above
+            *warn* (SPEC §10.2): kept, but counted toward the breaker.
+        summary_failure: the summary failed after a clearing that stands (SPEC §10.3).
+        breakdown: what holds the space after the attempt, by category.
+        side_queries: how many side queries were sent (more than 1 when chunked).
     """
 
     status: CompressionStatus
@@ -168,13 +209,21 @@ class CompressionInfo:
     method: Method = "none"
     cleared_tool_outputs: int = 0
     clearing_tokens_saved: int = 0
+    ineffective: bool = False
+    summary_failure: CompressionStatus | None = None
+    breakdown: SpaceBreakdown | None = None
+    side_queries: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field."""
-        return {
-            name: (value.value if isinstance(value, StrEnum) else value)
-            for name, value in self.__dict__.items()
-        }
+        out: dict[str, Any] = {}
+        for name, value in self.__dict__.items():
+            if isinstance(value, StrEnum):
+                value = value.value
+            elif isinstance(value, SpaceBreakdown):
+                value = dict(value.__dict__)
+            out[name] = value
+        return out
 
 
 @dataclass(frozen=True)
@@ -207,7 +256,9 @@ def compress_flow(
 ) -> CompressionFlow:
     """One compaction attempt as a generator (see the module docstring).
 
-    With ``summarizer`` given, no request is yielded: the summary is written locally.
+    With ``summarizer`` given, no request is yielded: the summary is written locally. When the
+    part to summarize does not fit the summarizer's window in one request, it is sent in chunks,
+    oldest first (SPEC §10.4).
     """
     original_history = tuple(history)
     try:
@@ -224,45 +275,128 @@ def compress_flow(
     if isinstance(prepared, CompressionResult):
         return prepared
     original, base, clearing, to_compress, to_keep = prepared
+    sizes: dict[str, Any] = {
+        "compressed_messages": len(to_compress),
+        "kept_messages": len(to_keep),
+    }
+    done = _Done(history=original_history, clearing=clearing, original=original, base=base)
 
     def fail(status: CompressionStatus, error: str, **extra: Any) -> CompressionResult:
-        return _result(original_history, options, status, original, error=error, **extra)
+        return done.failed(options, status, error, extra)
 
-    request = build_side_query(to_compress, options)
+    cap = summary_cap(
+        to_compress,
+        options.summary_target_tokens,
+        local=summarizer is not None,
+        image_token_estimate=options.image_token_estimate,
+    )
     if summarizer is not None:
-        text = summarizer(to_compress)
+        text = call_summarizer(summarizer, to_compress, cap)
         completion = Completion(
             message=Message.model(text),
             usage=Usage(output_tokens=estimate_text_tokens(text)),
             finish_reason=FinishReason.STOP,
         )
-    else:
+        sizes["compression_input_token_count"] = estimate_content_tokens(
+            to_compress, options.image_token_estimate
+        )
+        sizes["side_queries"] = 1
+        return _finish(done, to_compress, to_keep, completion, cap, options, sizes)
+    plan = plan_side_queries(
+        to_compress,
+        output_cap=cap,
+        window=options.summarizer_window or options.context_window,
+        scale=options.token_scale,
+        instructions=options.instructions,
+        target_tokens=options.summary_target_tokens,
+        image_token_estimate=options.image_token_estimate,
+    )
+    if plan is None:
+        return fail(
+            CompressionStatus.COMPRESSION_FAILED_TOKEN_COUNT_ERROR,
+            "the summarizer's window is too small to hold a side query",
+            **sizes,
+        )
+    carried: str | None = None
+    prompt_tokens = output_tokens = 0
+    for index in range(len(plan.chunks)):
+        request = side_request(plan, index, carried)
+        if len(plan.chunks) == 1:
+            request = replace(request, native=_native_source(to_compress, options))
+        sizes["side_queries"] = index + 1
         try:
             completion = yield request
         except ProviderError as exc:
             return fail(
                 CompressionStatus.COMPRESSION_FAILED_PROVIDER_ERROR,
                 f"the summary request failed: {exc}",
-                compressed_messages=len(to_compress),
-                kept_messages=len(to_keep),
+                **sizes,
             )
-    result = _finish(
-        original_history, to_compress, to_keep, request, completion, original, options, base
-    )
-    if clearing is None or result.info.status is not CompressionStatus.COMPRESSED:
-        return result
-    info = replace(
-        result.info,
-        cleared_tool_outputs=clearing.cleared + clearing.deduplicated,
-        clearing_tokens_saved=clearing.tokens_saved,
-    )
-    return CompressionResult(history=result.history, info=info)
+        usage = completion.usage
+        prompt_tokens += (
+            usage.prompt_tokens if usage and usage.prompt_tokens else _plain(request.messages)
+        )
+        output_tokens += (
+            usage.output_tokens
+            if usage and usage.output_tokens
+            else estimate_text_tokens(completion.text)
+        )
+        sizes["compression_input_token_count"] = prompt_tokens
+        sizes["compression_output_token_count"] = output_tokens
+        cap_here = request.max_output_tokens or cap
+        problem = _refusal(completion, cap_here)
+        if problem is not None:
+            return fail(problem[0], problem[1], **sizes)
+        carried = completion.text.strip()
+    return _finish(done, to_compress, to_keep, completion, cap, options, sizes)
+
+
+def _plain(messages: Sequence[Message]) -> int:
+    return estimate_content_tokens(messages)
+
+
+def _refusal(completion: Completion, cap: int) -> tuple[CompressionStatus, str] | None:
+    if completion.finish_reason is FinishReason.CONTENT_FILTER:
+        return (
+            CompressionStatus.COMPRESSION_FAILED_CONTENT_FILTER,
+            "the summary was stopped by the provider's content filter or refused "
+            f"({completion.raw_finish_reason or 'content_filter'}); a partial summary is never "
+            "kept",
+        )
+    if truncated(completion, cap):
+        return (
+            CompressionStatus.COMPRESSION_FAILED_OUTPUT_TRUNCATED,
+            "the summary stopped at its output cap; a truncated summary is never kept",
+        )
+    opaque = native_part(completion)
+    text = opaque.summary if opaque is not None else completion.text
+    if not text.strip():
+        return CompressionStatus.COMPRESSION_FAILED_EMPTY_SUMMARY, "the summary was empty"
+    return None
 
 
 def _pending_tokens(options: CompressOptions) -> int:
     if options.user_message is None:
         return 0
     return estimate_content_tokens([as_message(options.user_message)], options.image_token_estimate)
+
+
+def _judged(
+    info: CompressionInfo, history: Sequence[Message], options: CompressOptions
+) -> CompressionInfo:
+    """Add what holds the space and whether an automatic compaction bought room (SPEC §10.2)."""
+    breakdown = space_breakdown(
+        history,
+        system_instruction=options.system_instruction,
+        tools=options.tools,
+        image_token_estimate=options.image_token_estimate,
+    )
+    warn = compute_thresholds(options.context_window).warn
+    ineffective = (
+        options.trigger is not CompressionTrigger.MANUAL
+        and info.new_token_count + _pending_tokens(options) >= warn
+    )
+    return replace(info, breakdown=breakdown, ineffective=ineffective)
 
 
 def _cleared_result(
@@ -278,12 +412,20 @@ def _cleared_result(
         clearing_tokens_saved=clearing.tokens_saved,
         kept_messages=len(clearing.history),
     )
-    return CompressionResult(history=clearing.history, info=info)
+    return CompressionResult(
+        history=clearing.history, info=_judged(info, clearing.history, options)
+    )
 
 
 _Prepared: TypeAlias = tuple[
     int, int, ClearingResult | None, tuple[Message, ...], tuple[Message, ...]
 ]
+
+
+def _clear_at_least(options: CompressOptions) -> int:
+    if options.clear_at_least_tokens is not None:
+        return options.clear_at_least_tokens
+    return round(CLEAR_AT_LEAST_SHARE * options.context_window)
 
 
 def _prepare(
@@ -302,7 +444,7 @@ def _prepare(
 
     if options.consecutive_failures >= MAX_CONSECUTIVE_FAILURES and not options.force:
         return noop("breaker open: automatic compaction is paused")
-    auto = compute_thresholds(options.context_window).auto
+    thresholds = compute_thresholds(options.context_window)
     if not options.force:
         effective = estimate_prompt_tokens(
             history,
@@ -312,8 +454,8 @@ def _prepare(
             tools=options.tools,
             image_token_estimate=options.image_token_estimate,
         )
-        if effective < auto:
-            return noop(f"below the auto threshold ({effective} < {auto:.0f})")
+        if effective < thresholds.auto:
+            return noop(f"below the auto threshold ({effective} < {thresholds.auto:.0f})")
     if not history:
         return noop("the history is empty")
 
@@ -324,86 +466,106 @@ def _prepare(
             protect_tokens=options.protect_tool_tokens,
             image_token_estimate=options.image_token_estimate,
         )
-        if clearing.tokens_saved > 0:
+        if clearing.tokens_saved > 0 and clearing.tokens_saved >= _clear_at_least(options):
             working, base = clearing.history, max(0, original - clearing.tokens_saved)
-            if base + _pending_tokens(options) < auto:
+            # Clearing alone is enough only when it buys room: below warn (SPEC §10.2).
+            if base + _pending_tokens(options) < thresholds.warn:
                 return _cleared_result(clearing, options, original, base)
         else:
             clearing = None
 
     split = find_split_point(
-        working, COMPRESSION_PRESERVE_THRESHOLD, image_token_estimate=options.image_token_estimate
+        working, options.keep_share, image_token_estimate=options.image_token_estimate
     )
     to_compress, to_keep = working[:split], working[split:]
     total_chars = estimate_content_chars(working, options.image_token_estimate)
     compressed_chars = estimate_content_chars(to_compress, options.image_token_estimate)
     if not to_compress or compressed_chars < MIN_COMPRESSION_FRACTION * total_chars:
+        if clearing is not None:
+            return _cleared_result(clearing, options, original, base)
         return noop("too little history can be compressed safely")
     return original, base, clearing, to_compress, to_keep
 
 
 def build_side_query(to_compress: Sequence[Message], options: CompressOptions) -> ChatRequest:
-    """The bounded summarization request: thinking off, output capped at 20K (SPEC §6)."""
-    messages = (*slim_for_summary(to_compress), Message.user(SUMMARY_FINAL_INSTRUCTION))
-    if messages[0].role != "user":
-        messages = (Message.user("(earlier conversation follows)"), *messages)
-    return ChatRequest(
-        messages=messages,
-        system_instruction=summary_system_prompt(options.instructions),
-        max_output_tokens=COMPACT_MAX_OUTPUT_TOKENS,
-        thinking=False,
-        purpose="side_query",
-        native=NativeSource(
-            messages=tuple(to_compress),
-            instructions=options.instructions,
-            system_instruction=options.system_instruction,
-            tools=tuple(options.tools),
+    """The first bounded summarization request: thinking off, output capped at
+    ``min(20K, target, what the window leaves after its input)`` (SPEC §6, §10.4)."""
+    plan = plan_side_queries(
+        to_compress,
+        output_cap=summary_cap(
+            to_compress,
+            options.summary_target_tokens,
+            local=False,
+            image_token_estimate=options.image_token_estimate,
         ),
+        window=options.summarizer_window or options.context_window,
+        scale=options.token_scale,
+        instructions=options.instructions,
+        target_tokens=options.summary_target_tokens,
+        image_token_estimate=options.image_token_estimate,
+    )
+    if plan is None:
+        raise ValueError("the summarizer's window is too small to hold a side query")
+    request = side_request(plan, 0, None)
+    if len(plan.chunks) == 1:
+        request = replace(request, native=_native_source(to_compress, options))
+    return request
+
+
+def _native_source(to_compress: Sequence[Message], options: CompressOptions) -> NativeSource:
+    """The range for a provider that can compact it natively (one request, not chunked)."""
+    return NativeSource(
+        messages=tuple(to_compress),
+        instructions=options.instructions,
+        system_instruction=options.system_instruction,
+        tools=tuple(options.tools),
     )
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Done:
+    """What happened before the summary: the input, the clearing that stands, the counts."""
+
+    history: tuple[Message, ...]
+    clearing: ClearingResult | None
+    original: int  # the size reported as before
+    base: int  # the size of what was summarized (smaller than original after clearing)
+
+    def failed(
+        self,
+        options: CompressOptions,
+        status: CompressionStatus,
+        error: str,
+        sizes: dict[str, Any],
+    ) -> CompressionResult:
+        """The input untouched, or the cleared history standing (SPEC §10.3)."""
+        if self.clearing is None:
+            return _result(self.history, options, status, self.original, error=error, **sizes)
+        stood = _cleared_result(self.clearing, options, self.original, self.base)
+        info = replace(stood.info, summary_failure=status, error=error, **sizes)
+        return CompressionResult(history=stood.history, info=info)
+
+
 def _finish(
-    history: tuple[Message, ...],
+    done: _Done,
     to_compress: tuple[Message, ...],
     to_keep: tuple[Message, ...],
-    request: ChatRequest,
     completion: Completion,
-    original: int,
+    cap: int,
     options: CompressOptions,
-    base: int,
+    sizes: dict[str, Any],
 ) -> CompressionResult:
-    """Validate the side query's reply and build the new history.
-
-    ``original`` is the size reported as before; ``base`` the size of the history that was
-    summarized (smaller than ``original`` when tool output was cleared first).
-    """
+    """Validate the summary and build the new history."""
     usage = completion.usage
     opaque = native_part(completion)
     summary = opaque.summary.strip() if opaque is not None else completion.text.strip()
-    sizes: dict[str, Any] = {
-        "compressed_messages": len(to_compress),
-        "kept_messages": len(to_keep),
-        "compression_input_token_count": usage.prompt_tokens if usage else 0,
-        "compression_output_token_count": usage.output_tokens if usage else 0,
-    }
 
     def fail(status: CompressionStatus, error: str) -> CompressionResult:
-        return _result(history, options, status, original, error=error, **sizes)
+        return done.failed(options, status, error, sizes)
 
-    if completion.finish_reason is FinishReason.CONTENT_FILTER:
-        return fail(
-            CompressionStatus.COMPRESSION_FAILED_CONTENT_FILTER,
-            "the summary was stopped by the provider's content filter or refused "
-            f"({completion.raw_finish_reason or 'content_filter'}); a partial summary is never "
-            "kept",
-        )
-    if _truncated(completion):
-        return fail(
-            CompressionStatus.COMPRESSION_FAILED_OUTPUT_TRUNCATED,
-            "the summary stopped at its output cap; a truncated summary is never kept",
-        )
-    if not summary:
-        return fail(CompressionStatus.COMPRESSION_FAILED_EMPTY_SUMMARY, "the summary was empty")
+    problem = _refusal(completion, cap)
+    if problem is not None:
+        return fail(*problem)
     try:
         if opaque is not None:
             # A native block replaces the range by itself, first in the history (the provider
@@ -414,11 +576,9 @@ def _finish(
             )
             summary_tokens = estimate_content_tokens(new_history[:1])
         else:
-            new_history = (
-                Message.user(SUMMARY_PREAMBLE + summary),
-                Message.model(SUMMARY_ACKNOWLEDGEMENT),
-                *to_keep,
-            )
+            # A kept tail that begins with a model message follows the summary directly.
+            ack = () if to_keep and to_keep[0].role == "model" else (_acknowledgement(),)
+            new_history = (Message.user(SUMMARY_PREAMBLE + summary), *ack, *to_keep)
             summary_tokens = (
                 usage.output_tokens
                 if usage and usage.output_tokens > 0
@@ -428,39 +588,34 @@ def _finish(
         # SPEC §6: original − compressed part + summary. The estimate of the new history is a
         # floor: it may only raise the count (fire earlier), never lower it.
         floor = count_history_tokens(new_history, _cold(options))
-        new = max(base - compressed_tokens + summary_tokens, floor)
-        if not sizes["compression_input_token_count"]:
-            sizes["compression_input_token_count"] = estimate_content_tokens(request.messages)
-        if not sizes["compression_output_token_count"]:
-            sizes["compression_output_token_count"] = summary_tokens
+        new = max(done.base - compressed_tokens + summary_tokens, floor)
+        sizes.setdefault("compression_output_token_count", summary_tokens)
     except (TypeError, ValueError, RecursionError) as exc:
         return fail(
             CompressionStatus.COMPRESSION_FAILED_TOKEN_COUNT_ERROR, f"could not count: {exc}"
         )
-    if new >= base:
+    if new >= done.base:
         return fail(
             CompressionStatus.COMPRESSION_FAILED_INFLATED_TOKEN_COUNT,
-            f"the compacted history would not be smaller ({new} ≥ {base} tokens)",
+            f"the compacted history would not be smaller ({new} ≥ {done.base} tokens)",
         )
+    clearing = done.clearing
     info = CompressionInfo(
         status=CompressionStatus.COMPRESSED,
         trigger=options.trigger,
-        original_token_count=original,
+        original_token_count=done.original,
         new_token_count=new,
         summary=summary,
         method="native" if opaque is not None else "summary",
+        cleared_tool_outputs=clearing.cleared + clearing.deduplicated if clearing else 0,
+        clearing_tokens_saved=clearing.tokens_saved if clearing else 0,
         **sizes,
     )
-    return CompressionResult(history=new_history, info=info)
+    return CompressionResult(history=new_history, info=_judged(info, new_history, options))
 
 
-def _truncated(completion: Completion) -> bool:
-    if completion.finish_reason is FinishReason.LENGTH:
-        return True
-    if completion.finish_reason is None:
-        usage = completion.usage
-        return usage is not None and usage.output_tokens >= COMPACT_MAX_OUTPUT_TOKENS
-    return False
+def _acknowledgement() -> Message:
+    return Message.model(SUMMARY_ACKNOWLEDGEMENT)
 
 
 def _cold(options: CompressOptions) -> CompressOptions:

@@ -17,6 +17,10 @@ and how they were fixed, what was just done, and what comes next. Be dense and s
 file paths, function names, commands, numbers, identifiers and the user's exact requirements. \
 Leave out chit-chat and anything superseded.
 
+If the conversation begins with an earlier <state_snapshot>, do not quote it or nest it: update \
+it section by section. Keep what still holds, replace every fact, value or plan that changed with \
+its latest version, add what is new, and drop what is finished or no longer true.
+
 Write the snapshot in exactly this XML structure, and nothing after it:
 
 <state_snapshot>
@@ -48,11 +52,19 @@ SUMMARY_PREAMBLE = (
 SUMMARY_ACKNOWLEDGEMENT = "Got it. Thanks for the additional context!"
 
 
-def summary_system_prompt(instructions: str | None = None) -> str:
-    """The side query's system prompt, plus the user's extra instructions (``/compress``)."""
-    if instructions and instructions.strip():
-        return (
-            f"{_SYSTEM_PROMPT}\nAdditional instructions from the user for this summary:\n"
-            f"{instructions.strip()}\n"
+def summary_system_prompt(
+    instructions: str | None = None, *, target_tokens: int | None = None
+) -> str:
+    """The side query's system prompt, plus the summary's target size and the user's extra
+    instructions (``/compress ...``)."""
+    prompt = _SYSTEM_PROMPT
+    if target_tokens is not None:
+        prompt += (
+            f"\nKeep the snapshot under about {target_tokens:,} tokens "
+            f"(about {target_tokens * 3 // 4:,} words): keep the most important facts first.\n"
         )
-    return _SYSTEM_PROMPT
+    if instructions and instructions.strip():
+        prompt += (
+            f"\nAdditional instructions from the user for this summary:\n{instructions.strip()}\n"
+        )
+    return prompt

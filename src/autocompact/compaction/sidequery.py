@@ -1,0 +1,231 @@
+"""The side query that writes the summary: sized to fit the summarizer's window (SPEC §10.4). Pure.
+
+One request when the part to summarize, the prompt and the output cap fit the summarizer's
+window. Otherwise the part is cut into chunks that each fit, oldest first; each chunk's request
+carries the summary of the chunks before it, which the model updates (SPEC §10.5). Chunks fall
+on complete call/response boundaries (:func:`~autocompact.compaction.split.valid_cuts`); a
+single turn larger than a chunk is sent as plain text pieces, so no request is ever built over
+the window. Every request's output cap is ``min(cap, window − its input)``, where the input is
+the plain estimate scaled by what the session learned about the tokenizer (SPEC §10.6).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from autocompact.compaction.prompts import (
+    SUMMARY_ACKNOWLEDGEMENT,
+    SUMMARY_FINAL_INSTRUCTION,
+    summary_system_prompt,
+)
+from autocompact.compaction.slimming import slim_for_summary
+from autocompact.compaction.split import valid_cuts
+from autocompact.content import FunctionCallPart, FunctionResponsePart, Message, TextPart, json_form
+from autocompact.estimation import BYTES_PER_TOKEN, estimate_content_tokens, estimate_text_tokens
+from autocompact.providers.base import ChatRequest, Completion, FinishReason
+from autocompact.thresholds import COMPACT_MAX_OUTPUT_TOKENS
+
+__all__ = [
+    "CARRY_PREAMBLE",
+    "DEFAULT_SUMMARY_SHARE",
+    "MIN_SIDE_OUTPUT_TOKENS",
+    "SideQueryPlan",
+    "call_summarizer",
+    "plan_side_queries",
+    "side_request",
+    "summary_cap",
+    "truncated",
+]
+
+CARRY_PREAMBLE = "The state snapshot of the conversation before the part below:\n\n"
+MIN_SIDE_OUTPUT_TOKENS = 256
+"""The smallest output cap a side query is sent with; a window that leaves less cannot summarize."""
+DEFAULT_SUMMARY_SHARE = 0.1
+"""The local summarizer's default target: this share of the estimated tokens it summarizes
+(at most 20K), unless ``CompressOptions.summary_target_tokens`` says otherwise."""
+_MARGIN_TOKENS = 64  # role and framing overhead per request, in plain estimated tokens
+_FIRST_USER = "(earlier conversation follows)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SideQueryPlan:
+    """How the part to summarize is sent.
+
+    Attributes:
+        chunks: the slimmed messages of each request, oldest first (one chunk: no chunking).
+        output_cap: the summary's cap (``min(20K, target)``), before the window's own limit.
+        window: the summarizer's context window.
+        scale: provider tokens per plain estimated token (≥ 1; sizes err high).
+        system_instruction: the side query's system prompt.
+    """
+
+    chunks: tuple[tuple[Message, ...], ...]
+    output_cap: int
+    window: int
+    scale: float
+    system_instruction: str
+
+
+def _scaled(plain: int, scale: float) -> int:
+    return math.ceil(plain * scale)
+
+
+def plan_side_queries(
+    to_compress: Sequence[Message],
+    *,
+    output_cap: int,
+    window: int,
+    scale: float = 1.0,
+    instructions: str | None = None,
+    target_tokens: int | None = None,
+    image_token_estimate: int,
+) -> SideQueryPlan | None:
+    """The chunks to send, or ``None`` when the window cannot hold even one useful request."""
+    scale = max(1.0, scale)
+    system = summary_system_prompt(instructions, target_tokens=target_tokens)
+    slimmed = slim_for_summary(to_compress)
+    fixed = (
+        estimate_text_tokens(system)
+        + estimate_text_tokens(SUMMARY_FINAL_INSTRUCTION)
+        + estimate_text_tokens(SUMMARY_ACKNOWLEDGEMENT)
+        + _MARGIN_TOKENS
+    )
+    whole = estimate_content_tokens(slimmed, image_token_estimate)
+
+    def plan(chunks: Sequence[tuple[Message, ...]]) -> SideQueryPlan:
+        return SideQueryPlan(
+            chunks=tuple(chunks),
+            output_cap=output_cap,
+            window=window,
+            scale=scale,
+            system_instruction=system,
+        )
+
+    if _scaled(whole + fixed, scale) + output_cap <= window:
+        return plan([slimmed])
+    # Chunks: the output and the carried summary each take at most a quarter of the window.
+    out = min(output_cap, window // 4)
+    budget = math.floor((window - 2 * out) / scale) - fixed - estimate_text_tokens(CARRY_PREAMBLE)
+    if out < MIN_SIDE_OUTPUT_TOKENS or budget < MIN_SIDE_OUTPUT_TOKENS:
+        return None
+    return plan(_chunks(slimmed, budget, image_token_estimate))
+
+
+def _chunks(
+    messages: tuple[Message, ...], budget: int, image_token_estimate: int
+) -> list[tuple[Message, ...]]:
+    cuts = valid_cuts(messages)
+    segments: list[tuple[Message, ...]] = []
+    start = 0
+    for index in range(1, len(messages) + 1):
+        if cuts[index] or index == len(messages):
+            segments.append(messages[start:index])
+            start = index
+    chunks: list[tuple[Message, ...]] = []
+    current: list[Message] = []
+    size = 0
+    for segment in segments:
+        tokens = estimate_content_tokens(segment, image_token_estimate)
+        if tokens > budget:
+            if current:
+                chunks.append(tuple(current))
+                current, size = [], 0
+            chunks.extend((piece,) for piece in _text_pieces(segment, budget))
+            continue
+        if size + tokens > budget and current:
+            chunks.append(tuple(current))
+            current, size = [], 0
+        current.extend(segment)
+        size += tokens
+    if current:
+        chunks.append(tuple(current))
+    return chunks
+
+
+def _as_text(message: Message) -> str:
+    lines = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            lines.append(part.text)
+        elif isinstance(part, FunctionCallPart):
+            lines.append(f"[called {part.name} {json_form(part.arguments)}]")
+        elif isinstance(part, FunctionResponsePart):
+            body = part.response if isinstance(part.response, str) else json_form(part.response)
+            lines.append(f"[result of {part.name}{' (error)' if part.is_error else ''}] {body}")
+    return f"{message.role}: " + "\n".join(lines)
+
+
+def _text_pieces(segment: Sequence[Message], budget: int) -> list[Message]:
+    """A turn too large for one chunk, as plain text user messages that each fit."""
+    text = "\n\n".join(_as_text(m) for m in segment)
+    size = max(1, (budget - 16) * BYTES_PER_TOKEN)
+    count = math.ceil(len(text) / size)
+    return [
+        Message.user(
+            f"(part {k + 1} of {count} of one long turn)\n{text[k * size : (k + 1) * size]}"
+        )
+        for k in range(count)
+    ]
+
+
+def side_request(plan: SideQueryPlan, index: int, carried: str | None) -> ChatRequest:
+    """The request for chunk ``index``, carrying the summary written so far."""
+    chunk = plan.chunks[index]
+    head: tuple[Message, ...] = ()
+    if carried:
+        head = (Message.user(CARRY_PREAMBLE + carried),)
+        if chunk and chunk[0].role == "user":
+            head = (*head, Message.model(SUMMARY_ACKNOWLEDGEMENT))
+    elif not chunk or chunk[0].role != "user":
+        head = (Message.user(_FIRST_USER),)
+    messages = (*head, *chunk, Message.user(SUMMARY_FINAL_INSTRUCTION))
+    used = _scaled(
+        estimate_content_tokens(messages) + estimate_text_tokens(plan.system_instruction),
+        plan.scale,
+    )
+    cap = max(1, min(plan.output_cap, plan.window - used))
+    return ChatRequest(
+        messages=messages,
+        system_instruction=plan.system_instruction,
+        max_output_tokens=cap,
+        thinking=False,
+        purpose="side_query",
+    )
+
+
+def summary_cap(
+    to_compress: Sequence[Message],
+    target: int | None,
+    *,
+    local: bool,
+    image_token_estimate: int,
+) -> int:
+    """The summary's output cap: ``min(20K, target)``; a local summarizer without a target
+    aims at :data:`DEFAULT_SUMMARY_SHARE` of what it summarizes."""
+    if target is None and local:
+        compressed = estimate_content_tokens(to_compress, image_token_estimate)
+        target = max(1, round(DEFAULT_SUMMARY_SHARE * compressed))
+    return min(COMPACT_MAX_OUTPUT_TOKENS, target) if target else COMPACT_MAX_OUTPUT_TOKENS
+
+
+def call_summarizer(summarizer: Callable[..., str], messages: Sequence[Message], cap: int) -> str:
+    """The local summary, passing the cap as ``max_tokens`` when the summarizer accepts it."""
+    try:
+        accepts = "max_tokens" in inspect.signature(summarizer).parameters
+    except (TypeError, ValueError):  # a builtin or C callable without a signature
+        accepts = False
+    return summarizer(messages, max_tokens=cap) if accepts else summarizer(messages)
+
+
+def truncated(completion: Completion, cap: int = COMPACT_MAX_OUTPUT_TOKENS) -> bool:
+    """Whether the reply stopped on its output cap (a length finish, or no finish reason and
+    output at the cap)."""
+    if completion.finish_reason is FinishReason.LENGTH:
+        return True
+    if completion.finish_reason is None:
+        usage = completion.usage
+        return usage is not None and usage.output_tokens >= cap
+    return False
