@@ -235,13 +235,14 @@ def test_large_first_message_plus_pending_still_fits() -> None:
 
 
 def test_failed_rescue_then_trim_events_in_order() -> None:
-    """A failed hard rescue emits CompactionStarted, CompactionFailed, then RequestTrimmed."""
+    """A failed hard rescue emits CompactionStarted, CompactionFailed, then RequestTrimmed
+    (a 128K window: hard above auto, so the open breaker does not stop the rescue)."""
     events: list[Event] = []
     fake = FakeProvider(responder=failing("error"))
     session = ChatSession(
         fake,
-        context_window=32_000,
-        history=uniform_history(32_000),
+        context_window=128_000,
+        history=uniform_history(128_000),
         consecutive_failures=3,
         hooks=[events.append],
         clear_tool_outputs=False,

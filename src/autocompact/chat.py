@@ -17,10 +17,15 @@ Before every send:
 4. the request is sent; if the provider still says it is too long, a forced compaction runs and
    the send is retried once; if that does not help, the provider's original error is raised.
 
-Failure accounting: an unforced or reactive failure adds 1, a forced (hard, manual) failure adds
-nothing, any success resets to 0. State is committed only when a step completes: a turn that is
-cancelled or fails leaves the history as it was before that turn's send (a compaction that had
-already succeeded in the same call is kept — it is a complete, valid history of its own).
+Failure accounting and the hold follow :mod:`autocompact.compaction.accounting` (SPEC §5, §10.2,
+§10.7): an unforced or reactive failure adds 1, a hard one only where hard equals auto, a manual
+one nothing; an ineffective compaction is kept but counts and starts a hold (no automatic side
+query until the count grows by 10 % of the window, or ``compress()`` is called); so does a failed
+hard or reactive rescue; an effective success resets both. The reactive retry is not held back:
+it answers a rejection the provider already made. State is committed only when a step
+completes: a turn that is cancelled or fails leaves the history as it was before that turn's
+send (a compaction that had already succeeded in the same call is kept — it is a complete,
+valid history of its own).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from collections.abc import AsyncIterator, Generator, Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
+from autocompact.compaction.accounting import BreakerState, automatic_trigger, record_attempt
 from autocompact.compaction.fallback import check_message_fits, trim_request
 from autocompact.compaction.plan import (
     CompressionInfo,
@@ -48,7 +54,8 @@ from autocompact.compaction.service import (
     drive_flow,
     drive_flow_async,
 )
-from autocompact.compaction.split import validate_history
+from autocompact.compaction.space import SpaceBreakdown, space_breakdown
+from autocompact.compaction.split import COMPRESSION_PRESERVE_THRESHOLD, validate_history
 from autocompact.content import CharStats, Message, Part, as_message, json_length
 from autocompact.errors import (
     ConfigError,
@@ -136,8 +143,14 @@ class _SessionCore:
         store: SessionStore | None = None,
         session_id: str | None = None,
         store_owner: str | None = None,
+        keep_share: float = COMPRESSION_PRESERVE_THRESHOLD,
+        summary_target_tokens: int | None = None,
     ) -> None:
         self.provider = provider
+        self.keep_share = keep_share
+        self.summary_target_tokens = summary_target_tokens
+        # SPEC §10.2/§10.7: no automatic side query while the count is below this.
+        self.hold_until: int | None = None
         self.calibration = calibration or Calibration()
         self.clear_tool_outputs = clear_tool_outputs
         self.context_window = parse_window(context_window, name="context_window", minimum=1)
@@ -218,6 +231,15 @@ class _SessionCore:
         """Whether automatic compaction is paused by the circuit breaker."""
         return self.consecutive_failures >= MAX_CONSECUTIVE_FAILURES
 
+    def space(self) -> SpaceBreakdown:
+        """What holds the space in the context now, by category (``/context``)."""
+        return space_breakdown(
+            self._history,
+            system_instruction=self.system_instruction,
+            tools=self.tools,
+            image_token_estimate=self.image_token_estimate,
+        )
+
     def estimate_tokens(self, message: MessageLike | None = None) -> int:
         """The pre-send estimate of the next request (SPEC §4), with ``message`` pending.
 
@@ -257,6 +279,7 @@ class _SessionCore:
         self.last_prompt_token_count = 0
         self._since_count = 0
         self.consecutive_failures = 0
+        self.hold_until = None
         self._note_tier(self.estimate_tokens())
 
     # -- the flows -------------------------------------------------------------------------
@@ -299,10 +322,9 @@ class _SessionCore:
         )
         effective = self.estimate_tokens(message)
         self._note_tier(effective)
-        if effective >= self.thresholds.hard:
-            yield from self.compaction_step(CompressionTrigger.HARD, message)
-        elif effective >= self.thresholds.auto and not self.breaker_open:
-            yield from self.compaction_step(CompressionTrigger.AUTO, message)
+        trigger = automatic_trigger(effective, self.thresholds, self._breaker_state())
+        if trigger is not None:
+            yield from self.compaction_step(trigger, message)
 
     def send_flow(
         self, message: Message, turn_id: str | None = None, generation: int | None = None
@@ -342,6 +364,9 @@ class _SessionCore:
             image_token_estimate=self.image_token_estimate,
             instructions=instructions,
             clear_tool_outputs=self.clear_tool_outputs,
+            keep_share=self.keep_share,
+            summary_target_tokens=self.summary_target_tokens,
+            token_scale=max(1.0, self.calibration.factor),
         )
         if self.store is not None:
             base = self.store.begin_compaction()
@@ -382,27 +407,32 @@ class _SessionCore:
             self._adopt(self.store.snapshot)
         return result.info
 
+    def _breaker_state(self) -> BreakerState:
+        return BreakerState(
+            consecutive_failures=self.consecutive_failures, hold_until=self.hold_until
+        )
+
     def _apply(self, result: CompressionResult) -> None:
         info = result.info
         self.compactions.append(info)
         was_open = self.breaker_open
         previous = self.consecutive_failures
+        state = record_attempt(self._breaker_state(), info, self.thresholds)
+        self.consecutive_failures, self.hold_until = state.consecutive_failures, state.hold_until
         if info.status is CompressionStatus.COMPRESSED:
+            # Also a clearing that stands after a failed summary (SPEC §10.3).
             self._history = result.history
             self._history_stats = content_stats(result.history)
             self.last_prompt_token_count = info.new_token_count
             self._since_count = 0
-            self.consecutive_failures = 0
             self._emit(CompactionSucceeded(info=info))
-            if was_open:
-                self._emit(BreakerClosed(previous_failures=previous))
             self._note_tier(self.estimate_tokens())
         elif info.status.failed:
-            if info.trigger in (CompressionTrigger.AUTO, CompressionTrigger.REACTIVE):
-                self.consecutive_failures += 1
             self._emit(CompactionFailed(info=info))
-            if self.breaker_open and not was_open:
-                self._emit(BreakerOpened(consecutive_failures=self.consecutive_failures))
+        if was_open and not self.breaker_open:
+            self._emit(BreakerClosed(previous_failures=previous))
+        if self.breaker_open and not was_open:
+            self._emit(BreakerOpened(consecutive_failures=self.consecutive_failures))
 
     def _request_for(self, message: Message) -> tuple[ChatRequest, int]:
         """The main request, trimmed by the guarantee when needed, and the estimated size of
@@ -547,6 +577,8 @@ class ChatSession(_SessionCore):
         calibration: what an earlier run learned about this model's tokenizer (saved with a
             session); the session keeps learning from every reported prompt size and uses it
             to raise, never lower, cold estimates.
+        keep_share: the share of the history kept verbatim by a compaction (0: summary only).
+        summary_target_tokens: the summary's target size (``None``: the summarizer's default).
 
     Sends on one session are serialized by a lock.
     """

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from autocompact.content import Message
+from autocompact.content import CharStats, Message
 from autocompact.errors import ContentError
-from autocompact.content import CharStats
 from autocompact.estimation import BYTES_PER_TOKEN, BYTES_PER_TOKEN_JSON
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
 
