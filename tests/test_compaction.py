@@ -281,7 +281,9 @@ def test_side_query_is_bounded_with_thinking_off() -> None:
 def test_side_query_system_prompt_without_instructions() -> None:
     """Without /compress instructions the system prompt has no additional-instructions block."""
     fake = FakeProvider()
-    CompressionService(fake).compress(conversation(), CompressOptions(context_window=200_000, force=True))
+    CompressionService(fake).compress(
+        conversation(), CompressOptions(context_window=200_000, force=True)
+    )
     assert "Additional instructions" not in (fake.requests[0].system_instruction or "")
 
 
@@ -364,7 +366,9 @@ def test_cancellation_during_the_side_query_propagates_and_keeps_nothing() -> No
     fake = FakeProvider()
     fake.enqueue_error(KeyboardInterrupt(), purpose="side_query")
     with pytest.raises(KeyboardInterrupt):
-        CompressionService(fake).compress(history, CompressOptions(context_window=200_000, force=True))
+        CompressionService(fake).compress(
+            history, CompressOptions(context_window=200_000, force=True)
+        )
     assert list(history) == snapshot
 
 

@@ -23,8 +23,8 @@ from autocompact.compaction.split import (
     valid_cuts,
 )
 from autocompact.estimation import estimate_content_tokens
-from autocompact.transcripts import read_transcript
 from autocompact.testing import FakeProvider
+from autocompact.transcripts import read_transcript
 
 _step = st.tuples(
     st.sampled_from(["text", "call"]),

@@ -89,6 +89,33 @@ def test_context_text(case: str) -> None:
     assert "\n".join(REGISTRY.dispatch(ctx, "/context").lines) == expected
 
 
+def test_context_shows_what_holds_the_space_by_category() -> None:
+    """/context ends with the breakdown: system prompt and tools, summary, tool traffic, talk."""
+    from autocompact.compaction.prompts import SUMMARY_ACKNOWLEDGEMENT, SUMMARY_PREAMBLE
+    from autocompact.content import FunctionCallPart, FunctionResponsePart
+
+    history = [
+        Message.user(SUMMARY_PREAMBLE + "s" * 8_000),
+        Message.model(SUMMARY_ACKNOWLEDGEMENT),
+        Message.user("q" * 4_000),
+        Message.model(FunctionCallPart(id="a", name="read")),
+        Message.user(FunctionResponsePart(id="a", name="read", response="r" * 6_000)),
+    ]
+    session = ChatSession(
+        FakeProvider(), context_window=32_000, system_instruction="p" * 20_000, history=history
+    )
+    lines = context_lines(session, "known")
+    tail = lines[lines.index("What holds the space (estimated):") + 1 :]
+    assert [line.split("  ")[1].strip() for line in tail] == [
+        "System prompt and tools",
+        "Summary",
+        "Tool calls and results",
+        "Conversation",
+    ]
+    assert tail[0].endswith("5K")
+    assert tail[3].endswith("1K")
+
+
 def test_context_lines_use_the_cold_estimate_when_no_count() -> None:
     """Without a provider count (a restored session) /context shows the cold estimate."""
     history = [Message.user("x" * 40_000), Message.model("ok")]

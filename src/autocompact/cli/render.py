@@ -87,6 +87,19 @@ _FAILURE_REASONS = {
 }
 
 
+def _explain_space(info: CompressionInfo) -> str:
+    """Why a compaction bought too little room: what holds the space (SPEC §10.2)."""
+    text = "still at or above the warn threshold"
+    if info.breakdown is not None:
+        rows = ", ".join(
+            f"{label.lower()} {format_tokens(tokens)}"
+            for label, tokens in info.breakdown.rows()
+            if tokens
+        )
+        text += f": {info.breakdown.largest()} holds the most ({rows})"
+    return text + "; automatic compaction waits until the context grows by 10 % of the window"
+
+
 def describe_info(info: CompressionInfo) -> str:
     """One line about a finished compaction attempt (success, failure or nothing to do)."""
     trigger = str(info.trigger)
@@ -106,10 +119,16 @@ def describe_info(info: CompressionInfo) -> str:
                 f"{trigger}; {cleared}summarized {info.compressed_messages} messages, "
                 f"kept {info.kept_messages}"
             )
-        return (
+        line = (
             f"Compressed {format_tokens(info.original_token_count)} → "
             f"{format_tokens(info.new_token_count)} tokens ({detail})"
         )
+        if info.summary_failure is not None:
+            reason = info.error or _FAILURE_REASONS.get(info.summary_failure, "")
+            line += f"; the summary after the clearing failed ({reason}), the clearing stands"
+        if info.ineffective:
+            line += "; " + _explain_space(info)
+        return line
     if info.status == CompressionStatus.NOOP:
         return f"Nothing to compress: {info.error or 'the history is too short'}"
     reason = info.error or _FAILURE_REASONS.get(info.status, str(info.status))

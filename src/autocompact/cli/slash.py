@@ -160,14 +160,20 @@ def _help(ctx: ChatContext, argument: str) -> CommandResult:
 
 
 def context_lines(session: ChatSession, window_source: WindowSource) -> tuple[str, ...]:
-    """``/context``: the count, tier, window and its source, a bar, and SPEC §7's four lines."""
+    """``/context``: the count, tier, window and its source, a bar, SPEC §7's four lines, and
+    what holds the space by category (SPEC §10.2)."""
     tokens = session.estimate_tokens()
     report = build_context_report(tokens, session.thresholds, window_source=window_source)
+    space = session.space()
+    breakdown = tuple(
+        f"  {label:<24} {format_tokens(tokens)}" for label, tokens in space.rows() if tokens
+    )
     return (
         report.summary,
         report.source_line,
         f"{' ' * 18}{bar(report.fraction)}",
         *report.lines,
+        *(("What holds the space (estimated):", *breakdown) if breakdown else ()),
     )
 
 

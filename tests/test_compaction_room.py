@@ -1,0 +1,279 @@
+"""SPEC §10.2–§10.5, §10.7: compactions buy room, clearing stands, side queries fit, no thrash."""
+
+from __future__ import annotations
+
+from autocompact import FunctionCallPart, FunctionResponsePart, Message
+from autocompact.chat import ChatSession
+from autocompact.cli.render import describe_info
+from autocompact.compaction import (
+    CompressionService,
+    CompressionStatus,
+    CompressionTrigger,
+    CompressOptions,
+)
+from autocompact.compaction.accounting import HOLD_GROWTH_SHARE, BreakerState, automatic_trigger
+from autocompact.compaction.sidequery import CARRY_PREAMBLE
+from autocompact.estimation import estimate_content_tokens
+from autocompact.providers.base import ChatRequest
+from autocompact.testing import FakeProvider, FakeReply, FakeTokenizer
+from autocompact.thresholds import compute_thresholds
+
+S = CompressionStatus
+
+
+def text_history(tokens: int, per: int = 2_000) -> list[Message]:
+    """A user/model text history of about ``tokens`` estimated tokens, ending on a model reply."""
+    n = max(2, tokens // per)
+    n -= n % 2
+    return [
+        Message.user(chr(97 + i % 26) * per * 4) if i % 2 == 0 else Message.model("m" * per * 4)
+        for i in range(n)
+    ]
+
+
+def agent_history(calls: int, result_tokens: int) -> list[Message]:
+    """One typed request, then ``calls`` tool steps whose results are ``result_tokens`` each."""
+    history = [Message.user("fix the failing build in src/app.py")]
+    for n in range(calls):
+        history.append(Message.model(f"step {n}", FunctionCallPart(id=f"c{n}", name="bash")))
+        history.append(
+            Message.user(
+                FunctionResponsePart(id=f"c{n}", name="bash", response="o" * result_tokens * 2)
+            )
+        )
+    history.append(Message.model("all steps done"))
+    return history
+
+
+def empty_summaries(request: ChatRequest) -> FakeReply:
+    """Every side query comes back empty; chat turns answer OK."""
+    return FakeReply(text="" if request.purpose == "side_query" else "OK.")
+
+
+def side_queries(fake: FakeProvider) -> int:
+    """How many side queries the fake received."""
+    return sum(1 for r in fake.requests if r.purpose == "side_query")
+
+
+# -- §10.2 ineffective compactions and the hold ------------------------------------------------
+
+
+def _crowded_session(fake: FakeProvider) -> ChatSession:
+    """A 200K session whose system prompt alone (163K) keeps every compaction above auto."""
+    return ChatSession(
+        fake,
+        context_window=200_000,
+        system_instruction="s" * 652_000,
+        history=text_history(20_000),
+        clear_tool_outputs=False,
+    )
+
+
+def test_ineffective_compaction_is_kept_counted_explained_and_held() -> None:
+    """Left ≥ warn: history kept, breaker +1, the line names what holds the space, then a hold."""
+    fake = FakeProvider()
+    session = _crowded_session(fake)
+    before = len(session.history)
+    session.send("x" * 4)
+    info = session.compactions[0]
+    assert info.status is S.COMPRESSED
+    assert info.ineffective
+    assert len(session.history) < before + 2  # the compacted history was kept
+    assert session.consecutive_failures == 1
+    assert info.breakdown is not None
+    assert info.breakdown.largest() == "System prompt and tools"
+    line = describe_info(info)
+    assert "warn" in line
+    assert "System prompt and tools" in line
+    # The hold: small sends make no side query although the count is above auto.
+    assert session.estimate_tokens("y") >= session.thresholds.auto
+    for _ in range(3):
+        session.send("y" * 40)
+    assert side_queries(fake) == 1
+    assert session.hold_until is not None
+
+
+def test_the_hold_ends_when_the_count_grows_by_a_tenth_of_the_window() -> None:
+    """After 10 % of the window of growth the session tries an automatic side query again."""
+    fake = FakeProvider()
+    session = _crowded_session(fake)
+    session.send("x")
+    assert side_queries(fake) == 1
+    session.send("g" * 4 * round(HOLD_GROWTH_SHARE * 200_000 + 1_000))
+    assert side_queries(fake) == 2
+
+
+def test_manual_compress_is_never_held_back() -> None:
+    """During a hold /compress still runs a side query, and a success ends the hold."""
+    fake = FakeProvider()
+    session = _crowded_session(fake)
+    session.send("x")
+    assert session.hold_until is not None
+    info = session.compress()
+    assert side_queries(fake) == 2
+    assert info.status is S.COMPRESSED
+    assert session.hold_until is None
+
+
+def test_clearing_must_free_at_least_the_minimum() -> None:
+    """Clearing that frees less than clear_at_least does not act (the summary runs instead)."""
+    history = agent_history(calls=30, result_tokens=400)
+    small = CompressOptions(
+        context_window=200_000,
+        force=True,
+        trigger=CompressionTrigger.HARD,
+        protect_tool_tokens=5_000,
+    )
+    result = CompressionService(FakeProvider()).compress(history, small)
+    assert result.info.method == "summary"
+    assert result.info.cleared_tool_outputs == 0
+    low = CompressOptions(
+        context_window=200_000,
+        force=True,
+        trigger=CompressionTrigger.HARD,
+        protect_tool_tokens=5_000,
+        clear_at_least_tokens=1_000,
+    )
+    result = CompressionService(FakeProvider()).compress(history, low)
+    assert result.info.cleared_tool_outputs > 0
+
+
+# -- §10.3 clearing stands ---------------------------------------------------------------------
+
+
+def test_clearing_stands_when_the_summary_after_it_fails() -> None:
+    """Clearing then an empty summary: the cleared history is kept, the failure is reported."""
+    history = [Message.user("t" * 4 * 130_000), *agent_history(calls=8, result_tokens=8_000)[1:]]
+    fake = FakeProvider(responder=empty_summaries)
+    options = CompressOptions(
+        context_window=200_000,
+        force=True,
+        trigger=CompressionTrigger.HARD,
+        clear_at_least_tokens=1_000,
+    )
+    result = CompressionService(fake).compress(history, options)
+    info = result.info
+    assert info.status is S.COMPRESSED
+    assert info.method == "clearing"
+    assert info.summary_failure is S.COMPRESSION_FAILED_EMPTY_SUMMARY
+    assert info.cleared_tool_outputs > 0
+    assert estimate_content_tokens(result.history) < estimate_content_tokens(history)
+    assert len(result.history) == len(history)
+
+
+def test_a_failed_summary_after_clearing_counts_toward_the_breaker() -> None:
+    """In a session the standing clearing is adopted and its summary's failure counted."""
+    history = [Message.user("t" * 4 * 116_000), *agent_history(calls=6, result_tokens=9_000)[1:]]
+    fake = FakeProvider(responder=empty_summaries)
+    session = ChatSession(fake, context_window=200_000, history=history)
+    session.send("next")
+    info = session.compactions[0]
+    assert info.summary_failure is S.COMPRESSION_FAILED_EMPTY_SUMMARY
+    assert session.consecutive_failures == 1
+    assert estimate_content_tokens(session.history) < estimate_content_tokens(history)
+
+
+# -- §10.4 / §10.5 the side query fits, summaries merge ------------------------------------
+
+
+def test_side_query_never_exceeds_the_window_by_the_providers_own_count() -> None:
+    """150K tokens to summarize, a 64K summarizer counting 1.5× the estimate: chunks that fit."""
+    history = agent_history(calls=60, result_tokens=2_500)
+    fake = FakeProvider(context_window=64_000, tokenizer=FakeTokenizer(factor=1.5))
+    options = CompressOptions(
+        context_window=64_000,
+        force=True,
+        trigger=CompressionTrigger.REACTIVE,
+        token_scale=1.5,
+        clear_tool_outputs=False,
+    )
+    result = CompressionService(fake).compress(history, options)
+    assert result.info.status is S.COMPRESSED
+    assert len(fake.requests) > 1
+    assert fake.oversized == []
+    for request, count in zip(fake.requests, fake.counts, strict=True):
+        assert request.max_output_tokens is not None
+        assert count + request.max_output_tokens <= 64_000
+        assert request.max_output_tokens <= 20_000
+    assert result.info.side_queries == len(fake.requests)
+
+
+def test_chunks_carry_the_summary_so_far_oldest_first() -> None:
+    """Each chunk after the first begins with the previous chunk's summary, to be updated."""
+    history = agent_history(calls=40, result_tokens=2_000)
+    fake = FakeProvider()
+    for n in range(10):
+        fake.enqueue_text(f"<state_snapshot>part {n}</state_snapshot>", purpose="side_query")
+    options = CompressOptions(
+        context_window=200_000, summarizer_window=32_000, force=True, clear_tool_outputs=False
+    )
+    result = CompressionService(fake).compress(history, options)
+    assert result.info.status is S.COMPRESSED
+    assert len(fake.requests) >= 2
+    for n, request in enumerate(fake.requests[1:]):
+        first = request.messages[0].text
+        assert first.startswith(CARRY_PREAMBLE)
+        assert f"part {n}</state_snapshot>" in first
+    assert "section by section" in (fake.requests[0].system_instruction or "")
+    assert result.info.summary == f"<state_snapshot>part {len(fake.requests) - 1}</state_snapshot>"
+
+
+def test_output_cap_is_what_the_window_leaves_after_the_input() -> None:
+    """On a 30K summarizer the cap is min(20K, window − input): below 20K, and it fits."""
+    history = text_history(30_000)
+    fake = FakeProvider()
+    options = CompressOptions(context_window=30_000, force=True, keep_share=0.0)
+    CompressionService(fake).compress(history, options)
+    for request, count in zip(fake.requests, fake.counts, strict=True):
+        assert request.max_output_tokens is not None
+        assert request.max_output_tokens < 20_000
+        assert count + request.max_output_tokens <= 30_000
+
+
+def test_summary_target_goes_to_the_prompt_and_the_cap() -> None:
+    """summary_target_tokens below 20K is the side query's cap and is named in its prompt."""
+    fake = FakeProvider()
+    options = CompressOptions(
+        context_window=200_000, force=True, summary_target_tokens=3_000, keep_share=0.0
+    )
+    CompressionService(fake).compress(text_history(40_000), options)
+    assert fake.requests[0].max_output_tokens == 3_000
+    assert "3,000 tokens" in (fake.requests[0].system_instruction or "")
+
+
+def test_keep_share_zero_summarizes_the_whole_history() -> None:
+    """keep_share 0: nothing is kept verbatim when the history ends on a plain reply."""
+    history = text_history(40_000)
+    options = CompressOptions(context_window=200_000, force=True, keep_share=0.0)
+    result = CompressionService(FakeProvider()).compress(history, options)
+    assert result.info.compressed_messages == len(history)
+    assert result.info.kept_messages == 0
+
+
+# -- §10.7 small windows keep a breaker, failed rescues back off -----------------------------
+
+
+def test_small_window_hard_attempts_count_and_failed_rescues_back_off() -> None:
+    """32K (hard = auto): a failed rescue counts, and no side query follows until 10 % growth."""
+    fake = FakeProvider(responder=empty_summaries)
+    session = ChatSession(fake, context_window=32_000, history=text_history(26_000))
+    thresholds = compute_thresholds(32_000)
+    assert thresholds.hard == thresholds.auto
+    for _ in range(4):
+        session.send("z" * 40)
+    assert side_queries(fake) == 1
+    assert session.consecutive_failures == 1
+    session.send("g" * 4 * 3_400)
+    assert side_queries(fake) == 2
+    assert session.consecutive_failures == 2
+    session.compress()  # manual: never blocked
+    assert side_queries(fake) == 3
+
+
+def test_small_window_open_breaker_stops_the_hard_attempt() -> None:
+    """Where hard equals auto an open breaker stops the "hard" attempt like an automatic one."""
+    thresholds = compute_thresholds(32_000)
+    open_breaker = BreakerState(consecutive_failures=3)
+    assert automatic_trigger(30_000, thresholds, open_breaker) is None
+    big = compute_thresholds(200_000)
+    assert automatic_trigger(190_000, big, open_breaker) is CompressionTrigger.HARD
