@@ -12,13 +12,15 @@ The marker stands on the tier the current count is in; below warn no threshold i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from autocompact.content import Message, OpaquePart
 from autocompact.thresholds import SUMMARY_RESERVE, CompactionThresholds, Tier
 from autocompact.tips import format_tokens
 
-__all__ = ["ContextReport", "WindowSource", "build_context_report"]
+__all__ = ["ContextReport", "WindowSource", "build_context_report", "native_block_lines"]
 
 WindowSource: TypeAlias = Literal["known", "configured", "server", "assumed"]
 
@@ -94,3 +96,28 @@ def build_context_report(
         summary=summary,
         source_line=source_line,
     )
+
+
+def native_block_lines(
+    history: Sequence[Message], *, provider: str | None = None, family: str | None = None
+) -> tuple[str, ...]:
+    """One ``/context`` line per native compaction block in the history: who made it, its size,
+    and whether the current provider (``provider``/``family``) receives it or its summary text.
+    """
+    lines = []
+    for message in history:
+        for part in message.parts:
+            if not isinstance(part, OpaquePart):
+                continue
+            readable = provider is not None and family is not None
+            sent = (
+                "sent as received"
+                if readable and part.readable_by(str(provider), str(family))
+                else "sent as its summary text (another provider or model family)"
+            )
+            size = format_tokens(part.tokens) if part.tokens else "size unknown"
+            lines.append(
+                f"{'Native summary':<{_LABEL_WIDTH}} {part.provider} ({part.family}), "
+                f"~{size} tokens, {sent}"
+            )
+    return tuple(lines)

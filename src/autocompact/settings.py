@@ -3,7 +3,8 @@
 Shape (every key optional)::
 
     {
-      "chatCompression": {"imageTokenEstimate": 1600, "toolOutputClearing": true},
+      "chatCompression": {"imageTokenEstimate": 1600, "toolOutputClearing": true,
+                          "nativeCompaction": true},
       "model": {"provider": "anthropic", "name": "claude-sonnet-4-5",
                 "contextWindow": 200000, "baseUrl": "http://localhost:8000/v1"}
     }
@@ -45,6 +46,8 @@ class Settings:
     Attributes:
         image_token_estimate: tokens counted per image or document.
         tool_output_clearing: clear old tool output before summarizing (issue 6; default on).
+        native_compaction: let a provider with native compaction write the summary where it
+            supports it (issue 15; default on).
         provider, model, context_window, base_url: model selection defaults (``None``: unset).
         sources: the files that were read, in order.
         warnings: notices for the user (deprecated or unknown keys), each once.
@@ -52,6 +55,7 @@ class Settings:
 
     image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE
     tool_output_clearing: bool = True
+    native_compaction: bool = True
     provider: str | None = None
     model: str | None = None
     context_window: int | None = None
@@ -61,7 +65,12 @@ class Settings:
 
 
 _KNOWN = {
-    "chatCompression": {"imageTokenEstimate", "contextPercentageThreshold", "toolOutputClearing"},
+    "chatCompression": {
+        "imageTokenEstimate",
+        "contextPercentageThreshold",
+        "toolOutputClearing",
+        "nativeCompaction",
+    },
     "model": {"provider", "name", "contextWindow", "baseUrl"},
 }
 
@@ -133,15 +142,20 @@ def parse_settings(
                 compression["imageTokenEstimate"], file, "chatCompression.imageTokenEstimate"
             ),
         )
-    if "toolOutputClearing" in compression:
-        flag = compression["toolOutputClearing"]
-        if not isinstance(flag, bool):
-            raise ConfigError(
-                f"{file}: chatCompression.toolOutputClearing must be true or false, got {flag!r}",
-                file=file,
-                key="chatCompression.toolOutputClearing",
-            )
-        settings = replace(settings, tool_output_clearing=flag)
+    for key, field_name in (
+        ("toolOutputClearing", "tool_output_clearing"),
+        ("nativeCompaction", "native_compaction"),
+    ):
+        if key in compression:
+            flag = compression[key]
+            if not isinstance(flag, bool):
+                raise ConfigError(
+                    f"{file}: chatCompression.{key} must be true or false, got {flag!r}",
+                    file=file,
+                    key=f"chatCompression.{key}",
+                )
+            flags: dict[str, Any] = {field_name: flag}
+            settings = replace(settings, **flags)
     model = data.get("model", {})
     updates: dict[str, Any] = {}
     for key, field_name in (("provider", "provider"), ("name", "model"), ("baseUrl", "base_url")):

@@ -28,6 +28,8 @@ from autocompact.cli.fake_script import ScriptedFake, load_fake_script
 from autocompact.cli.render import format_tokens
 from autocompact.cli.repl import PipedInput, Repl, TerminalInput
 from autocompact.cli.slash import ChatContext
+from autocompact.compaction import CompressionService
+from autocompact.content import portable_history
 from autocompact.context_report import WindowSource
 from autocompact.errors import (
     AutocompactError,
@@ -230,6 +232,9 @@ def run_chat(args: argparse.Namespace) -> int:
         consecutive_failures=saved.consecutive_failures if saved is not None else 0,
         image_token_estimate=settings.image_token_estimate,
         clear_tool_outputs=settings.tool_output_clearing,
+        compression_service=CompressionService(
+            provider, native_compaction=settings.native_compaction
+        ),
     )
     saver = _Saver(
         store=None if args.no_save else store,
@@ -270,12 +275,19 @@ def run_chat(args: argparse.Namespace) -> int:
             provider,
             context_window=window,
             system_instruction=old.system_instruction,
-            history=old.history,
+            # A native compaction block of another provider or model family is replaced by
+            # its summary text: it is never sent where it cannot be read.
+            history=portable_history(
+                old.history, provider=provider.name, family=getattr(provider, "family", None)
+            ),
             # Another model counts tokens its own way: start from the cold estimate.
             last_prompt_token_count=0,
             consecutive_failures=old.consecutive_failures,
             image_token_estimate=old.image_token_estimate,
             clear_tool_outputs=old.clear_tool_outputs,
+            compression_service=CompressionService(
+                provider, native_compaction=old.compression.native_compaction
+            ),
             hooks=(repl.on_event,),
         )
         ctx.model, ctx.window_source = provider.model, source

@@ -14,7 +14,7 @@ from typing import Protocol
 from autocompact.chat import ChatSession
 from autocompact.cli.render import WINDOW_SOURCES, bar, describe_info, format_tokens
 from autocompact.compaction import CompressionStatus
-from autocompact.context_report import WindowSource, build_context_report
+from autocompact.context_report import WindowSource, build_context_report, native_block_lines
 from autocompact.sessions import SessionStore
 
 __all__ = [
@@ -161,12 +161,17 @@ def _help(ctx: ChatContext, argument: str) -> CommandResult:
 
 def context_lines(session: ChatSession, window_source: WindowSource) -> tuple[str, ...]:
     """``/context``: the count, tier, window and its source, a bar, SPEC §7's four lines, and
-    what holds the space by category (SPEC §10.2)."""
+    what holds the space by category (SPEC §10.2), and any native compaction blocks."""
     tokens = session.estimate_tokens()
     report = build_context_report(tokens, session.thresholds, window_source=window_source)
     space = session.space()
     breakdown = tuple(
         f"  {label:<24} {format_tokens(tokens)}" for label, tokens in space.rows() if tokens
+    )
+    native = native_block_lines(
+        session.history,
+        provider=session.provider.name,
+        family=getattr(session.provider, "family", None),
     )
     return (
         report.summary,
@@ -174,6 +179,7 @@ def context_lines(session: ChatSession, window_source: WindowSource) -> tuple[st
         f"{' ' * 18}{bar(report.fraction)}",
         *report.lines,
         *(("What holds the space (estimated):", *breakdown) if breakdown else ()),
+        *native,
     )
 
 
