@@ -17,7 +17,7 @@ from autocompact import (
     TextPart,
 )
 from autocompact.chat import ChatSession
-from autocompact.compaction.fallback import check_message_fits, trim_request
+from autocompact.compaction.fallback import ProviderScale, check_message_fits, trim_request
 from autocompact.events import Event, RequestTrimmed
 from autocompact.providers.base import FinishReason
 from autocompact.testing import FakeProvider, FakeReply, estimate_request_tokens
@@ -146,8 +146,8 @@ def test_trim_without_a_plain_first_message_marks_the_first_kept_turn() -> None:
     kept user turn and pairs stay whole."""
     history = [Message.model("greeting " + "g" * 4000), *uniform_history(8_000)]
     pending = Message.user("go")
-    count = estimate_request_tokens(ChatRequest(messages=(*history, pending)))
-    result = trim_request(history, pending, count=count, target=5_600, image_token_estimate=1_600)
+    scale = ProviderScale(factor=1.0, known=True)
+    result = trim_request(history, pending, target=5_600, image_token_estimate=1_600, scale=scale)
     assert result.dropped > 0
     first = result.messages[0]
     assert first.role == "user"
@@ -163,7 +163,8 @@ def test_trim_is_a_noop_below_target() -> None:
     """Below the target nothing is left out."""
     history = uniform_history(8_000)
     pending = Message.user("go")
-    result = trim_request(history, pending, count=100, target=5_600, image_token_estimate=1_600)
+    scale = ProviderScale(factor=1.0, known=True)
+    result = trim_request(history, pending, target=20_000, image_token_estimate=1_600, scale=scale)
     assert result.dropped == 0
     assert result.messages == (*history, pending)
 

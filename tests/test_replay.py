@@ -312,6 +312,7 @@ def test_cli_json_has_exactly_the_documented_keys(
             "failed_attempts",
             "side_queries",
             "oversized_requests",
+            "refused_requests",
             "peak_prompt_tokens",
             "prompt_tokens_sent",
             "mean_fill_at_compaction",

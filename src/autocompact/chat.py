@@ -40,7 +40,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
 from autocompact.compaction.accounting import BreakerState, automatic_trigger, record_attempt
-from autocompact.compaction.fallback import check_message_fits, trim_request
+from autocompact.compaction.fallback import (
+    SIZE_MARGIN,
+    ProviderScale,
+    TrimResult,
+    check_message_fits,
+    trim_request,
+)
 from autocompact.compaction.plan import (
     CompressionInfo,
     CompressionResult,
@@ -61,6 +67,7 @@ from autocompact.errors import (
     ConfigError,
     ContextOverflowError,
     MalformedResponseError,
+    MessageTooLargeError,
     ProviderError,
 )
 from autocompact.estimation import (
@@ -69,6 +76,7 @@ from autocompact.estimation import (
     content_stats,
     estimate_content_tokens,
     estimate_prompt_tokens,
+    estimate_stats_tokens,
     update_calibration,
 )
 from autocompact.events import (
@@ -172,6 +180,11 @@ class _SessionCore:
             text_chars=len(system_instruction or ""),
             json_chars=sum(json_length(tool.as_json()) for tool in self.tools),
         )
+        self._fixed_plain = estimate_stats_tokens(self._fixed_stats, image_token_estimate)
+        # Provider tokens per plain-estimate token of the last reported count (SPEC §10.6).
+        self._last_ratio: float | None = None
+        # A lower bound on that ratio learned from a "too long" rejection (no count comes back).
+        self._scale_floor: float | None = None
         self.compression = compression_service or CompressionService(provider)
         self._history: tuple[Message, ...] = tuple(history)
         # The history's character statistics, kept up to date turn by turn so that no send
@@ -297,6 +310,45 @@ class _SessionCore:
             return 0
         return self.last_prompt_token_count + self._since_count
 
+    def provider_scale(self) -> ProviderScale:
+        """How this provider's tokens relate to the plain estimate, as far as the session knows:
+        its calibration, else the ratio of the last reported count to the plain estimate of what
+        it counted, else unknown (SPEC §10.6)."""
+        factor = None
+        if self.calibration.samples > 0:
+            factor = self.calibration.factor
+        elif self._last_ratio is not None:
+            factor = self._last_ratio
+        if self._scale_floor is not None:
+            factor = max(factor or 0.0, self._scale_floor)
+        return ProviderScale() if factor is None else ProviderScale(factor=factor, known=True)
+
+    def _count_after_compaction(self, planned: int) -> int:
+        """The count of a compacted history on the provider's scale (SPEC §10.6): its plain
+        estimate (system prompt and tools included) times what the session learned, never the
+        old provider count minus a plain estimate of what was removed."""
+        scale = self.provider_scale()
+        if not scale.known:
+            return planned
+        plain = self._fixed_plain + estimate_stats_tokens(
+            self._history_stats, self.image_token_estimate
+        )
+        return scale.tokens(plain, scale="best")
+
+    def _learn_from_rejection(self, message: Message, trim: TrimResult | None) -> None:
+        """A "too long" rejection says the provider counted more than the window for what was
+        sent: its ratio is at least window / plain estimate, until it reports a count again."""
+        if trim is not None:
+            plain = trim.plain_after
+        else:
+            plain = (
+                self._fixed_plain
+                + estimate_content_tokens([message], self.image_token_estimate)
+                + estimate_stats_tokens(self._history_stats, self.image_token_estimate)
+            )
+        if plain > 0:
+            self._scale_floor = max(self._scale_floor or 0.0, self.context_window / plain)
+
     def turn_flow(self, message: Message, turn_id: str | None = None) -> _Flow:
         check_outgoing(self._history, message)
         if self.store is not None:
@@ -316,9 +368,14 @@ class _SessionCore:
         Framework integrations run it on their own before-model hook and :meth:`send_flow`
         around the framework's model call, so the decision is made here once.
         """
-        # Refuse a message that can never fit before anything (even a side query) is sent.
+        # Refuse a message that can never fit — with the system prompt and tools every request
+        # carries — before anything (even a side query) is sent.
         check_message_fits(
-            message, window=self.context_window, image_token_estimate=self.image_token_estimate
+            message,
+            window=self.context_window,
+            image_token_estimate=self.image_token_estimate,
+            fixed_tokens=self._fixed_plain,
+            scale=self.provider_scale(),
         )
         effective = self.estimate_tokens(message)
         self._note_tier(effective)
@@ -332,17 +389,24 @@ class _SessionCore:
         """The send: the guarantee's trimming, the request, the reactive retry, the commit."""
         if generation is None:
             generation = self._generation
-        request, left_out = self._request_for(message)
+        request, trim = self._request_for(message)
         try:
             completion = yield request
         except ContextOverflowError as overflow:
             info = yield from self.compaction_step(CompressionTrigger.REACTIVE, message)
-            if info.status is not CompressionStatus.COMPRESSED:
-                raise overflow
-            request, left_out = self._request_for(message)
+            if info.status is CompressionStatus.COMPRESSED:
+                request, trim = self._request_for(message)
+            else:
+                # Still "too long" and nothing compacted: the scale under-sized the request.
+                # Trim to a lower target and retry once before surfacing the error.
+                self._learn_from_rejection(message, trim)
+                retry = self._retry_for(message, trim)
+                if retry is None:
+                    raise overflow from None
+                request, trim = retry
             completion = yield request
         if generation == self._generation:  # a clear() during the send wins
-            self._commit_turn(message, request, completion, left_out, turn_id)
+            self._commit_turn(message, request, completion, trim, turn_id)
         return completion
 
     def compaction_step(
@@ -423,7 +487,7 @@ class _SessionCore:
             # Also a clearing that stands after a failed summary (SPEC §10.3).
             self._history = result.history
             self._history_stats = content_stats(result.history)
-            self.last_prompt_token_count = info.new_token_count
+            self.last_prompt_token_count = self._count_after_compaction(info.new_token_count)
             self._since_count = 0
             self._emit(CompactionSucceeded(info=info))
             self._note_tier(self.estimate_tokens())
@@ -434,44 +498,87 @@ class _SessionCore:
         if self.breaker_open and not was_open:
             self._emit(BreakerOpened(consecutive_failures=self.consecutive_failures))
 
-    def _request_for(self, message: Message) -> tuple[ChatRequest, int]:
-        """The main request, trimmed by the guarantee when needed, and the estimated size of
-        the history messages it leaves out (0 when nothing was left out)."""
+    def _request_for(
+        self, message: Message, scale: ProviderScale | None = None, *, use_count: bool = True
+    ) -> tuple[ChatRequest, TrimResult | None]:
+        """The main request, trimmed by the guarantee when needed (None: nothing trimmed).
+
+        Sizes are on the provider's scale (SPEC §10.6): the provider's last count where it
+        covers the request, the plain estimate times the learned scale (with a margin) for
+        what it does not. A request that cannot fit even trimmed is refused, never sent.
+        """
+        scale = scale or self.provider_scale()
+        base = self._count_base() if use_count else 0
+        pending = estimate_content_tokens([message], self.image_token_estimate)
+        if base > 0:
+            size = base + scale.tokens(pending, scale="trigger")
+        else:
+            plain = estimate_stats_tokens(self._history_stats, self.image_token_estimate)
+            size = scale.tokens(plain + pending + self._fixed_plain, scale="trigger")
         messages: tuple[Message, ...] = (*self._history, message)
-        left_out = 0
-        count = self.estimate_tokens(message)
-        if count >= self.thresholds.hard:
+        trim: TrimResult | None = None
+        if size >= self.thresholds.hard:
             trimmed = trim_request(
                 self._history,
                 message,
-                count=count,
                 target=self.thresholds.auto,
                 image_token_estimate=self.image_token_estimate,
+                scale=scale,
+                fixed_tokens=self._fixed_plain,
             )
             if trimmed.dropped:
-                messages, left_out = trimmed.messages, trimmed.left_out_tokens
+                messages, trim = trimmed.messages, trimmed
                 self._emit(
                     RequestTrimmed(
                         dropped_messages=trimmed.dropped,
-                        tokens_before=count,
+                        tokens_before=size,
                         tokens_after=trimmed.tokens_after,
                         reason="still at or above the hard threshold after the rescue",
                     )
                 )
+                final = scale.tokens(trimmed.plain_after, scale="best")
+                if final > self.context_window:
+                    raise MessageTooLargeError(
+                        f"the request cannot fit the model's context window of "
+                        f"{self.context_window:,} tokens: even with every earlier turn left out "
+                        f"it is about {final:,} tokens (system prompt, tool declarations and "
+                        "the latest exchange); shorten the message or the system prompt, or use "
+                        "a model with a larger window",
+                        index=None,
+                        tokens=final,
+                        window=self.context_window,
+                    )
         request = ChatRequest(
             messages=messages,
             system_instruction=self.system_instruction,
             tools=self.tools,
             max_output_tokens=self.max_output_tokens,
         )
-        return request, left_out
+        return request, trim
+
+    def _retry_for(
+        self, message: Message, rejected: TrimResult | None
+    ) -> tuple[ChatRequest, TrimResult | None] | None:
+        """The one retry after a trimmed request was still "too long" (SPEC §10.6): trimmed
+        again on a scale raised so the rejected request is over the window, plus the margin;
+        None when the rejected request was not trimmed or nothing smaller can be sent."""
+        if rejected is None or rejected.plain_after <= 0:
+            return None
+        # The provider counted more than the window for ``plain_after`` estimated tokens: its
+        # ratio is at least window / plain_after.
+        least = max(self.provider_scale().best, self.context_window / rejected.plain_after)
+        raised = ProviderScale(factor=least * (1 + SIZE_MARGIN), known=True)
+        request, trim = self._request_for(message, raised, use_count=False)
+        if trim is None or trim.dropped <= rejected.dropped:
+            return None
+        return request, trim
 
     def _commit_turn(
         self,
         message: Message,
         request: ChatRequest,
         completion: Completion,
-        left_out: int,
+        trim: TrimResult | None,
         turn_id: str | None = None,
     ) -> None:
         saved = (
@@ -480,27 +587,36 @@ class _SessionCore:
             self.calibration,
             self.last_prompt_token_count,
             self._since_count,
+            self._last_ratio,
+            self._scale_floor,
         )
         sent = (
             self._history_stats + message.stats  # the whole history went out, plus the message
-            if left_out == 0
+            if trim is None
             else content_stats(request.messages)  # a trimmed request: what it carried
         )
         self._history = (*self._history, message, completion.message)
         self._history_stats = self._history_stats + message.stats + completion.message.stats
         usage = completion.usage
+        reply_tokens = estimate_content_tokens([completion.message], self.image_token_estimate)
         if usage is not None and usage.prompt_tokens > 0:
             # Learn this tokenizer from a count of exactly what was sent.
+            counted = sent + self._fixed_stats
             self.calibration = update_calibration(
                 self.calibration,
-                sent + self._fixed_stats,
+                counted,
                 usage.prompt_tokens,
                 image_token_estimate=self.image_token_estimate,
             )
-        reply_tokens = estimate_content_tokens([completion.message], self.image_token_estimate)
-        if usage is not None and usage.prompt_tokens > 0:
-            # A trimmed request was counted without what it left out: add that back (the
-            # marker it carried instead is small and only makes the count err high).
+            plain = estimate_stats_tokens(counted, self.image_token_estimate)
+            self._last_ratio = usage.prompt_tokens / plain if plain > 0 else None
+            self._scale_floor = None  # a real count supersedes what a rejection implied
+            left_out = 0
+            if trim is not None:
+                # A trimmed request was counted without what it left out: add that back on the
+                # provider's scale (SPEC §10.6), never as a plain estimate.
+                scale = self.provider_scale()
+                left_out = scale.tokens(trim.left_out_tokens, scale="best")
             self.last_prompt_token_count = usage.prompt_tokens + left_out
             self._since_count = max(usage.output_tokens, reply_tokens)
         else:
@@ -525,6 +641,8 @@ class _SessionCore:
                     self.calibration,
                     self.last_prompt_token_count,
                     self._since_count,
+                    self._last_ratio,
+                    self._scale_floor,
                 ) = saved
                 raise
         self._note_tier(self.estimate_tokens())

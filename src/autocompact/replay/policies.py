@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autocompact.compaction.fallback import trim_request
+from autocompact.compaction.fallback import SIZE_MARGIN, ProviderScale, TrimResult, trim_request
 from autocompact.compaction.plan import (
     CompressionStatus,
     CompressionTrigger,
@@ -138,7 +138,11 @@ class _Sim:
         self.sizes: list[int] = []
         self.events: list[PolicyEvent] = []
         self.fills: list[float] = []
-        self.compactions = self.failed = self.oversized = 0
+        self.compactions = self.failed = self.oversized = self.refused = 0
+        self.prefix = CharPrefix.of(conversation)
+        # Provider tokens (past the baseline) per plain-estimate token of the last request, as
+        # the engine learns it from reported counts (None: nothing reported yet).
+        self.ratio: float | None = None
         self.peak = 0
         self.sent_tokens = 0
 
@@ -223,42 +227,102 @@ class _Sim:
         self.head = history[: len(history) - tail]
         self.start = stop - tail
 
-    def _trimmed(self, step: _Step, estimate: int) -> int:
-        """The size of the request after the engine's guarantee left old turns out of it."""
+    def scale(self) -> ProviderScale:
+        """The engine's provider scale: the ratio learned from the last reported size."""
+        if self.ratio is None:
+            return ProviderScale()
+        return ProviderScale(factor=self.ratio, known=True)
+
+    def plain_live(self, stop: int) -> int:
+        """The plain estimate of the live context (head plus conversation[start:stop])."""
+        images = self.options.image_token_estimate
+        stats = self.prefix.stats(self.start, stop)
+        return estimate_content_tokens(self.head, images) + estimate_stats_tokens(stats, images)
+
+    def refuses(self, step: _Step) -> bool:
+        """The engine's first check: the pending message alone, with what every request
+        carries (the baseline), larger than the window is refused before anything is sent."""
+        if step.stop <= self.start:
+            return False
+        pending = self.conversation[step.stop - 1]
+        plain = estimate_content_tokens([pending], self.options.image_token_estimate)
+        return self.baseline + self.scale().tokens(plain, scale="best") > self.options.window
+
+    def _trimmed(self, step: _Step, scale: ProviderScale) -> tuple[int, TrimResult | None, bool]:
+        """The size of the request after the engine's guarantee left old turns out of it, what
+        was trimmed, and whether the engine refuses the result (it cannot fit)."""
         live = self.live(step.stop)
         if len(live) < 2:
-            return self.size
+            return self.size, None, False
         trimmed = trim_request(
             live[:-1],
             live[-1],
-            count=estimate,
-            target=self.thresholds.auto,
+            target=self.thresholds.auto - self.baseline,
             image_token_estimate=self.options.image_token_estimate,
+            scale=scale,
         )
         if not trimmed.dropped:
-            return self.size
+            return self.size, None, False
+        final = self.baseline + scale.tokens(trimmed.plain_after, scale="best")
+        if final > self.options.window:
+            return self.size, trimmed, True
         sent = self.baseline + self.share(trimmed.messages, live)
         self.event(step, "trimmed", None, self.size, sent)
-        return sent
+        return sent, trimmed, False
+
+    def _refuse(self, step: _Step) -> None:
+        self.refused += 1
+        self.event(step, "refused", None, self.size, self.size)
 
     def send(self, step: _Step) -> None:
-        """Send one call's request: trimming (ladder) and the reactive retry (both)."""
-        sent = self.size
+        """Send one call's request: trimming (ladder), the reactive retry (both) and the count
+        the engine keeps afterwards (SPEC §10.6)."""
+        sent, trim = self.size, None
         if self.name == "ladder" and self.estimate() >= self.thresholds.hard:
-            sent = self._trimmed(step, self.estimate())
+            sent, trim, refused = self._trimmed(step, self.scale())
+            if refused:
+                self._refuse(step)
+                return
         if sent > self.options.window:
             self.oversized += 1
             self.peak = max(self.peak, sent)
             self.event(step, "oversized", None, sent, sent)
             if self.compact(step, CompressionTrigger.REACTIVE):
-                sent = self.size
+                sent, trim = self.size, None
+                if sent > self.options.window:
+                    self.oversized += 1
+            elif trim is not None:
+                # The engine's one retry after a trimmed request was still too long: a scale
+                # raised so the rejected request is over the window, plus the margin.
+                least = max(
+                    self.scale().best, (self.options.window - self.baseline) / trim.plain_after
+                )
+                raised = ProviderScale(factor=least * (1 + SIZE_MARGIN), known=True)
+                retry, retry_trim, refused = self._trimmed(step, raised)
+                if refused or retry_trim is None:
+                    return
+                sent, trim = retry, retry_trim
                 if sent > self.options.window:
                     self.oversized += 1
         self.peak = max(self.peak, sent)
         self.sizes.append(sent)
         if sent <= self.options.window:
             self.sent_tokens += sent
-        self.stale = self.size
+        self._count_after(step, sent, trim)
+
+    def _count_after(self, step: _Step, sent: int, trim: TrimResult | None) -> None:
+        """What the engine keeps as the count after a send: the reported size, plus what a
+        trimmed request left out on the provider's scale."""
+        if trim is None:
+            plain = self.plain_live(step.stop)
+            self.stale = self.size
+        else:
+            plain = max(1, trim.plain_after)
+            self.stale = sent
+        if plain >= 1 and sent > self.baseline:
+            self.ratio = (sent - self.baseline) / plain
+        if trim is not None:
+            self.stale = sent + self.scale().tokens(trim.left_out_tokens, scale="best")
 
     def check(self, step: _Step) -> None:
         """The pre-send decision of the policy."""
@@ -275,6 +339,9 @@ class _Sim:
         for step, plain in zip(steps, plain_growth, strict=True):
             self.size = max(1, self.size + step.growth)
             self.plain_growth = plain if self.stale > 0 else self.size
+            if self.name == "ladder" and self.refuses(step):
+                self._refuse(step)
+                continue
             self.check(step)
             self.send(step)
         return PolicyResult(
@@ -285,6 +352,7 @@ class _Sim:
             failed_attempts=self.failed,
             side_queries=self.summaries.calls,
             oversized_requests=self.oversized,
+            refused_requests=self.refused,
             peak_prompt_tokens=self.peak,
             prompt_tokens_sent=self.sent_tokens,
             mean_fill_at_compaction=statistics.fmean(self.fills) if self.fills else None,

@@ -158,13 +158,14 @@ class PolicyEvent:
 
     Attributes:
         call: 1-based call number.
-        kind: ``compacted``, ``failed``, ``trimmed`` or ``oversized``.
+        kind: ``compacted``, ``failed``, ``trimmed``, ``oversized`` or ``refused`` (a message
+            alone larger than the window: the engine refuses it before sending).
         trigger: ``auto``, ``hard`` or ``reactive`` for compactions.
         tokens_before, tokens_after: the simulated size before and after.
     """
 
     call: int
-    kind: Literal["compacted", "failed", "trimmed", "oversized"]
+    kind: Literal["compacted", "failed", "trimmed", "oversized", "refused"]
     trigger: str | None
     tokens_before: int
     tokens_after: int
@@ -182,6 +183,9 @@ class PolicyResult:
         failed_attempts: compaction attempts that failed.
         side_queries: summary requests made (clearing alone makes none).
         oversized_requests: requests sent over the window (the provider would reject them).
+        refused_requests: requests the engine refuses before sending because one message alone
+            (with the system prompt and tools) is larger than the window; never counted as
+            oversized, since nothing is sent.
         peak_prompt_tokens: the largest request sent.
         prompt_tokens_sent: the prompt tokens of every accepted request plus every side query.
         mean_fill_at_compaction: the mean of size ÷ window when a compaction was triggered
@@ -198,6 +202,7 @@ class PolicyResult:
     peak_prompt_tokens: int
     prompt_tokens_sent: int
     mean_fill_at_compaction: float | None
+    refused_requests: int = 0
 
     def as_json(self) -> dict[str, Any]:
         """The metrics as ``--json`` prints them."""
@@ -206,6 +211,7 @@ class PolicyResult:
             "failed_attempts": self.failed_attempts,
             "side_queries": self.side_queries,
             "oversized_requests": self.oversized_requests,
+            "refused_requests": self.refused_requests,
             "peak_prompt_tokens": self.peak_prompt_tokens,
             "prompt_tokens_sent": self.prompt_tokens_sent,
             "mean_fill_at_compaction": self.mean_fill_at_compaction,
