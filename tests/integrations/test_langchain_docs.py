@@ -54,6 +54,8 @@ def test_side_by_side_benchmark_prints_both_middlewares() -> None:
     table = bench.table([script])
     rows = [line for line in table.splitlines() if line.startswith("| tiny")]
     assert len(rows) == 2
-    assert "Autocompact" in rows[0] and "Summarization" in rows[1]
+    assert "Autocompact" in rows[0]
+    assert "Summarization" in rows[1]
     auto = bench.play(script, "autocompact")
-    assert auto.requests == 27 and auto.over == 0 and auto.fired_at
+    assert (auto.requests, auto.over) == (27, 0)
+    assert auto.fired_at
