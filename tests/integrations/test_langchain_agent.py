@@ -364,3 +364,50 @@ async def test_async_agent_compacts_and_persists() -> None:
     assert "<state_snapshot>" in str(saved[0].content)
     for request in all_requests(model):
         assert orphans(request) == []
+
+
+class FailingAfterCompaction(ScriptedModel):
+    """Fails the first turn request after a compaction (a non-overflow model error)."""
+
+    fail_next: bool = False
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
+        if self.fail_next and "Write the <state_snapshot>" not in str(messages[-1].content):
+            self.fail_next = False
+            raise RuntimeError("the model is down")
+        return super()._generate(messages, *args, **kwargs)
+
+
+def test_before_model_compaction_is_checkpointed_even_if_the_model_call_fails() -> None:
+    """The compaction before_model makes is its own graph step: the checkpoint keeps it when the
+    model call that follows fails, and the next run continues from it."""
+    sizes = [24_000] * 14
+    model = FailingAfterCompaction(messages=iter(scripted(sizes)), window=WINDOW)
+
+    def arm(event: Event) -> None:
+        if isinstance(event, CompactionSucceeded):
+            model.fail_next = True
+
+    middleware = AutocompactMiddleware(context_window=WINDOW, hooks=[arm], clear_tool_outputs=False)
+    agent = create_agent(model, [read_file], middleware=[middleware], checkpointer=InMemorySaver())
+    with pytest.raises(RuntimeError, match="the model is down"):
+        run(agent, sizes)
+    saved = agent.get_state(config()).values
+    assert "<state_snapshot>" in str(saved["messages"][0].content)
+    assert orphans(saved["messages"]) == []
+    requests_before = len(model.requests)
+    agent.invoke(None, config())  # resume the failed step from the checkpoint
+    assert len(model.requests) == requests_before + 1
+    assert model.counts[-1] < LADDER.auto
+
+
+async def test_async_overflow_retry() -> None:
+    """awrap_model_call compacts reactively and retries when the model rejects the prompt."""
+    sizes = [24_000] * 8
+    model = ScriptedModel(messages=iter(scripted(sizes)), window=45_000)
+    events: list[Event] = []
+    agent = build(model, events=events, clear_tool_outputs=False)
+    out = await arun(agent, sizes)
+    assert out["messages"][-1].content == "read up to m7.py"
+    triggers = [e.trigger for e in events if isinstance(e, CompactionStarted)]
+    assert CompressionTrigger.REACTIVE in triggers

@@ -144,6 +144,8 @@ class _Turn:
         )
         if counted:
             self.core._since_count = int(entry.get("since_count", 0))
+        hold = entry.get("hold_until")
+        self.core.hold_until = int(hold) if hold is not None else None
         if "tier" in entry:
             self.core._tier = Tier(entry["tier"])
         self.original = self.core.history
@@ -175,6 +177,7 @@ class _Turn:
             "since_count": core._since_count,
             "counted_through": last if core.last_prompt_token_count > 0 else None,
             "consecutive_failures": core.consecutive_failures,
+            "hold_until": core.hold_until,
             "calibration": core.calibration.to_dict(),
             "tier": core._tier.value,
             "tokens": core.estimate_tokens(),
