@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autocompact import ChatSession, ContentError
+from autocompact import ChatSession, ContentError, ContextOverflowError
 from autocompact.codec import history_from_dicts, history_to_dicts
 from autocompact.compaction import CompressionService, CompressionStatus, CompressOptions
 from autocompact.content import (
@@ -242,3 +242,40 @@ def test_context_lines_show_blocks_and_where_they_go() -> None:
     (other,) = native_block_lines(history, provider="anthropic", family="claude")
     assert "summary text" in other
     assert native_block_lines([Message.user("x")]) == ()
+
+
+class Overflowing(Scripted):
+    """Rejects the first chat turn as too long (the reactive path)."""
+
+    def __init__(self, *outcomes: NativeCompaction) -> None:
+        super().__init__(*outcomes)
+        self.rejected = False
+
+    def complete(self, request: ChatRequest) -> Completion:
+        if request.purpose != "side_query" and not self.rejected:
+            self.rejected = True
+            raise ContextOverflowError("prompt is too long", provider="scripted", model="m")
+        return super().complete(request)
+
+
+def test_reactive_compaction_uses_the_native_backend() -> None:
+    """A turn the provider rejects as too long compacts natively, then the retry sends it."""
+    provider = Overflowing(NativeCompaction(outcome=NativeOutcome.COMPACTED, part=opaque()))
+    session = ChatSession(provider, context_window=200_000, history=HISTORY)
+    reply = session.send("go on")
+    assert reply.text == "reply"
+    assert len(provider.native_calls) == 1
+    assert isinstance(provider.requests[-1].messages[0].parts[0], OpaquePart)
+
+
+def test_automatic_compaction_uses_the_native_backend() -> None:
+    """Past the threshold the send compacts through the native backend before sending."""
+    big = (
+        tuple(Message(role=m.role, parts=(TextPart(text=m.text * 10),)) for m in HISTORY[:4])
+        + HISTORY[4:]
+    )
+    provider = Scripted(NativeCompaction(outcome=NativeOutcome.COMPACTED, part=opaque()))
+    session = ChatSession(provider, context_window=60_000, history=big, clear_tool_outputs=False)
+    session.send("go on")
+    assert len(provider.native_calls) == 1
+    assert isinstance(session.history[0].parts[0], OpaquePart)

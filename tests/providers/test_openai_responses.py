@@ -530,3 +530,18 @@ def test_text_parts_are_read_back(wire: Wire) -> None:
     """A plain reply is one text part."""
     wire.queue(json_response(response([message_item("hi")])))
     assert make(wire).complete(CHAT).message.parts == (TextPart(text="hi"),)
+
+
+def test_a_model_dump_of_the_compacted_item_would_add_a_field(wire: Wire) -> None:
+    """The SDK model's dump adds created_by (not in the param type): the raw item is stored."""
+    from openai.types.responses.response_compaction_item_param_param import (
+        ResponseCompactionItemParamParam,
+    )
+
+    parsed = CompactedResponse.model_validate(compacted()).output[0]
+    assert set(parsed.model_dump()) - set(ResponseCompactionItemParamParam.__annotations__)
+    wire.queue(json_response(compacted()))
+    part = make(wire).compact_natively(NativeSource(messages=HISTORY[:4])).part
+    assert part is not None
+    (item,) = part.payload["items"]
+    assert set(item) <= set(ResponseCompactionItemParamParam.__annotations__)
