@@ -12,7 +12,17 @@ import pytest
 import autocompact
 import autocompact.errors
 
-FORBIDDEN = ("openai", "anthropic", "google.genai", "rich", "prompt_toolkit", "httpx")
+FORBIDDEN = (
+    "openai",
+    "anthropic",
+    "google.genai",
+    "rich",
+    "prompt_toolkit",
+    "httpx",
+    "langchain",
+    "langchain_core",
+    "langgraph",
+)
 
 
 def _isort_key(name: str) -> tuple[int, str]:

@@ -43,6 +43,7 @@ class ScriptedModel(GenericFakeChatModel):
     requests: list[list[BaseMessage]] = Field(default_factory=list)
     summary_requests: list[list[BaseMessage]] = Field(default_factory=list)
     counts: list[int] = Field(default_factory=list)
+    rejected: list[int] = Field(default_factory=list)
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
         """Remember the tool schemas (they are counted in every request)."""
@@ -76,10 +77,11 @@ class ScriptedModel(GenericFakeChatModel):
             if tokens > self.window:
                 raise ContextOverflowError(f"prompt is too long: {tokens} > {self.window}")
             return _result(AIMessage(content=text), tokens)
+        if tokens > self.window:
+            self.rejected.append(tokens)
+            raise ContextOverflowError(f"prompt is too long: {tokens} tokens > {self.window}")
         self.requests.append(list(messages))
         self.counts.append(tokens)
-        if tokens > self.window:
-            raise ContextOverflowError(f"prompt is too long: {tokens} tokens > {self.window}")
         message = next(self.messages)
         reply_msg = AIMessage(content=message) if isinstance(message, str) else message
         return _result(reply_msg, tokens)

@@ -411,3 +411,59 @@ async def test_async_overflow_retry() -> None:
     assert out["messages"][-1].content == "read up to m7.py"
     triggers = [e.trigger for e in events if isinstance(e, CompactionStarted)]
     assert CompressionTrigger.REACTIVE in triggers
+
+
+@pytest.mark.parametrize(
+    "chars_per_token",
+    [
+        pytest.param(4.0, id="tokenizer-0.5x"),
+        pytest.param(2.0, id="tokenizer-1x"),
+        pytest.param(1.0, id="tokenizer-2x"),
+    ],
+)
+def test_no_request_over_the_window_whatever_the_tokenizer(chars_per_token: float) -> None:
+    """With a model whose tokenizer counts 0.5x to 2x the engine's estimate (it rejects any
+    request over its window), every turn is answered and no accepted request is over it."""
+    sizes = [24_000] * 16
+    model = ScriptedModel(
+        messages=iter(scripted(sizes)), window=WINDOW, chars_per_token=chars_per_token
+    )
+    agent = build(model, clear_tool_outputs=False)
+    out = run(agent, sizes)
+    assert out["messages"][-1].content == "read up to m15.py"
+    assert max(model.counts) <= WINDOW
+    assert len(model.rejected) <= 1, "at most the one rejection the reactive retry answers"
+    for request in all_requests(model):
+        assert orphans(request) == []
+
+
+def test_cold_estimate_counts_the_system_prompt_and_tool_schemas() -> None:
+    """A restored thread whose messages alone are below warn, but whose system prompt makes the
+    request pass auto, compacts before its first request (langchain issue #34664)."""
+    from autocompact.estimation import estimate_text_tokens
+
+    saver = InMemorySaver()
+    system = "Follow the house rules for every change. " * 4_000  # ~40K tokens
+    sizes = [14_000] * 8
+    plain_model = ScriptedModel(messages=iter(scripted(sizes)), window=10**7)
+    plain = create_agent(plain_model, [read_file], system_prompt=system, checkpointer=saver)
+    run(plain, sizes)
+    messages = plain.get_state(config()).values["messages"]
+    from autocompact.estimation import estimate_content_tokens
+    from autocompact.integrations.langchain import to_autocompact
+
+    _, history = to_autocompact(messages)
+    assert estimate_content_tokens(history) < LADDER.warn
+    assert estimate_content_tokens(history) + estimate_text_tokens(system) >= LADDER.auto
+
+    model = ScriptedModel(messages=iter(["resumed"]), window=WINDOW)
+    events: list[Event] = []
+    middleware = AutocompactMiddleware(context_window=WINDOW, hooks=[events.append])
+    agent = create_agent(
+        model, [read_file], system_prompt=system, middleware=[middleware], checkpointer=saver
+    )
+    agent.invoke(ask("continue"), config())
+    started = [e for e in events if isinstance(e, CompactionStarted)]
+    assert started
+    assert started[0].tokens >= LADDER.auto
+    assert any(isinstance(e, CompactionSucceeded) for e in events)

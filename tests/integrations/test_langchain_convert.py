@@ -233,3 +233,24 @@ def test_bounded_model_touches_only_declared_fields() -> None:
     plain = FakeMessagesListChatModel(responses=[AIMessage(content="x")])
     assert bounded_model(plain, cap=20_000, thinking=False) == (plain, {})
     assert LangChainProvider(plain).model == "FakeMessagesListChatModel"
+
+
+def test_the_integration_names_its_extra_when_langchain_is_missing() -> None:
+    """Without langchain installed, importing the integration says which extra installs it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "sys.modules['langchain'] = None\n"
+        "sys.modules['langchain.agents'] = None\n"
+        "try:\n"
+        "    import autocompact.integrations.langchain\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    assert out.startswith("MissingDependencyError")
+    assert 'pip install "autocompact[langchain]"' in out
