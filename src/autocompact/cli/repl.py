@@ -15,13 +15,13 @@ from collections.abc import Callable, Iterator
 from typing import Protocol, TextIO
 
 from rich.console import Console
-from rich.live import Live
 from rich.markdown import Markdown
 from rich.text import Text
 
 from autocompact.chat import ChatSession
 from autocompact.cli.render import TipScheduler, describe_event, describe_info, footer_text
 from autocompact.cli.slash import REGISTRY, ChatContext, CommandResult, SlashRegistry
+from autocompact.cli.stream_view import MarkdownStream
 from autocompact.compaction import CompressionStatus, CompressionTrigger
 from autocompact.errors import AutocompactError
 from autocompact.events import CompactionFailed, CompactionSucceeded, Event
@@ -234,7 +234,7 @@ class Repl:
 
     def _stream(self, text: str) -> None:
         buffer: list[str] = []
-        live: Live | None = None
+        live: MarkdownStream | None = None
         # A spinner until the first token (compaction events print above it).
         status = self.console.status("Thinking…") if self.interactive else None
         if status is not None:
@@ -247,22 +247,16 @@ class Repl:
                 if isinstance(event, TextDelta):
                     buffer.append(event.text)
                     if self.interactive:
-                        if live is None:
-                            live = Live(
-                                console=self.console,
-                                refresh_per_second=12,
-                                vertical_overflow="visible",
-                            )
-                            live.start()
-                        live.update(Markdown("".join(buffer)))
+                        if live is None:  # linear in the reply's length (cli/stream_view.py)
+                            live = MarkdownStream(self.console)
+                        live.feed(event.text)
                 elif isinstance(event, StreamDone) and not buffer:
                     buffer.append(event.completion.text)
         finally:
             if status is not None:
                 status.stop()
             if live is not None:
-                live.update(Markdown("".join(buffer)))
-                live.stop()
+                live.close()
         if not self.interactive:
             # Rendered, then printed without the padding rich adds to fill the width.
             with self.console.capture() as captured:
