@@ -316,6 +316,12 @@ def test_cli_json_has_exactly_the_documented_keys(
             "peak_prompt_tokens",
             "prompt_tokens_sent",
             "mean_fill_at_compaction",
+            "ineffective_compactions",
+            "mean_calls_between_compactions",
+            "min_calls_between_compactions",
+            "close_compactions",
+            "cache_write_tokens",
+            "cache_read_tokens",
         }
     assert set(entry["rows"][0]) == {"call", "reported", "estimate_cold", "estimate_warm", "tier"}
     assert [r["call"] for r in entry["rows"]] == list(range(1, 13))
@@ -379,3 +385,29 @@ def test_cli_plot_without_matplotlib(
     assert 'pip install "autocompact[plot]"' in capsys.readouterr().err
     with pytest.raises(MissingDependencyError):
         write_plot([], tmp_path / "x.png")
+
+
+def test_policy_metrics_count_gaps_close_pairs_and_cache() -> None:
+    """Calls between compactions, unexplained close pairs and cache tokens come from the run."""
+    from autocompact.replay.policies import _close_pairs
+    from autocompact.replay.records import PolicyResult
+
+    result = PolicyResult(
+        name="ladder",
+        sizes=(),
+        events=(),
+        compactions=3,
+        failed_attempts=0,
+        side_queries=3,
+        oversized_requests=0,
+        peak_prompt_tokens=0,
+        prompt_tokens_sent=0,
+        mean_fill_at_compaction=None,
+        compaction_calls=(4, 6, 20),
+        close_compactions=_close_pairs([(4, False), (6, False), (20, False)]),
+    )
+    metrics = result.as_json()
+    assert metrics["min_calls_between_compactions"] == 2
+    assert metrics["mean_calls_between_compactions"] == 8
+    assert metrics["close_compactions"] == 1
+    assert _close_pairs([(4, True), (6, False)]) == 0  # explained: the first was ineffective

@@ -233,6 +233,12 @@ _POLICY_METRICS = (
     ("peak_prompt_tokens", "peak prompt"),
     ("prompt_tokens_sent", "prompt tokens sent"),
     ("mean_fill_at_compaction", "mean fill at compaction"),
+    ("ineffective_compactions", "ineffective compactions"),
+    ("mean_calls_between_compactions", "mean calls between"),
+    ("min_calls_between_compactions", "min calls between"),
+    ("close_compactions", "< 5 calls apart (unexplained)"),
+    ("cache_write_tokens", "cache-write tokens"),
+    ("cache_read_tokens", "cache-read tokens"),
 )
 
 
@@ -257,6 +263,12 @@ def _metric(key: str, values: Sequence[Any]) -> str:
         return _pct(sum(present) / len(present)) if present else "–"
     if key == "peak_prompt_tokens":
         return f"{max(values, default=0):,}"
+    if key == "mean_calls_between_compactions":
+        present = [v for v in values if v is not None]
+        return f"{sum(present) / len(present):.1f}" if present else "–"
+    if key == "min_calls_between_compactions":
+        present = [v for v in values if v is not None]
+        return f"{min(present)}" if present else "–"
     return f"{sum(values):,}"
 
 

@@ -207,7 +207,7 @@ def summary_cap(
     aims at :data:`DEFAULT_SUMMARY_SHARE` of what it summarizes."""
     if target is None and local:
         compressed = estimate_content_tokens(to_compress, image_token_estimate)
-        target = max(1, round(DEFAULT_SUMMARY_SHARE * compressed))
+        target = max(64, round(DEFAULT_SUMMARY_SHARE * compressed))
     return min(COMPACT_MAX_OUTPUT_TOKENS, target) if target else COMPACT_MAX_OUTPUT_TOKENS
 
 

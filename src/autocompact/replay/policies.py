@@ -8,9 +8,16 @@ from __future__ import annotations
 import random
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from itertools import pairwise
 from typing import Any
 
+from autocompact.compaction.accounting import (
+    HOLD_GROWTH_SHARE,
+    BreakerState,
+    automatic_trigger,
+    record_attempt,
+)
 from autocompact.compaction.fallback import SIZE_MARGIN, ProviderScale, TrimResult, trim_request
 from autocompact.compaction.plan import (
     CompressionStatus,
@@ -19,6 +26,7 @@ from autocompact.compaction.plan import (
     Summarizer,
 )
 from autocompact.compaction.service import CompressionService
+from autocompact.compaction.sidequery import call_summarizer
 from autocompact.content import Message
 from autocompact.errors import ConfigError, ContentError
 from autocompact.estimation import calibrated_tokens, estimate_content_tokens, estimate_stats_tokens
@@ -30,7 +38,7 @@ from autocompact.replay.records import (
     PolicyResult,
     ReplayOptions,
 )
-from autocompact.thresholds import DEFAULT_PCT, MAX_CONSECUTIVE_FAILURES, compute_thresholds
+from autocompact.thresholds import DEFAULT_PCT, compute_thresholds
 from autocompact.transcripts import Transcript
 
 __all__ = ["simulate_policy"]
@@ -83,15 +91,15 @@ class _Summaries:
         self.failure_rate = options.failure_rate
         self.inner = options.summarizer or _default_summarizer()
         self.calls = 0
-        self.cache: dict[tuple[int, ...], str] = {}
+        self.cache: dict[tuple[int, ...], str] = {}  # keyed by message identities and the cap
 
-    def __call__(self, messages: Sequence[Message]) -> str:
+    def __call__(self, messages: Sequence[Message], *, max_tokens: int | None = None) -> str:
         self.calls += 1
         if self.failure_rate > 0 and self.rng.random() < self.failure_rate:
             return ""  # an empty summary: the engine reports COMPRESSION_FAILED_EMPTY_SUMMARY
-        key = tuple(id(m) for m in messages)
+        key = (*(id(m) for m in messages), max_tokens or 0)
         if key not in self.cache:
-            self.cache[key] = self.inner(messages)
+            self.cache[key] = call_summarizer(self.inner, messages, max_tokens or 20_000)
         return self.cache[key]
 
 
@@ -133,7 +141,7 @@ class _Sim:
         self.size = 0  # the true (simulated) size of the live context
         self.stale = 0  # the size the provider reported for the previous request
         self.plain_growth = 0  # the plain estimate of what was added since the previous call
-        self.failures = 0  # ladder: the breaker's count
+        self.state = BreakerState()  # ladder: the breaker's count and the hold (SPEC §10.2)
         self.disabled = False  # legacy: one failure stops automatic compaction for good
         self.sizes: list[int] = []
         self.events: list[PolicyEvent] = []
@@ -143,6 +151,11 @@ class _Sim:
         # Provider tokens (past the baseline) per plain-estimate token of the last request, as
         # the engine learns it from reported counts (None: nothing reported yet).
         self.ratio: float | None = None
+        self.ineffective = 0
+        self.compacted_at: list[tuple[int, bool]] = []  # (call, ineffective) per compaction
+        self.cache_read = self.cache_write = 0
+        self.last_sent = 0  # the previous request's size, cached whole by the provider
+        self.prefix_kept = False  # the next request begins with the previous one unchanged
         self.peak = 0
         self.sent_tokens = 0
 
@@ -180,7 +193,7 @@ class _Sim:
             context_window=self.options.window,
             # Legacy's own 70 % gate already decided: the engine's auto gate must not veto it.
             force=trigger is not CompressionTrigger.AUTO or self.name == "legacy",
-            consecutive_failures=self.failures if self.name == "ladder" else 0,
+            consecutive_failures=self.state.consecutive_failures if self.name == "ladder" else 0,
             last_prompt_token_count=self.estimate(),
             trigger=trigger,
             image_token_estimate=self.options.image_token_estimate,
@@ -198,22 +211,34 @@ class _Sim:
         if info.status is CompressionStatus.NOOP:
             return False
         self.fills.append(before / self.options.window)
+        if self.name == "ladder":
+            self.state = record_attempt(self.state, info, self.thresholds)
         if info.status is CompressionStatus.COMPRESSED:
             after = self.baseline + self.share(result.history, live)
             self._adopt(result.history, live, step.stop)
             self.size = self.stale = after
             self.plain_growth = 0  # the pending messages are inside the compacted history
+            self.prefix_kept = False  # the cached prefix is rewritten
             self.compactions += 1
-            self.failures = 0
+            self.ineffective += info.ineffective
+            self.compacted_at.append((step.call, info.ineffective))
+            if info.summary_failure is not None:
+                self.failed += 1
+            self._hold_on_simulated_size()
             self.event(step, "compacted", trigger.value, before, self.size)
             return True
         self.failed += 1
         if self.name == "legacy":
             self.disabled = self.disabled or trigger is CompressionTrigger.AUTO
-        elif trigger in (CompressionTrigger.AUTO, CompressionTrigger.REACTIVE):
-            self.failures += 1
+        self._hold_on_simulated_size()
         self.event(step, "failed", trigger.value, before, before)
         return False
+
+    def _hold_on_simulated_size(self) -> None:
+        """A hold counts growth from the simulated size (the engine's own count here)."""
+        if self.state.hold_until is not None:
+            hold = round(self.size + HOLD_GROWTH_SHARE * self.options.window)
+            self.state = replace(self.state, hold_until=hold)
 
     def _adopt(self, history: tuple[Message, ...], live: tuple[Message, ...], stop: int) -> None:
         """Re-express the compacted history as a head plus a suffix of the conversation."""
@@ -263,6 +288,7 @@ class _Sim:
         )
         if not trimmed.dropped:
             return self.size, None, False
+        self.prefix_kept = False  # the oldest turns left out: the prefix changes
         final = self.baseline + scale.tokens(trimmed.plain_after, scale="best")
         if final > self.options.window:
             return self.size, trimmed, True
@@ -308,6 +334,12 @@ class _Sim:
         self.sizes.append(sent)
         if sent <= self.options.window:
             self.sent_tokens += sent
+            # Prompt caching: an unchanged prefix is read, the rest written (the system prompt
+            # and tools stay cached across a compaction).
+            read = min(self.last_sent, sent) if self.prefix_kept else min(self.baseline, sent)
+            self.cache_read += read
+            self.cache_write += sent - read
+            self.last_sent, self.prefix_kept = sent, True
         self._count_after(step, sent, trim)
 
     def _count_after(self, step: _Step, sent: int, trim: TrimResult | None) -> None:
@@ -327,11 +359,9 @@ class _Sim:
     def check(self, step: _Step) -> None:
         """The pre-send decision of the policy."""
         if self.name == "ladder":
-            estimate = self.estimate()
-            if estimate >= self.thresholds.hard:
-                self.compact(step, CompressionTrigger.HARD)
-            elif estimate >= self.thresholds.auto and self.failures < MAX_CONSECUTIVE_FAILURES:
-                self.compact(step, CompressionTrigger.AUTO)
+            trigger = automatic_trigger(self.estimate(), self.thresholds, self.state)
+            if trigger is not None:
+                self.compact(step, trigger)
         elif not self.disabled and self.stale >= DEFAULT_PCT * self.options.window:
             self.compact(step, CompressionTrigger.AUTO)
 
@@ -356,7 +386,26 @@ class _Sim:
             peak_prompt_tokens=self.peak,
             prompt_tokens_sent=self.sent_tokens,
             mean_fill_at_compaction=statistics.fmean(self.fills) if self.fills else None,
+            ineffective_compactions=self.ineffective,
+            compaction_calls=tuple(call for call, _ in self.compacted_at),
+            close_compactions=_close_pairs(self.compacted_at),
+            cache_write_tokens=self.cache_write,
+            cache_read_tokens=self.cache_read,
         )
+
+
+CLOSE_COMPACTIONS = 5
+"""Two compactions fewer calls apart than this are thrash unless the first was ineffective."""
+
+
+def _close_pairs(compacted_at: Sequence[tuple[int, bool]]) -> int:
+    """Pairs of consecutive compactions < 5 calls apart whose first one was not ineffective
+    (an ineffective one is reported and starts a hold; a close pair after it is explained)."""
+    return sum(
+        1
+        for (call, ineffective), (following, _) in pairwise(compacted_at)
+        if following - call < CLOSE_COMPACTIONS and not ineffective
+    )
 
 
 def simulate_policy(

@@ -6,6 +6,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any, Literal
 
 from autocompact.compaction.plan import Summarizer
@@ -190,6 +191,13 @@ class PolicyResult:
         prompt_tokens_sent: the prompt tokens of every accepted request plus every side query.
         mean_fill_at_compaction: the mean of size ÷ window when a compaction was triggered
             (``None`` when none was).
+        ineffective_compactions: compactions that left the count at or above *warn*.
+        compaction_calls: the call before which each compaction happened.
+        close_compactions: consecutive compactions < 5 calls apart, the first not ineffective.
+        cache_write_tokens, cache_read_tokens: prompt-cache tokens of the main requests: a
+            request that begins with the previous one unchanged reads it from the cache and
+            writes the rest; after a compaction or a trimmed request only the system prompt
+            and tools are read.
     """
 
     name: str
@@ -203,10 +211,28 @@ class PolicyResult:
     prompt_tokens_sent: int
     mean_fill_at_compaction: float | None
     refused_requests: int = 0
+    ineffective_compactions: int = 0
+    compaction_calls: tuple[int, ...] = ()
+    close_compactions: int = 0
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
+
+    @property
+    def calls_between_compactions(self) -> tuple[int, ...]:
+        """The number of calls between each two consecutive compactions."""
+        calls = self.compaction_calls
+        return tuple(b - a for a, b in pairwise(calls))
 
     def as_json(self) -> dict[str, Any]:
         """The metrics as ``--json`` prints them."""
+        gaps = self.calls_between_compactions
         return {
+            "ineffective_compactions": self.ineffective_compactions,
+            "mean_calls_between_compactions": statistics.fmean(gaps) if gaps else None,
+            "min_calls_between_compactions": min(gaps) if gaps else None,
+            "close_compactions": self.close_compactions,
+            "cache_write_tokens": self.cache_write_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
             "compactions": self.compactions,
             "failed_attempts": self.failed_attempts,
             "side_queries": self.side_queries,

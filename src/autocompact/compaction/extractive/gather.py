@@ -1,0 +1,388 @@
+"""What to keep: one pass over the history collects the items a summary is made of. Pure.
+
+Items are short lines, each with a section (the ``<state_snapshot>`` tag it belongs in), a
+kind, a priority and a position (newer is larger). What is collected:
+
+- from the user's own text (never harness lines such as ``[Request interrupted by user]``,
+  command echoes or system reminders): the goal (the first request) and its later changes, and
+  every sentence that constrains the work (must / never / always / only / do not, limits,
+  budgets, deadlines, versions) or states a fact (``X is Y``, ``X: Y``, with a name or number);
+  a fact's key keeps only its latest value;
+- from tool calls: each file touched, relative to the project root, with its last action;
+  commands run; the latest todo list;
+- from tool results: each error with the line that says what failed (not ``Exit code 2``);
+- from an earlier summary at the start: its items, section by section, as the oldest items
+  (SPEC §10.5: the new summary updates it; it is never quoted whole).
+
+Linear in the size of the history: each message is read once, each sentence classified with
+bounded regular expressions.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from autocompact.compaction.clearing import is_cleared, read_target
+from autocompact.content import FunctionCallPart, FunctionResponsePart, Message, TextPart, json_form
+
+__all__ = ["Item", "Material", "gather", "sentences"]
+
+# Sections, in the order of the model's snapshot.
+GOAL, CONSTRAINTS, KNOWLEDGE, FILES, ERRORS, ACTIONS, PLAN, NEXT = (
+    "overall_goal",
+    "constraints",
+    "key_knowledge",
+    "file_system_state",
+    "errors_and_fixes",
+    "recent_actions",
+    "current_plan",
+    "next_step",
+)
+
+_HARNESS = re.compile(
+    r"^\s*(?:\[Request interrupted|\[Tool output cleared|<command-|<local-command|"
+    r"<system-reminder>|Caveat: |<bash-(?:input|stdout|stderr)>|This session continues|"
+    r"This session is being continued|"
+    r"Acknowledged\.|Got it\.|Continue(?: from where you left off)?\.?$)",
+    re.IGNORECASE,
+)
+_CONSTRAINT = re.compile(
+    r"\b(?:must|never|always|only|do not|don't|dont|should not|shouldn't|cannot|can't|"
+    r"required?|requirement|at most|at least|no more than|no later than|limit|budget|deadline|"
+    r"prefer|preference|avoid|keep .{0,40} under|version|rule)\b",
+    re.IGNORECASE,
+)
+_GOAL_CHANGE = re.compile(
+    r"\b(?:instead|change of plan|new goal|now (?:we|I) (?:want|need)|actually,? (?:we|I|let)|"
+    r"switch(?:ing)? to|forget (?:about|the)|scratch that|goal is now|from now on)\b",
+    re.IGNORECASE,
+)
+_FACT = re.compile(
+    r"^(?P<key>[A-Za-z][\w ./'`-]{2,60}?)\s+(?:is|are|was|=|:|equals|lives in|runs on)\s+"
+    r"(?:now\s+|still\s+)?(?P<value>\S.*)$",
+)
+_HAS_TERM = re.compile(r"\d|/|`|\b[A-Z]{2,}\b|\w_\w|\w\.\w|[a-z][A-Z]")
+_ERROR_LINE = re.compile(
+    r"error|failed|failure|exception|not found|no such|denied|cannot|can't|fatal|invalid|"
+    r"refused|timed? ?out|traceback|assert",
+    re.IGNORECASE,
+)
+_EXIT_CODE = re.compile(r"^\s*(?:exit code|exited with|return code)\s*\d+\s*$", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(\[])|\n+")
+_MAX_SENTENCE = 400
+_MAX_SENTENCES_PER_MESSAGE = 400
+
+_WRITE_TOOLS = frozenset(
+    {"write", "writefile", "createfile", "create", "savefile", "notebookwrite"}
+)
+_EDIT_TOOLS = frozenset(
+    {
+        "edit",
+        "multiedit",
+        "editfile",
+        "strreplace",
+        "replace",
+        "notebookedit",
+        "applypatch",
+        "patch",
+        "searchreplace",
+    }
+)
+_DELETE_TOOLS = frozenset({"delete", "deletefile", "remove", "removefile", "rm"})
+_EDITOR_WRITE = frozenset({"create"})
+_EDITOR_EDIT = frozenset({"str_replace", "insert", "undo_edit", "edit"})
+_PATH_KEYS = ("file_path", "path", "filename", "notebook_path", "filepath", "file", "target_file")
+_COMMAND_KEYS = ("command", "cmd", "script")
+_NON_ALNUM = re.compile(r"[^a-z0-9]")
+_ACTION_RANK = {"read": 0, "edited": 1, "written": 1, "deleted": 1}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Item:
+    """One line the summary may hold.
+
+    Attributes:
+        section: the snapshot tag it belongs in.
+        text: the line, without the leading ``- ``.
+        priority: higher is kept first.
+        position: its order in the history (newer is larger; an earlier summary's are lowest).
+        key: items with the same key are one fact; only the newest is kept.
+    """
+
+    section: str
+    text: str
+    priority: int
+    position: int
+    key: str = ""
+
+
+@dataclass(kw_only=True)
+class Material:
+    """Everything gathered, before ranking."""
+
+    items: list[Item] = field(default_factory=list)
+    files: dict[str, tuple[str, int]] = field(default_factory=dict)  # path -> (action, position)
+    paths: list[str] = field(default_factory=list)  # every absolute path seen (for the root)
+    plan: list[str] = field(default_factory=list)
+    plan_position: int = 0
+    latest_request: str = ""
+    last_action: str = ""
+    position: int = 0
+
+    def add(self, section: str, text: str, priority: int, key: str = "") -> None:
+        self.position += 1
+        self.items.append(
+            Item(section=section, text=text, priority=priority, position=self.position, key=key)
+        )
+
+
+def sentences(text: str) -> Iterable[str]:
+    """The sentences of ``text`` (split at sentence ends and line breaks), trimmed, bounded."""
+    for count, raw in enumerate(_SENTENCE_END.split(text)):
+        if count >= _MAX_SENTENCES_PER_MESSAGE:
+            return
+        line = " ".join(raw.split()).lstrip("-*•> ").strip()
+        if line:
+            yield line[:_MAX_SENTENCE]
+
+
+def _tool_key(name: str) -> str:
+    return _NON_ALNUM.sub("", name.lower())
+
+
+def _as_text(value: Any) -> str:
+    return value if isinstance(value, str) else json_form(value)
+
+
+def _response_text(response: Any) -> str:
+    if isinstance(response, str):
+        return response
+    if isinstance(response, list) and all(
+        isinstance(b, Mapping) and isinstance(b.get("text"), str) for b in response
+    ):
+        return "".join(b["text"] for b in response)
+    return json_form(response)
+
+
+def _path_of(args: Mapping[str, Any]) -> str | None:
+    for key in _PATH_KEYS:
+        value = args.get(key)
+        if isinstance(value, str) and value.strip():
+            return posixpath.normpath(value.strip())
+    return None
+
+
+def _file_action(call: FunctionCallPart) -> tuple[str, str] | None:
+    target = read_target(call)
+    if target is not None:
+        return "read", target[0]
+    path = _path_of(call.arguments)
+    if path is None:
+        return None
+    key = _tool_key(call.name)
+    command = call.arguments.get("command")
+    command = command if isinstance(command, str) else ""
+    if key in _WRITE_TOOLS or command in _EDITOR_WRITE:
+        return "written", path
+    if key in _EDIT_TOOLS or command in _EDITOR_EDIT:
+        return "edited", path
+    if key in _DELETE_TOOLS:
+        return "deleted", path
+    return None
+
+
+def _command_of(call: FunctionCallPart) -> str | None:
+    for key in _COMMAND_KEYS:
+        value = call.arguments.get(key)
+        if isinstance(value, str) and value.strip():
+            return " ".join(value.split())
+    return None
+
+
+def _brief(call: FunctionCallPart | None, name: str) -> str:
+    if call is None:
+        return name
+    command = _command_of(call)
+    if command is not None:
+        return f"{call.name} `{command[:120]}`"
+    action = _file_action(call)
+    if action is not None:
+        return f"{call.name} {action[1]}"
+    return call.name
+
+
+def error_line(text: str) -> str:
+    """The line of a failed tool's output that says what failed."""
+    lines = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+    lines = [line for line in lines if not _EXIT_CODE.match(line)]
+    for line in lines:
+        if _ERROR_LINE.search(line):
+            return line[:300]
+    return lines[0][:300] if lines else "failed"
+
+
+_WORDS = re.compile(r"[A-Za-z]{2,}")
+
+
+def _prose(line: str) -> bool:
+    """A sentence worth keeping: a few words, not a code line or a list number."""
+    if len(line) < 12 or line.startswith(("```", "{", "}", "<", "|", "#!")):
+        return False
+    return len(_WORDS.findall(line)) >= 3
+
+
+def _classify_user_sentence(material: Material, line: str, first_request: bool) -> None:
+    if _HARNESS.match(line) or not _prose(line):
+        return
+    fact = _fact(line)
+    if _CONSTRAINT.search(line):
+        material.add(CONSTRAINTS, line, 80, key=_fact_key(fact) if fact else "")
+    elif _GOAL_CHANGE.search(line) and not first_request:
+        material.add(GOAL, f"Changed: {line}", 85)
+    elif fact and _HAS_TERM.search(line):
+        material.add(KNOWLEDGE, line, 70, key=_fact_key(fact))
+    elif _HAS_TERM.search(line):
+        material.add(KNOWLEDGE, line, 30)
+
+
+_LEAD = re.compile(r"^(?:update|updated|note|fyi|also|correction|reminder|btw)\s*[:,-]\s*", re.I)
+
+
+def _fact(line: str) -> re.Match[str] | None:
+    return _FACT.match(_LEAD.sub("", line))
+
+
+def _fact_key(match: re.Match[str]) -> str:
+    key = match.group("key").lower()
+    key = re.sub(r"\b(?:the|a|an|our|my|now|still|update|updated|note|fyi)\b[:,]?", " ", key)
+    return "fact:" + " ".join(key.split())
+
+
+def _user_text(material: Material, text: str) -> None:
+    lines = [line for line in sentences(text) if not _HARNESS.match(line)]
+    if not lines:
+        return
+    first_request = not any(i.section == GOAL for i in material.items)
+    request = " ".join(lines)
+    material.latest_request = (
+        request if len(request) <= 160 else request[:160].rsplit(" ", 1)[0] + "…"
+    )
+    if first_request:
+        material.add(GOAL, lines[0], 100)
+    for line in lines[1:] if first_request else lines:
+        _classify_user_sentence(material, line, first_request)
+
+
+def _previous_summary(material: Material, text: str) -> bool:
+    """Seed the material with an earlier snapshot's items; ``True`` when ``text`` was one."""
+    start = text.find("<state_snapshot>")
+    if start < 0:
+        return False
+    inner = text[start + len("<state_snapshot>") :]
+    for match in re.finditer(r"<(\w+)>\n?(.*?)</\1>", inner, re.S):
+        tag, body = match.group(1), match.group(2)
+        for raw in body.splitlines():
+            line = raw.strip()
+            if line.startswith("- "):
+                line = line[2:]
+            if not line or _HARNESS.match(line):
+                continue
+            fact = _fact(line)
+            priority = {GOAL: 100, CONSTRAINTS: 80, KNOWLEDGE: 70, ERRORS: 60, FILES: 55}.get(
+                tag, 20
+            )
+            if tag == FILES:
+                _seed_file(material, line)
+            elif tag in (PLAN, NEXT, ACTIONS):
+                continue  # superseded by what follows
+            else:
+                key = _fact_key(fact) if fact and tag in (CONSTRAINTS, KNOWLEDGE) else ""
+                material.add(tag, line, priority, key=key)
+    return True
+
+
+def _seed_file(material: Material, line: str) -> None:
+    path, _, action = line.rpartition(" (")
+    if path and action.endswith(")"):
+        material.position += 1
+        material.files[path] = (action[:-1], material.position)
+
+
+def _record_call(material: Material, call: FunctionCallPart) -> None:
+    action = _file_action(call)
+    if action is not None:
+        verb, path = action
+        if path.startswith("/"):
+            material.paths.append(path)
+        previous = material.files.get(path)
+        if previous is not None and _ACTION_RANK[previous[0]] > _ACTION_RANK[verb]:
+            verb = previous[0]  # a file edited then read is still an edited file
+        material.position += 1
+        material.files[path] = (verb, material.position)
+    todos = call.arguments.get("todos")
+    if isinstance(todos, list):
+        marks = {"completed": "DONE", "done": "DONE", "in_progress": "IN PROGRESS"}
+        plan = []
+        for todo in todos:
+            if isinstance(todo, Mapping):
+                text = todo.get("content") or todo.get("text") or todo.get("title") or ""
+                mark = marks.get(str(todo.get("status", "")).lower(), "TODO")
+                plan.append(f"[{mark}] {' '.join(_as_text(text).split())[:200]}")
+        material.plan = plan
+        material.plan_position = material.position
+    material.last_action = _brief(call, call.name)
+
+
+def _record_response(
+    material: Material, part: FunctionResponsePart, call: FunctionCallPart | None
+) -> None:
+    if part.is_error and not is_cleared(part):
+        line = error_line(_response_text(part.response))
+        material.add(ERRORS, f"{_brief(call, part.name)} failed: {line}", 60)
+    elif call is not None and _command_of(call) is not None:
+        material.add(ACTIONS, f"ran {_brief(call, part.name)}", 10)
+
+
+def gather(messages: Sequence[Message]) -> Material:
+    """Collect the items of a summary from ``messages`` (see the module docstring)."""
+    material = Material()
+    calls: dict[str, FunctionCallPart] = {}
+    for index, message in enumerate(messages):
+        if message.role == "user":
+            for part in message.function_responses:
+                _record_response(material, part, calls.get(part.id))
+            text = "\n".join(p.text for p in message.parts if isinstance(p, TextPart))
+            if index == 0 and _previous_summary(material, text):
+                continue
+            _user_text(material, text)
+            continue
+        for call in message.function_calls:
+            calls[call.id] = call
+            _record_call(material, call)
+        text = message.text.strip()
+        if text and not message.function_calls:
+            material.last_action = f"replied: {' '.join(text.split())[:160]}"
+        for line in sentences(text):
+            fact = _fact(line)
+            if fact and _prose(line) and _HAS_TERM.search(line) and len(line) < 200:
+                material.add(KNOWLEDGE, line, 25, key=_fact_key(fact))
+    return material
+
+
+def project_root(paths: Sequence[str]) -> str:
+    """The longest directory prefix shared by the absolute paths (``""`` when none)."""
+    if not paths:
+        return ""
+    root = posixpath.commonpath(paths)
+    if root in paths:  # a single file: its directory
+        root = posixpath.dirname(root)
+    if posixpath.basename(root) in _SOURCE_DIRS:  # the project is the folder above src/
+        root = posixpath.dirname(root)
+    return "" if root in ("", "/") else root
+
+
+_SOURCE_DIRS = frozenset({"src", "lib", "test", "tests", "app", "pkg", "cmd", "internal"})
