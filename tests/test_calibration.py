@@ -1,4 +1,4 @@
-"""Session calibration: learned from reported usage, only ever raises a cold estimate."""
+"""Session calibration: learned from reported usage, applied to cold estimates both ways."""
 
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ from hypothesis import strategies as st
 from autocompact.content import CharStats
 from autocompact.errors import ContentError
 from autocompact.estimation import (
+    APPLIED_FACTOR_BOUNDS,
+    CALIBRATION_MIN_SAMPLES,
+    LOW_SIDE_MARGIN,
     MIN_CALIBRATION_TOKENS,
     Calibration,
     calibrated_estimate,
@@ -93,12 +96,25 @@ def test_dict_round_trip_and_errors() -> None:
 
 
 @given(calibration_strategy, stats_strategy)
-def test_calibration_never_lowers_an_estimate(calibration: Calibration, stats: CharStats) -> None:
-    """calibrated_estimate ≥ the plain estimate, whatever was learned."""
+def test_calibration_lowers_only_once_learned_and_clamped(
+    calibration: Calibration, stats: CharStats
+) -> None:
+    """Before CALIBRATION_MIN_SAMPLES reports the estimate only rises; after, it follows the
+    clamped factor both ways, with the low-side margin, never below half the plain estimate."""
     plain = estimate_stats_tokens(stats)
-    raised = calibrated_estimate(plain, calibration, stats)
-    assert raised >= plain
-    assert raised == max(plain, calibrated_tokens(calibration, stats))
+    applied = calibrated_estimate(plain, calibration, stats)
+    if calibration.samples < CALIBRATION_MIN_SAMPLES:
+        assert applied == max(plain, calibrated_tokens(calibration, stats))
+        return
+    low, high = APPLIED_FACTOR_BOUNDS
+    content = stats.text_chars / 4 + stats.json_chars / 2
+    media = stats.media_parts * 1_600
+    factor = min(high, max(low, calibration.factor))
+    if factor < 1:
+        factor = min(1.0, factor * (1 + LOW_SIDE_MARGIN))
+        assert applied <= plain
+    assert applied == math.ceil(factor * content + media)
+    assert applied >= math.floor(low * content + media)
 
 
 @given(
@@ -119,3 +135,27 @@ def test_update_keeps_a_valid_calibration(
     assert math.isfinite(updated.factor)
     assert updated.samples in (calibration.samples, calibration.samples + 1)
     assert Calibration.from_dict(updated.to_dict()) == updated
+
+
+def test_a_low_factor_learned_on_json_is_not_applied_to_text() -> None:
+    """A factor below 1 learned on tool output (JSON) does not lower an estimate of mostly text;
+    it still lowers one of the same mix."""
+    json_stats = CharStats(text_chars=400, json_chars=100_000)
+    text_stats = CharStats(text_chars=200_000, json_chars=1_000)
+    calibration = Calibration()
+    for _ in range(CALIBRATION_MIN_SAMPLES):
+        calibration = update_calibration(calibration, json_stats, 35_000)
+    assert calibration.factor < 0.75
+    plain_text = estimate_stats_tokens(text_stats)
+    assert calibrated_estimate(plain_text, calibration, text_stats) == plain_text
+    plain_json = estimate_stats_tokens(json_stats)
+    assert calibrated_estimate(plain_json, calibration, json_stats) < 0.8 * plain_json
+
+
+def test_calibration_round_trips_its_json_share_and_old_files_load() -> None:
+    """json_share is saved and restored; a saved calibration without it still loads."""
+    calibration = Calibration(factor=0.8, samples=3, json_share=0.9)
+    assert Calibration.from_dict(calibration.to_dict()) == calibration
+    assert Calibration.from_dict({"factor": 0.8, "samples": 3}).json_share is None
+    with pytest.raises(ContentError, match="json_share"):
+        Calibration.from_dict({"factor": 0.8, "samples": 3, "json_share": 2})

@@ -1,10 +1,11 @@
-"""ChatSession learns its tokenizer from reported usage and raises (never lowers) cold estimates."""
+"""ChatSession learns its tokenizer from reported usage and applies it to cold estimates: raising
+at once, lowering too once learned from enough reports (issue 11)."""
 
 from __future__ import annotations
 
 import pytest
 
-from autocompact import ChatSession, CompressionStatus, Message
+from autocompact import ChatRequest, ChatSession, CompressionStatus, Message
 from autocompact.estimation import Calibration
 from autocompact.testing import FakeProvider
 
@@ -45,12 +46,28 @@ def test_restored_session_starts_calibrated() -> None:
     assert restored.estimate_tokens() == pytest.approx(live.estimate_tokens(), rel=0.02)
 
 
-def test_calibration_never_lowers_a_cold_estimate() -> None:
-    """A tokenizer counting less than the estimate leaves the cold estimate at the plain one."""
+def test_a_learned_calibration_lowers_a_cold_estimate_with_a_margin() -> None:
+    """A tokenizer counting 0.7× the estimate, learned from enough reports, lowers the restored
+    session's cold estimate to about 0.7 × 1.03 of the plain one (the low-side margin)."""
     live = _grown_session(0.7)
     assert live.calibration.factor == pytest.approx(0.7, rel=0.01)
     kwargs = {"context_window": 1_000_000, "system_instruction": SYSTEM, "history": live.history}
     calibrated = ChatSession(FakeProvider(), calibration=live.calibration, **kwargs)
+    plain = ChatSession(FakeProvider(), **kwargs).estimate_tokens("next")
+    lowered = calibrated.estimate_tokens("next")
+    assert lowered == pytest.approx(plain * 0.7 * 1.03, rel=0.02)
+    provider_count = live.provider.count_tokens(  # type: ignore[attr-defined]
+        ChatRequest(messages=(*live.history, Message.user("next")), system_instruction=SYSTEM)
+    )
+    assert provider_count <= lowered <= 1.1 * provider_count
+
+
+def test_a_single_report_only_raises() -> None:
+    """With fewer reports than CALIBRATION_MIN_SAMPLES a low factor does not lower anything."""
+    live = _grown_session(0.7)
+    kwargs = {"context_window": 1_000_000, "system_instruction": SYSTEM, "history": live.history}
+    once = Calibration(factor=live.calibration.factor, samples=1)
+    calibrated = ChatSession(FakeProvider(), calibration=once, **kwargs)
     plain = ChatSession(FakeProvider(), **kwargs)
     assert calibrated.estimate_tokens("next") == plain.estimate_tokens("next")
 

@@ -11,8 +11,9 @@ compaction policy have done on the same growth. Pure (no I/O beyond the reader, 
 * *calibrated*: the session's :class:`Calibration` applied to the cold estimate, learned only
   from the calls before the one estimated (:func:`calibrated_tokens`, two-sided): how well the
   calibration knows this tokenizer;
-* *calibrated_applied*: what the engine actually uses, ``max(cold, calibrated)``
-  (:func:`calibrated_estimate`): calibration may make compaction fire earlier, never later.
+* *calibrated_applied*: what the engine actually uses (:func:`calibrated_estimate`): only
+  raising the cold estimate until the calibration learned from enough reports, then the
+  clamped factor both ways with a margin on the low side (issue 11).
 
 Summaries cover every call after the first (the first defines the baseline). Errors are
 fractions: ``(estimate − reported) / reported``.

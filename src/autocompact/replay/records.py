@@ -69,7 +69,7 @@ class CallRow:
         reported: the prompt size the provider reported.
         estimate_cold, estimate_warm: the plain cold and warm estimates.
         estimate_calibrated: the calibration's own estimate (two-sided).
-        estimate_calibrated_applied: what the engine uses, ``max(cold, calibrated)``.
+        estimate_calibrated_applied: what the engine uses (:func:`calibrated_estimate`).
         tier: the tier of the reported size on the simulated window's ladder.
         compacted_before: the recorded agent compacted just before this call.
     """
