@@ -28,6 +28,7 @@ from autocompact.cli.fake_script import ScriptedFake, load_fake_script
 from autocompact.cli.render import format_tokens
 from autocompact.cli.repl import PipedInput, Repl, TerminalInput
 from autocompact.cli.slash import ChatContext
+from autocompact.cli.store_cmd import chat_store, store_address
 from autocompact.compaction import CompressionService
 from autocompact.content import portable_history
 from autocompact.context_report import WindowSource
@@ -42,6 +43,7 @@ from autocompact.estimation import (
 )
 from autocompact.providers.base import Provider
 from autocompact.sessions import SavedSession, SessionStore, SessionWriter
+from autocompact.sessions.stores.binding import meta_of
 from autocompact.settings import Settings, load_settings
 from autocompact.thresholds import parse_window
 
@@ -116,6 +118,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     resume.add_argument("--resume", metavar="ID", help="resume a saved session by id (or prefix)")
     p.add_argument("--no-save", action="store_true", help="do not save this session")
+    p.add_argument(
+        "--store",
+        metavar="ADDRESS",
+        help="keep the session in sqlite:///path/sessions.db or postgresql://user@host/db, "
+        "shared with other workers (default: $AUTOCOMPACT_STORE, else the JSONL files)",
+    )
     p.set_defaults(handler=run_chat)
 
 
@@ -210,7 +218,13 @@ def run_chat(args: argparse.Namespace) -> int:
         print(warning, file=sys.stderr)
 
     store = SessionStore(home / "sessions", redact=secrets_in_env(env))
-    saved, writer, save_warning = _resume(args, store, cwd)
+    address = None if args.no_save else store_address(args)
+    shared = chat_store(address, args, cwd) if address else None
+    saved: SavedSession | None = None
+    writer: SessionWriter | None = None
+    save_warning: str | None = None
+    if shared is None:
+        saved, writer, save_warning = _resume(args, store, cwd)
     choice = _choose(args, settings, saved, env, home)
     provider, window, source, window_warning = build_provider(choice, env)
 
@@ -218,6 +232,17 @@ def run_chat(args: argparse.Namespace) -> int:
     console = Console(highlight=False, soft_wrap=not interactive)
     calibration = _calibration_of(saved)
     history = saved.history if saved is not None else ()
+    if shared is not None:  # the first worker's meta stays; cwd lets --continue find it
+        shared[0].ensure(
+            shared[1],
+            meta_of(
+                provider=choice.provider,
+                model=provider.model,
+                context_window=window,
+                system_instruction=choice.system,
+                cwd=str(cwd),
+            ),
+        )
     session = ChatSession(
         provider,
         context_window=window,
@@ -235,9 +260,11 @@ def run_chat(args: argparse.Namespace) -> int:
         compression_service=CompressionService(
             provider, native_compaction=settings.native_compaction
         ),
+        store=shared[0] if shared else None,
+        session_id=shared[1] if shared else None,
     )
     saver = _Saver(
-        store=None if args.no_save else store,
+        store=None if args.no_save or shared else store,
         choice=choice,
         window=window,
         window_source=source,
@@ -250,8 +277,8 @@ def run_chat(args: argparse.Namespace) -> int:
         provider_name=choice.provider,
         model=provider.model,
         window_source=source,
-        store=None if args.no_save else store,
-        session_id=saved.id if saved is not None else None,
+        store=None if args.no_save or shared else store,
+        session_id=shared[1] if shared else saved.id if saved is not None else None,
         on_clear=saver.clear,
     )
 
@@ -289,6 +316,8 @@ def run_chat(args: argparse.Namespace) -> int:
                 provider, native_compaction=old.compression.native_compaction
             ),
             hooks=(repl.on_event,),
+            store=shared[0] if shared else None,
+            session_id=shared[1] if shared else None,
         )
         ctx.model, ctx.window_source = provider.model, source
         saver.switched(provider.model, window, source)
@@ -313,7 +342,16 @@ def run_chat(args: argparse.Namespace) -> int:
             if message.role == "user" and message.text:
                 repl.source.remember(message.text)
     code = repl.run()
-    if saver.error is not None:
+    if shared is not None:
+        console.print(
+            f"Kept as {shared[1]} in {shared[0].address}. Resume with: autocompact chat "
+            f"--store ... --resume {shared[1]}",
+            style="dim",
+            markup=False,
+            highlight=False,
+        )
+        shared[0].close()
+    elif saver.error is not None:
         console.print(
             f"Not saved: {saver.error}. The conversation above was kept in memory only.",
             style="red",

@@ -13,11 +13,18 @@ from rich.table import Table
 
 from autocompact.cli.chat_cmd import data_dir
 from autocompact.cli.render import format_tokens
+from autocompact.cli.store_cmd import (
+    run_store_export,
+    run_store_import,
+    run_store_list,
+    run_store_show,
+    store_address,
+)
 from autocompact.content import FunctionCallPart, FunctionResponsePart, Message, TextPart
 from autocompact.errors import SessionFileError
 from autocompact.sessions import SessionStore, export_session
 
-__all__ = ["register", "run_export", "run_list", "run_show"]
+__all__ = ["register", "run_export", "run_import", "run_list", "run_show"]
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -31,9 +38,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     ls = sub.add_parser("list", help="list saved sessions, newest first")
     ls.add_argument("--all", action="store_true", help="not only the 20 newest")
     ls.set_defaults(handler=run_list)
+    store_help = (
+        "a session store: sqlite:///path/sessions.db or postgresql://user@host/db "
+        "(default: $AUTOCOMPACT_STORE, else the JSONL files)"
+    )
+    ls.add_argument("--store", metavar="ADDRESS", help=store_help)
     show = sub.add_parser("show", help="print a session's conversation")
     show.add_argument("id", help="the session id (or a unique prefix)")
     show.set_defaults(handler=run_show)
+    show.add_argument("--store", metavar="ADDRESS", help=store_help)
     export = sub.add_parser("export", help="write a session's history in an interchange format")
     export.add_argument("id", help="the session id (or a unique prefix)")
     export.add_argument(
@@ -45,14 +58,48 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     export.add_argument("-o", "--output", help="write to this file instead of stdout")
     export.set_defaults(handler=run_export)
+    export.add_argument("--store", metavar="ADDRESS", help=store_help)
+    export.add_argument(
+        "--original",
+        action="store_true",
+        help="with --store: every turn as sent, summarized ones included (not the compacted "
+        "history)",
+    )
+    imp = sub.add_parser(
+        "import", help="copy saved JSONL sessions into a SQLite or PostgreSQL store"
+    )
+    imp.add_argument("ids", nargs="*", metavar="ID", help="the sessions to copy (default: all)")
+    imp.add_argument("--store", metavar="ADDRESS", help=store_help, required=False)
+    imp.add_argument("--from", dest="source", help="the JSONL directory (default: the usual one)")
+    imp.set_defaults(handler=run_import)
 
 
 def _store() -> SessionStore:
     return SessionStore(data_dir() / "sessions")
 
 
+def run_import(args: argparse.Namespace) -> int:
+    """``sessions import``."""
+    address = store_address(args)
+    if address is None:
+        from autocompact.errors import ConfigError
+
+        raise ConfigError(
+            "sessions import needs --store sqlite:///path or postgresql://... (or "
+            "$AUTOCOMPACT_STORE)",
+            key="--store",
+        )
+    source = args.source or str(data_dir() / "sessions")
+    from pathlib import Path
+
+    return run_store_import(args, address, Path(source))
+
+
 def run_list(args: argparse.Namespace) -> int:
     """``sessions list``."""
+    address = store_address(args)
+    if address is not None:
+        return run_store_list(args, address)
     store = _store()
     summaries = store.list()
     console = Console(highlight=False)
@@ -92,6 +139,9 @@ def _part_text(message: Message) -> str:
 
 def run_show(args: argparse.Namespace) -> int:
     """``sessions show ID``."""
+    address = store_address(args)
+    if address is not None:
+        return run_store_show(args, address)
     saved = _store().open(args.id)
     console = Console(highlight=False)
     h = saved.header
@@ -121,6 +171,9 @@ def run_show(args: argparse.Namespace) -> int:
 
 def run_export(args: argparse.Namespace) -> int:
     """``sessions export ID --format openai|jsonl``."""
+    address = store_address(args)
+    if address is not None:
+        return run_store_export(args, address)
     saved = _store().open(args.id)
     text = export_session(saved, args.format)
     if args.output:

@@ -1,0 +1,186 @@
+"""``--store ADDRESS`` for ``chat`` and ``sessions``: sessions in SQLite or PostgreSQL.
+
+``autocompact sessions list|show|export --store …`` read any store; ``sessions import --store …``
+copies the JSONL session files (turns, compactions and clears, in order) into one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from autocompact.content import Message
+from autocompact.errors import ConfigError, SessionStoreError
+from autocompact.sessions import SessionHeader, export_session
+from autocompact.sessions.records import SavedSession
+from autocompact.sessions.stores import JsonlStore, SessionStore, Snapshot, open_store
+
+__all__ = [
+    "STORE_ENV",
+    "chat_store",
+    "run_store_export",
+    "run_store_import",
+    "run_store_list",
+    "run_store_show",
+    "store_address",
+]
+
+STORE_ENV = "AUTOCOMPACT_STORE"
+"""The environment variable read when ``--store`` is not given (keeps passwords off argv)."""
+
+
+def store_address(args: argparse.Namespace) -> str | None:
+    """``--store``, else ``$AUTOCOMPACT_STORE``, else ``None`` (the JSONL files)."""
+    return getattr(args, "store", None) or os.environ.get(STORE_ENV) or None
+
+
+def chat_store(address: str, args: argparse.Namespace, cwd: Path) -> tuple[SessionStore, str]:
+    """The store and session id ``autocompact chat --store`` runs on (new, resumed, continued)."""
+    store = open_store(address)
+    if args.resume:
+        if not store.exists(args.resume):
+            raise SessionStoreError(
+                f"no session {args.resume!r:.80} in {store.address}; `autocompact sessions list "
+                "--store ...` shows the ids",
+                store=store.address,
+                session_id=args.resume,
+            )
+        return store, str(args.resume)
+    if args.continue_:
+        here = str(cwd)
+        latest = next((s for s in store.list_sessions() if s.meta.get("cwd") == here), None)
+        if latest is None:
+            raise ConfigError(
+                f"no session for {cwd} in {store.address}; start one with: autocompact chat "
+                "--store ...",
+                key="--continue",
+            )
+        return store, latest.session_id
+    from autocompact.sessions.store import _new_id
+
+    return store, _new_id()
+
+
+def _saved(snapshot: Snapshot, history: tuple[Message, ...]) -> SavedSession:
+    meta = snapshot.meta
+    header = SessionHeader(
+        id=snapshot.session_id,
+        created=snapshot.created,
+        cwd=str(meta.get("cwd", "")),
+        provider=str(meta.get("provider", "")),
+        model=str(meta.get("model", "")),
+        context_window=int(meta.get("context_window", 0) or 0),
+        system_instruction=meta.get("system_instruction"),
+    )
+    return SavedSession(header=header, path=Path(), history=history)
+
+
+def run_store_list(args: argparse.Namespace, address: str) -> int:
+    """``sessions list --store``."""
+    store = open_store(address)
+    listing = store.list_sessions()
+    console = Console(highlight=False)
+    if not listing:
+        console.print(f"No sessions in {store.address}.", markup=False)
+        return 0
+    table = Table(box=None, pad_edge=False)
+    for column in ("id", "updated", "provider/model", "turns", "compactions"):
+        table.add_column(column, overflow="fold")
+    for s in listing if args.all else listing[:20]:
+        table.add_row(
+            s.session_id,
+            s.updated,
+            f"{s.meta.get('provider', '?')}/{s.meta.get('model', '?')}",
+            str(s.turns),
+            str(s.compactions),
+        )
+    console.print(table)
+    return 0
+
+
+def run_store_show(args: argparse.Namespace, address: str) -> int:
+    """``sessions show ID --store``: the live history, and what was replaced."""
+    store = open_store(address)
+    snapshot = store.load(args.id)
+    entries = store.entries(args.id)
+    replaced = sum(1 for e in entries if e.replaced_by is not None and e.kind == "turn")
+    console = Console(highlight=False)
+    meta = snapshot.meta
+    console.print(
+        f"{snapshot.session_id} · {meta.get('provider', '?')}/{meta.get('model', '?')} · "
+        f"{sum(1 for e in entries if e.kind == 'turn')} turns, {replaced} replaced by summaries "
+        f"(export --original shows them) · breaker count {snapshot.consecutive_failures}",
+        style="bold",
+        markup=False,
+    )
+    for message in snapshot.history:
+        console.print(f"\n{message.role}:", style="bold cyan", markup=False)
+        console.print(message.text or f"[{', '.join(p.kind for p in message.parts)}]", markup=False)
+    return 0
+
+
+def run_store_export(args: argparse.Namespace, address: str) -> int:
+    """``sessions export ID --store [--original]``."""
+    store = open_store(address)
+    snapshot = store.load(args.id)
+    if getattr(args, "original", False):
+        history = tuple(m for e in store.entries(args.id) if e.kind == "turn" for m in e.messages)
+    else:
+        history = snapshot.history
+    text = export_session(_saved(snapshot, history), args.format)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def run_store_import(args: argparse.Namespace, address: str, source: Path) -> int:
+    """``sessions import [ID ...] --store``: copy JSONL sessions, records in order."""
+    files = JsonlStore(source)
+    target = open_store(address)
+    ids = args.ids or [s.session_id for s in files.list_sessions()]
+    imported = skipped = 0
+    for sid in ids:
+        if target.exists(sid) and target.entries(sid):
+            print(f"{sid}: already in {target.address}, skipped")
+            skipped += 1
+            continue
+        target.ensure(sid, files.load(sid).meta)
+        n = _import_one(files, target, sid)
+        imported += 1
+        print(f"{sid}: {n} turns imported")
+    print(f"{imported} imported, {skipped} skipped, into {target.address}")
+    return 0
+
+
+def _import_one(files: JsonlStore, target: SessionStore, sid: str) -> int:
+    """Copy one file's records in order: messages grouped into turns at each user text."""
+    pending: list[Message] = []
+    n = 0
+    for entry in (*files.entries(sid), None):
+        starts_turn = (
+            entry is None
+            or entry.kind != "turn"
+            or (entry.messages[0].role == "user" and bool(entry.messages[0].text))
+        )
+        if starts_turn and pending:
+            target.append_turn(sid, f"import-{n}", tuple(pending))
+            n += 1
+            pending = []
+        if entry is None:
+            break
+        if entry.kind == "turn":
+            pending.append(entry.messages[0])
+        elif entry.kind == "summary":
+            info = {"status": "compressed", "trigger": "import", "new_token_count": 0}
+            target.commit_compaction(target.load(sid), entry.messages, info, owner="import")
+        else:
+            target.clear(sid, owner="import")
+    return n

@@ -1,0 +1,137 @@
+"""``autocompact chat --store`` and ``sessions list|show|export|import --store`` on SQLite and
+PostgreSQL; errors are one line without a traceback or a password."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+
+from autocompact.sessions.stores import LATEST_SCHEMA, SqliteStore
+from stores.conftest import fresh_postgres_schema
+
+from .conftest import ChatEnv
+
+
+def sqlite_address(chat_env: ChatEnv) -> str:
+    """A SQLite store beside the project."""
+    return f"sqlite://{chat_env.cwd.parent / 'shared.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def address(request: pytest.FixtureRequest, chat_env: ChatEnv) -> str:
+    """A fresh store address of each kind."""
+    return sqlite_address(chat_env) if request.param == "sqlite" else fresh_postgres_schema()
+
+
+def only_id(chat_env: ChatEnv, address: str) -> str:
+    """The one session in the store."""
+    from autocompact.sessions.stores import open_store
+
+    (listing,) = open_store(address).list_sessions()
+    return listing.session_id
+
+
+def test_chat_keeps_turns_in_the_store_and_sessions_reads_them(
+    chat_env: ChatEnv, address: str
+) -> None:
+    """chat --store, then list/show/export --store see the two turns; no password printed."""
+    result = chat_env.run(["chat", "--provider", "fake", "--store", address], ["one", "two"])
+    assert result.code == 0, result.err
+    sid = only_id(chat_env, address)
+    assert not list(chat_env.sessions.glob("*.jsonl")) if chat_env.sessions.exists() else True
+    listed = chat_env.run(["sessions", "list", "--store", address])
+    assert sid in listed.out
+    assert "fake/fake-model" in listed.out
+    shown = chat_env.run(["sessions", "show", sid, "--store", address])
+    assert "one" in shown.out
+    assert "two" in shown.out
+    exported = chat_env.run(["sessions", "export", sid, "--store", address, "--format", "openai"])
+    assert [m["content"] for m in json.loads(exported.out)] == ["one", "OK.", "two", "OK."]
+    if "@" in address:
+        password = address.split("://", 1)[1].split("@", 1)[0].split(":", 1)[1]
+        everything = result.out + result.err + listed.out + shown.out + exported.out
+        assert password not in everything
+
+
+def test_chat_resumes_a_stored_session(chat_env: ChatEnv) -> None:
+    """--store … --resume ID continues the stored conversation (the model sees turn one)."""
+    address = sqlite_address(chat_env)
+    chat_env.run(["chat", "--provider", "fake", "--store", address], ["remember 42"])
+    sid = only_id(chat_env, address)
+    result = chat_env.run(
+        ["chat", "--provider", "fake", "--store", address, "--resume", sid], ["and now?"]
+    )
+    assert result.code == 0, result.err
+    store = SqliteStore(chat_env.cwd.parent / "shared.db")
+    assert [m.text for m in store.load(sid).history] == ["remember 42", "OK.", "and now?", "OK."]
+
+
+def test_import_copies_the_jsonl_sessions(chat_env: ChatEnv) -> None:
+    """sessions import --store: the JSONL session's export and the store's are the same."""
+    assert chat_env.run(["chat", "--provider", "fake"], ["first", "second"]).code == 0
+    (path,) = chat_env.sessions.glob("*.jsonl")
+    address = sqlite_address(chat_env)
+    result = chat_env.run(["sessions", "import", "--store", address])
+    assert result.code == 0, result.err
+    assert "2 turns imported" in result.out
+    before = chat_env.run(["sessions", "export", path.stem, "--format", "jsonl"]).out
+    after = chat_env.run(["sessions", "export", path.stem, "--store", address]).out
+    assert after == before
+    again = chat_env.run(["sessions", "import", "--store", address])
+    assert "already in" in again.out
+
+
+def test_export_original_includes_summarized_turns(chat_env: ChatEnv) -> None:
+    """After a compaction the export shows the summary; --original every turn as sent."""
+    from autocompact import Message
+
+    store = SqliteStore(chat_env.cwd.parent / "shared.db")
+    store.ensure("s", {"provider": "fake", "model": "m"})
+    for i, word in enumerate(["alpha", "beta", "gamma"]):
+        store.append_turn("s", f"t{i}", (Message.user(word), Message.model("OK.")))
+    summary = (Message.user("summary: alpha beta"), Message.model("OK."))
+    store.commit_compaction(store.load("s"), summary, {"status": "compressed"})
+    store.append_turn("s", "t3", (Message.user("delta"), Message.model("OK.")))
+    address = sqlite_address(chat_env)
+
+    def texts(out: str) -> list[str]:
+        return [json.loads(x)["parts"][0]["text"] for x in out.splitlines()]
+
+    live = chat_env.run(["sessions", "export", "s", "--store", address]).out
+    full = chat_env.run(["sessions", "export", "s", "--store", address, "--original"]).out
+    assert texts(live) == ["summary: alpha beta", "OK.", "delta", "OK."]
+    assert texts(full) == ["alpha", "OK.", "beta", "OK.", "gamma", "OK.", "delta", "OK."]
+
+
+def free_port() -> int:
+    """A port nothing listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_down_server_is_one_error_line(chat_env: ChatEnv) -> None:
+    """No server: exit 1, 'Error: cannot reach …', no traceback, no password."""
+    address = f"postgresql://me:hunter2hunter2@127.0.0.1:{free_port()}/db"
+    result = chat_env.run(["sessions", "list", "--store", address])
+    assert result.code != 0
+    assert "cannot reach the PostgreSQL server" in result.err
+    assert "Traceback" not in result.err + result.out
+    assert "hunter2hunter2" not in result.err + result.out
+
+
+def test_a_newer_schema_is_one_error_line(chat_env: ChatEnv) -> None:
+    """A database from a newer autocompact: 'upgrade autocompact', exit 1, no traceback."""
+    store = SqliteStore(chat_env.cwd.parent / "shared.db")
+    store.ensure("s", {})
+    with store._transaction(write=True) as cur:
+        cur.execute("UPDATE autocompact_schema SET version = ?", (LATEST_SCHEMA + 1,))
+    store.close()
+    result = chat_env.run(
+        ["chat", "--provider", "fake", "--store", sqlite_address(chat_env)], ["hi"]
+    )
+    assert result.code != 0
+    assert "upgrade autocompact" in result.err
+    assert "Traceback" not in result.err + result.out
