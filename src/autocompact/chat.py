@@ -352,11 +352,11 @@ class _SessionCore:
     def turn_flow(self, message: Message, turn_id: str | None = None) -> _Flow:
         check_outgoing(self._history, message)
         if self.store is not None:
-            turn_id = turn_id or uuid.uuid4().hex
-            stored = self.store.find_turn(turn_id)
+            stored = self.store.find_turn(turn_id) if turn_id else None
             if stored is not None and len(stored.messages) == 2:  # a retry of a stored turn
                 self._adopt(self.store.refresh())
                 return Completion(message=stored.messages[1])
+            turn_id = turn_id or uuid.uuid4().hex
             self._adopt(self.store.refresh())
         generation = self._generation
         yield from self.pre_send_flow(message)

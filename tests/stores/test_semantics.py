@@ -194,3 +194,16 @@ def test_session_ids_with_quotes_and_slashes_are_data(sql_store: SessionStore, s
     fill(sql_store, sid, 2)
     assert sql_store.load(sid).entries[1].turn_id == "t1"
     assert sid in {s.session_id for s in sql_store.list_sessions()}
+
+
+def test_an_incremental_load_equals_a_full_one(sql_store: SessionStore) -> None:
+    """load(after=…) gives the same snapshot as a full read, across appends and a commit."""
+    fill(sql_store, "s", 2)
+    first = sql_store.load("s")
+    sql_store.append_turn("s", "t2", turn(2), usage={"prompt_tokens": 9, "since": 1})
+    assert sql_store.load("s", after=first) == sql_store.load("s")
+    info = {"status": "compressed", "trigger": "auto", "new_token_count": 5}
+    sql_store.commit_compaction(sql_store.load("s"), (Message.user("S"),), info)
+    sql_store.append_turn("s", "t3", turn(3))
+    assert sql_store.load("s", after=first) == sql_store.load("s")
+    assert [m.text for m in sql_store.load("s", after=first).history][0] == "S"

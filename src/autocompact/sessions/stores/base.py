@@ -235,8 +235,8 @@ class SessionStore(Protocol):
         """Whether the session exists."""
         ...
 
-    def load(self, session_id: str) -> Snapshot:
-        """The live history and shared state."""
+    def load(self, session_id: str, *, after: Snapshot | None = None) -> Snapshot:
+        """The live history and shared state (``after``: an earlier snapshot to extend)."""
         ...
 
     def append_turn(

@@ -62,7 +62,7 @@ class StoreBinding:
 
     def refresh(self) -> Snapshot:
         """Read the session again."""
-        self.snapshot = self.store.load(self.session_id)
+        self.snapshot = self.store.load(self.session_id, after=self.snapshot)
         return self.snapshot
 
     def find_turn(self, turn_id: str) -> Entry | None:

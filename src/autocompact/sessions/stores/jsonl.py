@@ -126,8 +126,8 @@ class JsonlStore:
         except SessionFileError:
             return False
 
-    def load(self, session_id: str) -> Snapshot:
-        """The file's history, one entry per message."""
+    def load(self, session_id: str, *, after: Snapshot | None = None) -> Snapshot:
+        """The file's history, one entry per message (read whole: ``after`` is not used)."""
         with self._lock:
             saved = self._open(session_id)
             entries = tuple(

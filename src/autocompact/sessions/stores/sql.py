@@ -284,31 +284,44 @@ class SqlStore(ABC):
             cur.execute("SELECT 1 FROM ac_sessions WHERE id = ?", (session_id,))
             return cur.fetchone() is not None
 
-    def load(self, session_id: str) -> Snapshot:
-        """The live history and shared state, read in one transaction."""
+    def load(self, session_id: str, *, after: Snapshot | None = None) -> Snapshot:
+        """The live history and shared state, read by one statement (one consistent view).
+
+        With ``after`` (an earlier snapshot of this session) and no summary or clear since,
+        only the entries written after it are read and decoded.
+        """
         check_session_id(session_id, self._address)
         self._ensure_schema()
+        snapshot = self._read(session_id, after)
+        if snapshot is None:  # the epoch moved on since ``after``: read everything
+            snapshot = self._read(session_id, None)
+        assert snapshot is not None
+        return snapshot
+
+    def _read(self, session_id: str, after: Snapshot | None) -> Snapshot | None:
+        since, epoch = (after.last_seq, after.epoch) if after is not None else (-1, -1)
+        columns = ", ".join(f"e.{c.strip()}" for c in _ENTRY_COLUMNS.split(","))
         with self._transaction(write=False) as cur:
             cur.execute(
-                "SELECT meta, created, updated, epoch, last_seq, failures, calibration, usage "
-                "FROM ac_sessions WHERE id = ?",
-                (session_id,),
+                "SELECT s.meta, s.created, s.updated, s.epoch, s.last_seq, s.failures, "
+                f"s.calibration, s.usage, {columns} FROM ac_sessions s "
+                "LEFT JOIN ac_entries e ON e.session_id = s.id AND e.replaced_by IS NULL "
+                "AND e.seq > ? AND (? < 0 OR s.epoch = ?) "
+                "WHERE s.id = ? ORDER BY e.pos, e.seq",
+                (since, epoch, epoch, session_id),
             )
-            row = cur.fetchone()
-            if row is None:
-                raise self._missing(session_id)
-            cur.execute(
-                f"SELECT {_ENTRY_COLUMNS} FROM ac_entries "
-                "WHERE session_id = ? AND replaced_by IS NULL ORDER BY pos, seq",
-                (session_id,),
-            )
-            entries = tuple(_entry(r) for r in cur.fetchall())
-        meta, created, updated, epoch, last_seq, failures, calibration, usage = row
+            rows = cur.fetchall()
+        if not rows:
+            raise self._missing(session_id)
+        meta, created, updated, epoch_now, last_seq, failures, calibration, usage = rows[0][:8]
+        if after is not None and int(epoch_now) != after.epoch:
+            return None
+        new = tuple(_entry(r[8:]) for r in rows if r[8] is not None)
         return Snapshot(
             session_id=session_id,
-            meta=_load(meta) or {},
-            entries=entries,
-            epoch=int(epoch),
+            meta=after.meta if after is not None else _load(meta) or {},
+            entries=(*after.entries, *new) if after is not None else new,
+            epoch=int(epoch_now),
             last_seq=int(last_seq),
             consecutive_failures=int(failures),
             calibration=_load(calibration),

@@ -1,0 +1,171 @@
+"""Session-store throughput: turns per second with 1, 2, 4 and 8 worker processes per backend,
+and the latency the store adds to one turn (p50 / p99).
+
+Each worker process runs ``ChatSession(store=…, session_id=…)`` turns on its own conversations
+(the fake provider answers at once, so the store is what is measured: reading the session
+again before the turn, the idempotency check, the append committed to disk). The latency added
+is, turn by turn, the send's time with the store minus the same turn's time on an in-memory
+session of the same history; throughput is all workers' turns over the wall time from the
+common start to the last worker's end. The JSONL files (one process) are the baseline.
+
+    python benchmarks/stores.py                      # SQLite, and PostgreSQL when
+                                                     # AUTOCOMPACT_TEST_POSTGRES_DSN is set
+    eval "$(.ci/postgres.sh start)"; python benchmarks/stores.py --docs docs/benchmarks.md
+    python benchmarks/stores.py --quick              # smoke run
+
+Targets (printed as met / not met; a benchmark never fails the test suite): SQLite adds no more
+per turn than the JSONL files the CLI used so far; PostgreSQL at most twice what SQLite adds;
+with 8 workers each backend moves at least as many turns per second as with 1 (no collapse
+under contention).
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from autocompact.chat import ChatSession
+from autocompact.sessions.stores import open_store
+from autocompact.testing import FakeProvider
+
+USER = "u" * 2_000
+WINDOW = 1_000_000
+MARK_START = "<!-- stores-benchmark:start -->"
+MARK_END = "<!-- stores-benchmark:end -->"
+
+
+def _worker(address: str, run: str, wid: int, turns: int, convs: int, barrier: Any, out: Any):
+    store = open_store(address)
+    provider = FakeProvider()
+    ids = [f"{run}-w{wid}-c{c}" for c in range(convs)]
+    stored = [ChatSession(provider, context_window=WINDOW, store=store, session_id=i) for i in ids]
+    plain = [ChatSession(provider, context_window=WINDOW) for _ in ids]
+    barrier.wait()
+    start = time.time()
+    with_store = []
+    for i in range(turns):
+        t = time.perf_counter()
+        stored[i % convs].send(USER, turn_id=f"t{i}")
+        with_store.append(time.perf_counter() - t)
+    end = time.time()
+    without = []
+    for i in range(turns):
+        t = time.perf_counter()
+        plain[i % convs].send(USER)
+        without.append(time.perf_counter() - t)
+    store.close()
+    out.put((start, end, [a - b for a, b in zip(with_store, without, strict=True)]))
+
+
+def measure(address: str, workers: int, turns: int, convs: int) -> dict[str, float]:
+    """One configuration: turns/s and the added latency's p50 / p99 in ms."""
+    ctx = mp.get_context("spawn")
+    barrier, out = ctx.Barrier(workers), ctx.Queue()
+    run = f"bench{os.getpid()}-{time.monotonic_ns()}-{workers}"
+    procs = [
+        ctx.Process(target=_worker, args=(address, run, w, turns, convs, barrier, out))
+        for w in range(workers)
+    ]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=600) for _ in procs]
+    for p in procs:
+        p.join()
+    start = min(r[0] for r in results)
+    end = max(r[1] for r in results)
+    added = sorted(x for r in results for x in r[2])
+    return {
+        "turns_per_s": workers * turns / (end - start),
+        "p50_ms": 1000 * statistics.median(added),
+        "p99_ms": 1000 * added[min(len(added) - 1, int(0.99 * len(added)))],
+    }
+
+
+def main() -> int:
+    """Run every configuration and print (or write) the report."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="few turns (smoke run)")
+    ap.add_argument("--docs", type=Path, help="replace the stores section of this file")
+    args = ap.parse_args()
+    turns, convs = (20, 2) if args.quick else (200, 4)
+    tmp = Path(tempfile.mkdtemp(prefix="autocompact-bench-"))
+    backends = [("JSONL files (baseline)", f"jsonl://{tmp / 'jsonl'}", (1,))]
+    backends.append(("SQLite (WAL)", f"sqlite://{tmp / 'bench.db'}", (1, 2, 4, 8)))
+    dsn = os.environ.get("AUTOCOMPACT_TEST_POSTGRES_DSN")
+    if dsn:
+        backends.append(("PostgreSQL 15", dsn, (1, 2, 4, 8)))
+    else:
+        print("PostgreSQL skipped: set AUTOCOMPACT_TEST_POSTGRES_DSN", file=sys.stderr)
+    rows = []
+    table: dict[tuple[str, int], dict[str, float]] = {}
+    for name, address, counts in backends:
+        for n in counts:
+            r = measure(address, n, turns, convs)
+            table[(name, n)] = r
+            rows.append(
+                f"| {name} | {n} | {r['turns_per_s']:,.0f} | {r['p50_ms']:.2f} | "
+                f"{r['p99_ms']:.2f} |"
+            )
+            print(rows[-1], file=sys.stderr)
+    targets = []
+    jsonl = table[("JSONL files (baseline)", 1)]["p50_ms"]
+    sqlite = table[("SQLite (WAL)", 1)]["p50_ms"]
+    targets.append(
+        f"| SQLite adds no more per turn than the JSONL files (p50, 1 worker) | "
+        f"{_met(sqlite <= jsonl)}: {sqlite:.2f} vs {jsonl:.2f} ms |"
+    )
+    if ("PostgreSQL 15", 1) in table:
+        pg = table[("PostgreSQL 15", 1)]["p50_ms"]
+        targets.append(
+            f"| PostgreSQL adds at most 2× what SQLite adds (p50, 1 worker) | "
+            f"{_met(pg <= 2 * sqlite)}: {pg / sqlite:.2f}× |"
+        )
+    for name in ("SQLite (WAL)", "PostgreSQL 15"):
+        if (name, 8) in table:
+            ratio = table[(name, 8)]["turns_per_s"] / table[(name, 1)]["turns_per_s"]
+            targets.append(
+                f"| {name}: 8 workers move at least as many turns/s as 1 | "
+                f"{_met(ratio >= 1)}: {ratio:.2f}× |"
+            )
+    report = "\n".join(
+        [
+            MARK_START,
+            f"Latest run: {turns} turns per worker over {convs} conversations each, "
+            f"{len(USER):,}-character messages, `python benchmarks/stores.py`, 2 shared cores.",
+            "",
+            "| backend | workers | turns/s | added p50 (ms) | added p99 (ms) |",
+            "| --- | ---: | ---: | ---: | ---: |",
+            *rows,
+            "",
+            "| target | result |",
+            "| --- | --- |",
+            *targets,
+            MARK_END,
+        ]
+    )
+    print(report)
+    if args.docs:
+        text = args.docs.read_text(encoding="utf-8")
+        if MARK_START in text:
+            head, _, rest = text.partition(MARK_START)
+            _, _, tail = rest.partition(MARK_END)
+            text = head + report + tail
+        else:
+            text = text.rstrip("\n") + "\n\n## Session stores\n\n" + report + "\n"
+        args.docs.write_text(text, encoding="utf-8")
+    return 0
+
+
+def _met(ok: bool) -> str:
+    return "**met**" if ok else "**not met**"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
