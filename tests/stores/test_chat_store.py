@@ -121,3 +121,23 @@ async def test_the_async_session_uses_the_store_too(tmp_path: Path) -> None:
     await a.send("hi", turn_id="t1")
     b = AsyncChatSession(FakeProvider(), context_window=WINDOW, store=store, session_id="c")
     assert [m.text for m in b.history] == ["hi", "OK."]
+
+
+async def test_the_async_store_protocol_awaits_every_call(sql_store: SessionStore) -> None:
+    """AsyncStore: append, load, lease and commit from async code, same semantics."""
+    from autocompact.sessions.stores import AsyncStore
+
+    store = AsyncStore(sql_store)
+    await store.ensure("c", {"provider": "fake"})
+    pair = (Message.user("q"), Message.model("a"))
+    first = await store.append_turn("c", "t1", pair)
+    again = await store.append_turn("c", "t1", pair)
+    assert (first.duplicate, again.duplicate) == (False, True)
+    base = await store.load("c")
+    assert await store.acquire_lease("c", "A") is not None
+    assert await store.acquire_lease("c", "B") is None
+    info = {"status": "compressed", "trigger": "auto", "new_token_count": 1}
+    assert (await store.commit_compaction(base, (Message.user("S"),), info)).committed
+    assert not (await store.commit_compaction(base, (Message.user("T"),), info)).committed
+    assert [m.text for m in (await store.load("c")).history] == ["S"]
+    assert [s.session_id for s in await store.list_sessions()] == ["c"]

@@ -206,4 +206,4 @@ def test_an_incremental_load_equals_a_full_one(sql_store: SessionStore) -> None:
     sql_store.commit_compaction(sql_store.load("s"), (Message.user("S"),), info)
     sql_store.append_turn("s", "t3", turn(3))
     assert sql_store.load("s", after=first) == sql_store.load("s")
-    assert [m.text for m in sql_store.load("s", after=first).history][0] == "S"
+    assert sql_store.load("s", after=first).history[0].text == "S"

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from autocompact.errors import SessionStoreError
+from autocompact.sessions.stores.aio import AsyncStore
 from autocompact.sessions.stores.base import (
     AppendResult,
     Attempt,
@@ -34,6 +35,7 @@ from autocompact.sessions.stores.sqlite import SqliteStore
 __all__ = [
     "LATEST_SCHEMA",
     "AppendResult",
+    "AsyncStore",
     "Attempt",
     "CommitResult",
     "Entry",

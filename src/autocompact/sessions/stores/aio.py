@@ -1,0 +1,133 @@
+"""The store protocol for asyncio code: every call of a store, awaited in a worker thread.
+
+``AsyncStore(open_store(address))`` gives the same methods as coroutines, so an async server
+can list, load, append and export without blocking its event loop. Each call runs in
+:func:`asyncio.to_thread`; the backend's own locking (a lock per SQLite connection, a
+PostgreSQL connection pool) makes concurrent calls safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from autocompact.content import Message
+from autocompact.sessions.stores.base import (
+    AppendResult,
+    Attempt,
+    CommitResult,
+    Entry,
+    JsonDict,
+    Lease,
+    SessionListing,
+    SessionStore,
+    Snapshot,
+)
+
+__all__ = ["AsyncStore"]
+
+
+class AsyncStore:
+    """Awaitable calls over a :class:`SessionStore` (see the protocol for each method)."""
+
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+
+    @property
+    def address(self) -> str:
+        """The store's address, password replaced by ``***``."""
+        return self.store.address
+
+    async def ensure(self, session_id: str, meta: JsonDict) -> None:
+        """See :meth:`SessionStore.ensure`."""
+        await asyncio.to_thread(self.store.ensure, session_id, meta)
+
+    async def exists(self, session_id: str) -> bool:
+        """See :meth:`SessionStore.exists`."""
+        return await asyncio.to_thread(self.store.exists, session_id)
+
+    async def load(self, session_id: str, *, after: Snapshot | None = None) -> Snapshot:
+        """See :meth:`SessionStore.load`."""
+        return await asyncio.to_thread(lambda: self.store.load(session_id, after=after))
+
+    async def append_turn(
+        self,
+        session_id: str,
+        turn_id: str,
+        messages: Sequence[Message],
+        *,
+        usage: JsonDict | None = None,
+        calibration: JsonDict | None = None,
+        owner: str | None = None,
+    ) -> AppendResult:
+        """See :meth:`SessionStore.append_turn`."""
+        return await asyncio.to_thread(
+            lambda: self.store.append_turn(
+                session_id, turn_id, messages, usage=usage, calibration=calibration, owner=owner
+            )
+        )
+
+    async def get_turn(self, session_id: str, turn_id: str) -> Entry | None:
+        """See :meth:`SessionStore.get_turn`."""
+        return await asyncio.to_thread(self.store.get_turn, session_id, turn_id)
+
+    async def acquire_lease(
+        self, session_id: str, owner: str, ttl: float | None = None
+    ) -> Lease | None:
+        """See :meth:`SessionStore.acquire_lease`."""
+        return await asyncio.to_thread(self.store.acquire_lease, session_id, owner, ttl)
+
+    async def release_lease(self, lease: Lease) -> None:
+        """See :meth:`SessionStore.release_lease`."""
+        await asyncio.to_thread(self.store.release_lease, lease)
+
+    async def commit_compaction(
+        self,
+        base: Snapshot,
+        history: Sequence[Message],
+        info: JsonDict,
+        *,
+        lease: Lease | None = None,
+        owner: str | None = None,
+    ) -> CommitResult:
+        """See :meth:`SessionStore.commit_compaction`."""
+        return await asyncio.to_thread(
+            lambda: self.store.commit_compaction(base, history, info, lease=lease, owner=owner)
+        )
+
+    async def record_attempt(
+        self,
+        session_id: str,
+        info: JsonDict,
+        *,
+        counted: bool,
+        epoch: int,
+        lease: Lease | None = None,
+        owner: str | None = None,
+    ) -> int:
+        """See :meth:`SessionStore.record_attempt`."""
+        return await asyncio.to_thread(
+            lambda: self.store.record_attempt(
+                session_id, info, counted=counted, epoch=epoch, lease=lease, owner=owner
+            )
+        )
+
+    async def clear(self, session_id: str, *, owner: str | None = None) -> None:
+        """See :meth:`SessionStore.clear`."""
+        await asyncio.to_thread(lambda: self.store.clear(session_id, owner=owner))
+
+    async def entries(self, session_id: str) -> tuple[Entry, ...]:
+        """See :meth:`SessionStore.entries`."""
+        return await asyncio.to_thread(self.store.entries, session_id)
+
+    async def attempts(self, session_id: str) -> tuple[Attempt, ...]:
+        """See :meth:`SessionStore.attempts`."""
+        return await asyncio.to_thread(self.store.attempts, session_id)
+
+    async def list_sessions(self) -> list[SessionListing]:
+        """See :meth:`SessionStore.list_sessions`."""
+        return await asyncio.to_thread(self.store.list_sessions)
+
+    async def close(self) -> None:
+        """See :meth:`SessionStore.close`."""
+        await asyncio.to_thread(self.store.close)
