@@ -623,10 +623,10 @@ class _SessionCore:
             # No count from the provider: the next send takes the cold path (whole history).
             self.last_prompt_token_count = 0
             self._since_count = 0
-        if self.store is not None and turn_id is not None:
+        if self.store is not None:
             try:  # durable before the reply is returned; a failed write leaves the turn out
                 self.store.append(
-                    turn_id,
+                    turn_id or uuid.uuid4().hex,
                     (message, completion.message),
                     usage={
                         "prompt_tokens": self.last_prompt_token_count,
