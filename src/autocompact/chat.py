@@ -221,6 +221,7 @@ class _SessionCore:
             self._history_stats = content_stats(history)
         self.last_prompt_token_count, self._since_count = snapshot.count_base
         self.consecutive_failures = snapshot.consecutive_failures
+        self.hold_until = snapshot.hold_until
         if snapshot.calibration is not None:
             self.calibration = Calibration.from_dict(snapshot.calibration)
 
@@ -464,8 +465,7 @@ class _SessionCore:
             )
             return result.info
         if self.store is not None:
-            counted = trigger in (CompressionTrigger.AUTO, CompressionTrigger.REACTIVE)
-            result = self.store.finish_compaction(result, counted)
+            result = self.store.finish_compaction(result, self.thresholds)
         self._apply(result)
         if self.store is not None:
             self._adopt(self.store.snapshot)

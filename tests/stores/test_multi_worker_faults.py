@@ -203,7 +203,7 @@ def check_store(store: SessionStore, acked: set[str], log: Path) -> Counter[str]
         # Breaker counts consistent with the recorded attempts.
         failures = 0
         for a in attempts:
-            if a.status == "compressed":
+            if a.reset:
                 failures = 0
             elif a.counted:
                 failures += 1

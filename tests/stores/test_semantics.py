@@ -207,3 +207,43 @@ def test_an_incremental_load_equals_a_full_one(sql_store: SessionStore) -> None:
     sql_store.append_turn("s", "t3", turn(3))
     assert sql_store.load("s", after=first) == sql_store.load("s")
     assert sql_store.load("s", after=first).history[0].text == "S"
+
+
+def test_an_older_schema_is_migrated_in_order_and_keeps_its_data(sql_store: SessionStore) -> None:
+    """A version-1 database (no hold column) is brought to the latest version on first use."""
+    from autocompact.sessions.stores.sql import MIGRATIONS
+
+    with sql_store._transaction(write=True) as cur:  # type: ignore[attr-defined]
+        cur.execute("CREATE TABLE autocompact_schema (id INTEGER PRIMARY KEY, version INTEGER)")
+        for statement in MIGRATIONS[0]:
+            cur.execute(statement)
+        cur.execute("INSERT INTO autocompact_schema (id, version) VALUES (1, 1)")
+        cur.execute(
+            "INSERT INTO ac_sessions (id, meta, created, updated) VALUES ('old', '{}', 'x', 'x')"
+        )
+    store = reopen(sql_store)
+    try:
+        store.append_turn("old", "t0", turn(0))
+        assert [e.turn_id for e in store.load("old").entries] == ["t0"]
+        assert store.load("old").hold_until is None
+        with store._transaction(write=False) as cur:  # type: ignore[attr-defined]
+            cur.execute("SELECT version FROM autocompact_schema")
+            assert cur.fetchone()[0] == LATEST_SCHEMA == 2
+    finally:
+        store.close()
+
+
+def test_an_ineffective_summary_commits_but_counts(sql_store: SessionStore) -> None:
+    """breaker='add' (an ineffective compaction): the history is replaced and the count grows."""
+    fill(sql_store, "s", 2)
+    sql_store.record_attempt(
+        "s", {"status": "compression_failed_empty_summary"}, counted=True, epoch=0
+    )
+    info = {"status": "compressed", "trigger": "auto", "new_token_count": 5}
+    result = sql_store.commit_compaction(
+        sql_store.load("s"), (Message.user("S"),), info, breaker="add", hold_until=1234
+    )
+    snap = sql_store.load("s")
+    assert (result.committed, result.consecutive_failures) == (True, 2)
+    assert (snap.consecutive_failures, snap.hold_until) == (2, 1234)
+    assert [(a.counted, a.reset) for a in sql_store.attempts("s")] == [(True, False), (True, False)]

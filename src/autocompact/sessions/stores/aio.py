@@ -15,6 +15,7 @@ from autocompact.content import Message
 from autocompact.sessions.stores.base import (
     AppendResult,
     Attempt,
+    BreakerEffect,
     CommitResult,
     Entry,
     JsonDict,
@@ -89,10 +90,20 @@ class AsyncStore:
         *,
         lease: Lease | None = None,
         owner: str | None = None,
+        breaker: BreakerEffect = "reset",
+        hold_until: int | None = None,
     ) -> CommitResult:
         """See :meth:`SessionStore.commit_compaction`."""
         return await asyncio.to_thread(
-            lambda: self.store.commit_compaction(base, history, info, lease=lease, owner=owner)
+            lambda: self.store.commit_compaction(
+                base,
+                history,
+                info,
+                lease=lease,
+                owner=owner,
+                breaker=breaker,
+                hold_until=hold_until,
+            )
         )
 
     async def record_attempt(
@@ -104,11 +115,18 @@ class AsyncStore:
         epoch: int,
         lease: Lease | None = None,
         owner: str | None = None,
+        hold_until: int | None = None,
     ) -> int:
         """See :meth:`SessionStore.record_attempt`."""
         return await asyncio.to_thread(
             lambda: self.store.record_attempt(
-                session_id, info, counted=counted, epoch=epoch, lease=lease, owner=owner
+                session_id,
+                info,
+                counted=counted,
+                epoch=epoch,
+                lease=lease,
+                owner=owner,
+                hold_until=hold_until,
             )
         )
 

@@ -37,6 +37,7 @@ __all__ = [
     "MAX_SESSION_ID_CHARS",
     "AppendResult",
     "Attempt",
+    "BreakerEffect",
     "CommitResult",
     "Entry",
     "EntryKind",
@@ -56,6 +57,9 @@ __all__ = [
 
 JsonDict: TypeAlias = dict[str, Any]
 EntryKind: TypeAlias = Literal["turn", "summary", "clear"]
+BreakerEffect: TypeAlias = Literal["reset", "add", "keep"]
+"""What a committed compaction does to the breaker's count: an effective summary resets it, an
+ineffective one (SPEC §10.2) adds one, a stood clearing whose summary failed may leave it."""
 StepHook: TypeAlias = Callable[[str], None]
 """Called with a step name (``append:written``, ``commit:written``, ...) inside a write, before
 it commits: a tracing or fault-injection point (the multi-worker test kills workers there)."""
@@ -110,6 +114,7 @@ class Snapshot:
         consecutive_failures: the breaker's shared count.
         calibration: the shared estimation calibration (JSON form), if any.
         usage: the last reported usage (the newest turn's), if any.
+        hold_until: the breaker's shared hold (no automatic side query below this count).
         created, updated: ISO 8601 UTC.
     """
 
@@ -121,6 +126,7 @@ class Snapshot:
     consecutive_failures: int = 0
     calibration: JsonDict | None = None
     usage: JsonDict | None = None
+    hold_until: int | None = None
     created: str = ""
     updated: str = ""
 
@@ -184,6 +190,7 @@ class Attempt:
         trigger, status: what asked for it and how it ended (``superseded``: a summary whose
             range had changed).
         counted: whether it added one to the breaker's count.
+        reset: whether it reset the count to 0 (an effective summary).
         failures_after: the breaker's count right after it.
         epoch: the epoch it was computed from.
         summary_seq: the summary entry it committed, if any.
@@ -196,6 +203,7 @@ class Attempt:
     status: str
     counted: bool
     failures_after: int
+    reset: bool = False
     epoch: int
     summary_seq: int | None
     info: JsonDict = field(default_factory=dict)
@@ -272,6 +280,8 @@ class SessionStore(Protocol):
         *,
         lease: Lease | None = None,
         owner: str | None = None,
+        breaker: BreakerEffect = "reset",
+        hold_until: int | None = None,
     ) -> CommitResult:
         """Replace the range ``base`` held by ``history`` if it is unchanged (compare-and-swap)."""
         ...
@@ -285,6 +295,7 @@ class SessionStore(Protocol):
         epoch: int,
         lease: Lease | None = None,
         owner: str | None = None,
+        hold_until: int | None = None,
     ) -> int:
         """Record an attempt that did not commit (failed or no-op); return the breaker's count."""
         ...

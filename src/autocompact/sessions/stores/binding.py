@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from autocompact.compaction.accounting import BreakerState, record_attempt
 from autocompact.compaction.plan import (
     CompressionInfo,
     CompressionResult,
@@ -29,9 +30,17 @@ from autocompact.compaction.plan import (
 )
 from autocompact.content import Message
 from autocompact.sessions.records import info_to_dict
-from autocompact.sessions.stores.base import Entry, JsonDict, Lease, SessionStore, Snapshot
+from autocompact.sessions.stores.base import (
+    BreakerEffect,
+    Entry,
+    JsonDict,
+    Lease,
+    SessionStore,
+    Snapshot,
+)
+from autocompact.thresholds import CompactionThresholds
 
-__all__ = ["StoreBinding", "default_owner", "meta_of", "skipped_info"]
+__all__ = ["StoreBinding", "breaker_effect", "default_owner", "meta_of", "skipped_info"]
 
 
 def default_owner() -> str:
@@ -82,16 +91,30 @@ class StoreBinding:
         self._base = self.refresh()
         return self._base
 
-    def finish_compaction(self, result: CompressionResult, counted: bool) -> CompressionResult:
-        """Commit or record the attempt; a superseded summary comes back as a no-op."""
+    def finish_compaction(
+        self, result: CompressionResult, thresholds: CompactionThresholds
+    ) -> CompressionResult:
+        """Commit or record the attempt; a superseded summary comes back as a no-op.
+
+        What the attempt does to the shared breaker count and hold is decided by the same pure
+        rule the chat applies (:func:`autocompact.compaction.accounting.record_attempt`), and
+        written in the attempt's transaction.
+        """
         base, lease = self._base, self._lease
         self._base = self._lease = None
         assert base is not None, "finish_compaction without begin_compaction"
         info = result.info
         record = info_to_dict(info)
+        effect, hold_until = breaker_effect(info, thresholds, base)
         if info.status is CompressionStatus.COMPRESSED:
             outcome = self.store.commit_compaction(
-                base, result.history, record, lease=lease, owner=self.owner
+                base,
+                result.history,
+                record,
+                lease=lease,
+                owner=self.owner,
+                breaker=effect,
+                hold_until=hold_until,
             )
             if not outcome.committed:
                 superseded: CompressionInfo = replace(
@@ -106,10 +129,11 @@ class StoreBinding:
             self.store.record_attempt(
                 self.session_id,
                 record,
-                counted=counted,
+                counted=effect == "add",
                 epoch=base.epoch,
                 lease=lease,
                 owner=self.owner,
+                hold_until=hold_until,
             )
         self.refresh()
         return result
@@ -159,3 +183,23 @@ def skipped_info(trigger: CompressionTrigger, tokens: int) -> CompressionInfo:
         new_token_count=tokens,
         error="another worker holds the compaction lease",
     )
+
+
+def breaker_effect(
+    info: CompressionInfo, thresholds: CompactionThresholds, base: Snapshot
+) -> tuple[BreakerEffect, int | None]:
+    """What an attempt does to the shared breaker count, and the hold after it.
+
+    The count's change never depends on its value (reset, add one, or keep), so it is read off
+    the accounting rule at a probe count and applied to the stored count in the transaction.
+    """
+    probe = record_attempt(BreakerState(consecutive_failures=10), info, thresholds)
+    effect: BreakerEffect = (
+        "reset"
+        if probe.consecutive_failures == 0
+        else "add"
+        if probe.consecutive_failures == 11
+        else "keep"
+    )
+    state = BreakerState(consecutive_failures=base.consecutive_failures, hold_until=base.hold_until)
+    return effect, record_attempt(state, info, thresholds).hold_until

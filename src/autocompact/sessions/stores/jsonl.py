@@ -30,6 +30,7 @@ from autocompact.sessions.stores.base import (
     DEFAULT_MAX_TURN_BYTES,
     AppendResult,
     Attempt,
+    BreakerEffect,
     CommitResult,
     Entry,
     JsonDict,
@@ -221,6 +222,8 @@ class JsonlStore:
         *,
         lease: Lease | None = None,
         owner: str | None = None,
+        breaker: BreakerEffect = "reset",
+        hold_until: int | None = None,
     ) -> CommitResult:
         """Record the compaction with the history it left plus the turns appended since."""
         with self._lock:
@@ -236,14 +239,16 @@ class JsonlStore:
                     )
                 else:
                     later = current.history[len(base.history) :]
+                    failures = current.consecutive_failures
+                    after = {"reset": 0, "add": failures + 1, "keep": failures}[breaker]
                     writer.record_compaction(info, (*history, *later))
                     writer.record_state(
                         last_prompt_token_count=int(info.get("new_token_count", 0) or 0),
-                        consecutive_failures=0,
+                        consecutive_failures=after,
                         calibration=current.calibration,
                     )
                     result = CommitResult(
-                        committed=True, seq=current.last_seq + 1, consecutive_failures=0
+                        committed=True, seq=current.last_seq + 1, consecutive_failures=after
                     )
             except SessionFileError as exc:
                 raise self._fail(exc, base.session_id) from None
@@ -260,6 +265,7 @@ class JsonlStore:
         epoch: int,
         lease: Lease | None = None,
         owner: str | None = None,
+        hold_until: int | None = None,
     ) -> int:
         """Record a failed or no-op attempt and the breaker's new count."""
         with self._lock:

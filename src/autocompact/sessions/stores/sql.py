@@ -34,6 +34,7 @@ from autocompact.sessions.stores.base import (
     DEFAULT_MAX_TURN_BYTES,
     AppendResult,
     Attempt,
+    BreakerEffect,
     CommitResult,
     Entry,
     JsonDict,
@@ -96,11 +97,14 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             PRIMARY KEY (session_id, seq)
         )""",
     ),
+    # version 1 -> 2: the breaker's hold (SPEC §10.2) lives with the session too.
+    ("ALTER TABLE ac_sessions ADD COLUMN hold_until BIGINT",),
 )
 """``MIGRATIONS[n]``: the statements that upgrade a version-``n`` database to ``n + 1``."""
 
 LATEST_SCHEMA = len(MIGRATIONS)
 
+_EFFECT_CODES = {"add": 1, "keep": 0, "reset": -1}
 _ENTRY_COLUMNS = "seq, pos, kind, turn_id, owner, messages, usage, replaced_by, created"
 
 
@@ -304,7 +308,7 @@ class SqlStore(ABC):
         with self._transaction(write=False) as cur:
             cur.execute(
                 "SELECT s.meta, s.created, s.updated, s.epoch, s.last_seq, s.failures, "
-                f"s.calibration, s.usage, {columns} FROM ac_sessions s "
+                f"s.calibration, s.usage, s.hold_until, {columns} FROM ac_sessions s "
                 "LEFT JOIN ac_entries e ON e.session_id = s.id AND e.replaced_by IS NULL "
                 "AND e.seq > ? AND (? < 0 OR s.epoch = ?) "
                 "WHERE s.id = ? ORDER BY e.pos, e.seq",
@@ -313,10 +317,11 @@ class SqlStore(ABC):
             rows = cur.fetchall()
         if not rows:
             raise self._missing(session_id)
-        meta, created, updated, epoch_now, last_seq, failures, calibration, usage = rows[0][:8]
+        head = rows[0][:9]
+        meta, created, updated, epoch_now, last_seq, failures, calibration, usage, hold = head
         if after is not None and int(epoch_now) != after.epoch:
             return None
-        new = tuple(_entry(r[8:]) for r in rows if r[8] is not None)
+        new = tuple(_entry(r[9:]) for r in rows if r[9] is not None)
         return Snapshot(
             session_id=session_id,
             meta=after.meta if after is not None else _load(meta) or {},
@@ -326,6 +331,7 @@ class SqlStore(ABC):
             consecutive_failures=int(failures),
             calibration=_load(calibration),
             usage=_load(usage),
+            hold_until=None if hold is None else int(hold),
             created=created,
             updated=updated,
         )
@@ -424,8 +430,15 @@ class SqlStore(ABC):
         *,
         lease: Lease | None = None,
         owner: str | None = None,
+        breaker: BreakerEffect = "reset",
+        hold_until: int | None = None,
     ) -> CommitResult:
-        """Replace ``base``'s live entries by ``history`` when the epoch is still ``base``'s."""
+        """Replace ``base``'s live entries by ``history`` when the epoch is still ``base``'s.
+
+        ``breaker``: what the committed attempt does to the breaker's count (an effective
+        summary resets it; an ineffective one adds one); ``hold_until``: the session's hold after
+        it. A superseded attempt changes neither.
+        """
         payload = encode_messages(history)
         trigger = str(info.get("trigger", ""))
         with self._write(base.session_id) as (cur, row):
@@ -448,6 +461,7 @@ class SqlStore(ABC):
                 self._step("commit:superseded")
                 return CommitResult(committed=False, seq=seq, consecutive_failures=failures)
             summary_seq = last_seq + 1
+            after = {"reset": 0, "add": failures + 1, "keep": failures}[breaker]
             usage = {"prompt_tokens": int(info.get("new_token_count", 0) or 0), "since": 0}
             cur.execute(
                 f"INSERT INTO ac_entries ({_ENTRY_COLUMNS}, session_id) "
@@ -470,12 +484,14 @@ class SqlStore(ABC):
             cur.execute(
                 "INSERT INTO ac_attempts (session_id, seq, owner, trigger, status, counted, "
                 "failures_after, epoch, summary_seq, info, created) "
-                "VALUES (?, ?, ?, ?, 'compressed', 0, 0, ?, ?, ?, ?)",
+                "VALUES (?, ?, ?, ?, 'compressed', ?, ?, ?, ?, ?, ?)",
                 (
                     base.session_id,
                     summary_seq + 1,
                     owner,
                     trigger,
+                    _EFFECT_CODES[breaker],
+                    after,
                     base.epoch,
                     summary_seq,
                     _dump(info),
@@ -483,14 +499,14 @@ class SqlStore(ABC):
                 ),
             )
             cur.execute(
-                "UPDATE ac_sessions SET epoch = epoch + 1, last_seq = ?, failures = 0, "
-                "updated = ? WHERE id = ?",
-                (summary_seq + 1, now, base.session_id),
+                "UPDATE ac_sessions SET epoch = epoch + 1, last_seq = ?, failures = ?, "
+                "hold_until = ?, updated = ? WHERE id = ?",
+                (summary_seq + 1, after, hold_until, now, base.session_id),
             )
             if lease is not None:
                 _release(cur, lease)
             self._step("commit:written")
-        return CommitResult(committed=True, seq=summary_seq, consecutive_failures=0)
+        return CommitResult(committed=True, seq=summary_seq, consecutive_failures=after)
 
     def record_attempt(
         self,
@@ -501,8 +517,12 @@ class SqlStore(ABC):
         epoch: int,
         lease: Lease | None = None,
         owner: str | None = None,
+        hold_until: int | None = None,
     ) -> int:
-        """Record an attempt that did not commit; a counted one adds one to the breaker."""
+        """Record an attempt that did not commit; a counted one adds one to the breaker.
+
+        ``hold_until``: the session's hold after it (see ``compaction.accounting``).
+        """
         with self._write(session_id) as (cur, row):
             last_seq, failures = int(row[1]), int(row[2]) + (1 if counted else 0)
             seq, now = last_seq + 1, _now_iso()
@@ -524,8 +544,9 @@ class SqlStore(ABC):
                 ),
             )
             cur.execute(
-                "UPDATE ac_sessions SET last_seq = ?, failures = ?, updated = ? WHERE id = ?",
-                (seq, failures, now, session_id),
+                "UPDATE ac_sessions SET last_seq = ?, failures = ?, hold_until = ?, updated = ? "
+                "WHERE id = ?",
+                (seq, failures, hold_until, now, session_id),
             )
             if lease is not None:
                 _release(cur, lease)
@@ -548,7 +569,7 @@ class SqlStore(ABC):
             )
             cur.execute(
                 "UPDATE ac_sessions SET epoch = epoch + 1, last_seq = ?, failures = 0, "
-                "usage = NULL, updated = ? WHERE id = ?",
+                "hold_until = NULL, usage = NULL, updated = ? WHERE id = ?",
                 (seq, now, session_id),
             )
 
@@ -581,7 +602,8 @@ class SqlStore(ABC):
                     owner=r[1],
                     trigger=r[2],
                     status=r[3],
-                    counted=bool(r[4]),
+                    counted=int(r[4]) > 0,
+                    reset=int(r[4]) < 0,
                     failures_after=int(r[5]),
                     epoch=int(r[6]),
                     summary_seq=None if r[7] is None else int(r[7]),
