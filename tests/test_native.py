@@ -8,7 +8,7 @@ the setting, opaque parts in the codec, the estimate, /context and provider swit
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,7 @@ from autocompact.content import (
     Message,
     OpaquePart,
     TextPart,
+    ThinkingPart,
     portable_history,
 )
 from autocompact.context_report import native_block_lines
@@ -279,3 +280,26 @@ def test_automatic_compaction_uses_the_native_backend() -> None:
     session.send("go on")
     assert len(provider.native_calls) == 1
     assert isinstance(session.history[0].parts[0], OpaquePart)
+
+
+def test_a_local_summarizer_reads_a_native_block_as_its_summary() -> None:
+    """An offline compaction of a range that begins with a native block keeps its summary."""
+    seen: list[str] = []
+
+    def summarizer(messages: Sequence[Message]) -> str:
+        seen.append(" ".join(m.text for m in messages))
+        return "<state_snapshot>merged</state_snapshot>"
+
+    history = (Message.model(opaque()), *HISTORY)
+    result = CompressionService(None, summarizer=summarizer).compress(history, FORCED)
+    assert result.info.status is CompressionStatus.COMPRESSED
+    assert "the summary" in seen[0]
+
+
+def test_openai_reasoning_is_not_sent_to_anthropic_shaped_requests() -> None:
+    """Thinking signed by the Responses API never reaches another API as a signature."""
+    from autocompact.providers.anthropic import _sendable
+
+    thinking = ThinkingPart(text="t", signature='openai-responses:reasoning:{"id":"rs_1"}')
+    (message,) = _sendable((Message.model(thinking, "answer"),))
+    assert message.parts == (TextPart(text="answer"),)

@@ -19,7 +19,7 @@ from autocompact.compaction.plan import (
     Summarizer,
     compress_flow,
 )
-from autocompact.content import Message
+from autocompact.content import Message, portable_history
 from autocompact.errors import ConfigError, ProviderError
 from autocompact.providers.base import ChatRequest, Completion, Provider
 
@@ -130,6 +130,8 @@ class CompressionService:
     def flow(self, history: Sequence[Message], options: CompressOptions) -> CompressionFlow:
         """The compaction flow for this service's configuration (for custom drivers)."""
         local = self.summarizer if self.provider is None else None
+        if local is not None:
+            local = _reading_text(local)
         return compress_flow(history, options, summarizer=local)
 
     def compress(self, history: Sequence[Message], options: CompressOptions) -> CompressionResult:
@@ -145,6 +147,15 @@ class CompressionService:
         result = await drive_flow_async(self.flow(history, options), self._provider_for)
         _log(result)
         return result
+
+
+def _reading_text(summarizer: Summarizer) -> Summarizer:
+    """A local summarizer reads text: native blocks reach it as their readable summaries."""
+
+    def summarize(messages: Sequence[Message]) -> str:
+        return summarizer(portable_history(messages))
+
+    return summarize
 
 
 def _log(result: CompressionResult) -> None:

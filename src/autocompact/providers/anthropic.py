@@ -408,6 +408,8 @@ class AnthropicProvider:
 
 
 _COMPACTION_TIMEOUT = 600.0
+# The signature prefix of OpenAI Responses reasoning items (providers/openai_responses.py).
+_FOREIGN_SIGNATURE = "openai-responses:"
 
 
 def _api(client: Any, body: Mapping[str, Any]) -> Any:
@@ -423,13 +425,18 @@ def _raw_json(raw: Any) -> Mapping[str, Any]:
 
 
 def _sendable(history: tuple[Message, ...]) -> list[Message]:
-    """The history without unsigned thinking (the API rejects thinking it cannot verify)."""
+    """The history without thinking the API cannot verify: unsigned, or signed by another API
+    (an OpenAI Responses reasoning item)."""
     out = []
     for message in history:
         parts = tuple(
             p
             for p in message.parts
-            if not (isinstance(p, ThinkingPart) and not p.redacted and p.signature is None)
+            if not (
+                isinstance(p, ThinkingPart)
+                and not p.redacted
+                and (p.signature is None or p.signature.startswith(_FOREIGN_SIGNATURE))
+            )
         )
         if parts != message.parts:
             message = Message(role=message.role, parts=parts)
