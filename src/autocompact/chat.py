@@ -75,8 +75,9 @@ from autocompact.estimation import (
     calibrated_estimate,
     content_stats,
     estimate_content_tokens,
-    estimate_prompt_tokens,
     estimate_stats_tokens,
+    estimate_text_tokens,
+    estimate_tools_tokens,
     update_calibration,
 )
 from autocompact.events import (
@@ -181,6 +182,10 @@ class _SessionCore:
             json_chars=sum(json_length(tool.as_json()) for tool in self.tools),
         )
         self._fixed_plain = estimate_stats_tokens(self._fixed_stats, image_token_estimate)
+        # The same, rounded as estimate_prompt_tokens rounds each part (kept, not re-serialized).
+        self._fixed_tokens = estimate_text_tokens(system_instruction) + estimate_tools_tokens(
+            self.tools
+        )
         # Provider tokens per plain-estimate token of the last reported count (SPEC §10.6).
         self._last_ratio: float | None = None
         # A lower bound on that ratio learned from a "too long" rejection (no count comes back).
@@ -257,20 +262,25 @@ class _SessionCore:
     def estimate_tokens(self, message: MessageLike | None = None) -> int:
         """The pre-send estimate of the next request (SPEC §4), with ``message`` pending.
 
-        On the cold path (no provider count yet) a calibrated session raises the plain estimate
-        to what it learned about this tokenizer; it never lowers it.
+        On the cold path (no provider count yet) a calibrated session applies what it learned
+        about this tokenizer (:func:`calibrated_estimate`: raising at once, both ways once
+        learned from enough reports). The cold path reads the statistics the session keeps (the
+        history's, seeded from a saved session, and the system prompt and tools' measured once):
+        it walks and serializes nothing (issue 11).
         """
         pending = None if message is None else as_message(message)
         base = self._count_base()
-        plain = estimate_prompt_tokens(
-            self._history,
-            pending,
-            base,
-            system_instruction=self.system_instruction,
-            tools=self.tools,
-            image_token_estimate=self.image_token_estimate,
+        pending_tokens = (
+            0 if pending is None else estimate_content_tokens([pending], self.image_token_estimate)
         )
-        if base > 0 or self.calibration.samples == 0:
+        if base > 0:
+            return base + pending_tokens
+        plain = (
+            estimate_stats_tokens(self._history_stats, self.image_token_estimate)
+            + pending_tokens
+            + self._fixed_tokens
+        )
+        if self.calibration.samples == 0:
             return plain
         stats = self._history_stats + self._fixed_stats
         if pending is not None:

@@ -17,8 +17,13 @@ from typing import Any, Literal, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
 from autocompact import jsonsafe
-from autocompact.codec import history_from_dicts, history_to_dicts, message_from_dict
-from autocompact.content import Message
+from autocompact.codec import (
+    history_from_dicts,
+    history_to_dicts,
+    message_from_dict,
+    message_to_dict,
+)
+from autocompact.content import CharStats, Message, seed_stats
 from autocompact.errors import ContentError, SessionFileError
 
 __all__ = [
@@ -376,6 +381,29 @@ def _header_from_dict(data: Mapping[str, Any], path: Path) -> SessionHeader:
     )
 
 
+def message_record(message: Message) -> JsonDict:
+    """The session record of one message, with its character statistics ``[text, json,
+    media]`` so a restore need not measure it again (issue 11; files without them load too)."""
+    return {"type": "message", "message": message_to_dict(message), "stats": stats_list(message)}
+
+
+def stats_list(message: Message) -> list[int]:
+    """A message's character statistics as saved: ``[text, json, media]``."""
+    stats = message.stats
+    return [stats.text_chars, stats.json_chars, stats.media_parts]
+
+
+def _saved_stats(value: object) -> CharStats | None:
+    """Saved statistics, or None when absent or not three counts (then they are measured)."""
+    if (
+        isinstance(value, list)
+        and len(value) == 3
+        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
+    ):
+        return CharStats(text_chars=value[0], json_chars=value[1], media_parts=value[2])
+    return None
+
+
 @dataclass
 class _ReplayState:
     history: list[Message] = field(default_factory=list)
@@ -392,7 +420,11 @@ def _replay(records: Sequence[JsonDict], path: Path, warnings: list[str]) -> _Re
         kind = record["type"]
         try:
             if kind == "message":
-                state.history.append(message_from_dict(record.get("message")))
+                message = message_from_dict(record.get("message"))
+                saved = _saved_stats(record.get("stats"))
+                if saved is not None:
+                    seed_stats(message, saved)
+                state.history.append(message)
             elif kind == "state":
                 state.last_prompt_token_count = _int(record, "last_prompt_token_count")
                 state.consecutive_failures = _int(record, "consecutive_failures")
@@ -405,6 +437,12 @@ def _replay(records: Sequence[JsonDict], path: Path, warnings: list[str]) -> _Re
                     if not isinstance(items, list):
                         raise ContentError("'history' must be a list")
                     state.history = history_from_dicts(items)
+                    saved_list = record.get("history_stats")
+                    if isinstance(saved_list, list) and len(saved_list) == len(items):
+                        for message, value in zip(state.history, saved_list, strict=True):
+                            saved = _saved_stats(value)
+                            if saved is not None:
+                                seed_stats(message, saved)
             elif kind == "model":
                 state.model = {
                     key: record[key]

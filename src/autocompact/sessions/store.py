@@ -32,9 +32,11 @@ from autocompact.sessions.records import (
     info_succeeded,
     info_to_dict,
     load_session,
+    message_record,
     now_iso,
     sanitize_url,
     secrets_to_redact,
+    stats_list,
 )
 
 __all__ = ["SessionStore", "SessionWriter", "lock_session"]
@@ -107,7 +109,7 @@ class SessionWriter:
         """Append messages (one turn) in a single write."""
         if not messages:
             return
-        self._write([{"type": "message", "message": m} for m in history_to_dicts(messages)])
+        self._write([message_record(m) for m in messages])
         self._history = self._history + tuple(messages)
 
     def record_state(
@@ -134,6 +136,7 @@ class SessionWriter:
         record: JsonDict = {"type": "compaction", "info": info_to_dict(info)}
         if history is not None:
             record["history"] = history_to_dicts(history)
+            record["history_stats"] = [stats_list(m) for m in history]
         self._write([record])
         if history is not None:
             self._history = tuple(history)
@@ -191,6 +194,7 @@ class SessionWriter:
                 # the compaction is then part of it): replay rebuilds the same history.
                 persisted = tuple(left) if left is not None else history
                 record["history"] = history_to_dicts(persisted)
+                record["history_stats"] = [stats_list(m) for m in persisted]
             records.append(record)
         if _extends(history, persisted):
             new = history[len(persisted) :]
@@ -198,7 +202,7 @@ class SessionWriter:
             records.append({"type": "clear"})
             self._state = None  # a clear resets the counters on replay: write them again
             new = history
-        records.extend({"type": "message", "message": m} for m in history_to_dicts(new))
+        records.extend(message_record(m) for m in new)
         state = (last_prompt_token_count, consecutive_failures, calibration)
         if state != self._state:
             records.append(
@@ -252,7 +256,7 @@ class SessionWriter:
             return
         assert self._fd is not None
         records: list[JsonDict] = [self.header.to_dict()]
-        records.extend({"type": "message", "message": m} for m in history_to_dicts(self._history))
+        records.extend(message_record(m) for m in self._history)
         if self._state is not None:
             count, failures, calibration = self._state
             records.append(
