@@ -46,8 +46,8 @@ _THINKING_OFF: Mapping[str, Any] = {
     "thinking": {"type": "disabled"},  # ChatAnthropic
     "thinking_budget": 0,  # ChatGoogleGenerativeAI
     "include_thoughts": False,  # ChatGoogleGenerativeAI
-    "reasoning": False,  # ChatOllama (a bool there)
 }
+_LOWEST_EFFORT = "low"  # the least every OpenAI reasoning model accepts
 _LENGTH_WORDS = frozenset({"length", "max_tokens", "MAX_TOKENS", "max_output_tokens"})
 _STOP_WORDS = frozenset({"stop", "end_turn", "STOP", "stop_sequence"})
 
@@ -67,16 +67,24 @@ def bounded_model(
                 current = getattr(model, name, None)
                 update[name] = cap if not isinstance(current, int) else min(current, cap)
     if thinking is False:
-        for name, value in _THINKING_OFF.items():
-            if name in fields and not (
-                name == "reasoning" and isinstance(getattr(model, name, None), Mapping)
-            ):
-                update[name] = value
-        if "reasoning_effort" in fields and getattr(model, "reasoning_effort", None):
-            update["reasoning_effort"] = "low"  # the least every OpenAI reasoning model accepts
+        update.update(_thinking_off(model, fields))
     if not update:
         return model, {}
     return model.model_copy(update=update), update
+
+
+def _thinking_off(model: BaseChatModel, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The field updates that turn thinking off (or as low as the model allows)."""
+    update = {name: value for name, value in _THINKING_OFF.items() if name in fields}
+    if "reasoning" in fields:
+        current = getattr(model, "reasoning", None)
+        if isinstance(current, Mapping) and "effort" in current:  # ChatOpenAI (Responses API)
+            update["reasoning"] = {**current, "effort": _LOWEST_EFFORT}
+        elif isinstance(current, bool) or type(model).__name__ == "ChatOllama":
+            update["reasoning"] = False
+    if "reasoning_effort" in fields and getattr(model, "reasoning_effort", None):
+        update["reasoning_effort"] = _LOWEST_EFFORT  # ChatOpenAI (Chat Completions)
+    return update
 
 
 def is_overflow(exc: BaseException) -> bool:
