@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from autocompact.errors import ConfigError, MissingDependencyError
+from autocompact.errors import ConfigError, ContentError, MissingDependencyError
 from autocompact.replay import (
     ESTIMATORS,
     POLICIES,
@@ -33,7 +33,8 @@ from autocompact.replay import (
     summarize_errors,
 )
 from autocompact.thresholds import parse_window
-from autocompact.transcripts import read_transcript
+from autocompact.transcripts import Transcript, read_transcript
+from autocompact.validation import check_tool_pairs
 
 __all__ = ["register", "render_chart", "run"]
 
@@ -115,7 +116,7 @@ def _replay_all(
 ) -> list[FileReport]:
     reports: list[FileReport] = []
     if not show_progress:
-        return [replay(read_transcript(path), options) for path in paths]
+        return [replay(_read(path), options) for path in paths]
     progress = Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
@@ -127,9 +128,31 @@ def _replay_all(
         task = progress.add_task("Replaying", total=len(paths))
         for path in paths:
             progress.update(task, description=f"Replaying {path.name}")
-            reports.append(replay(read_transcript(path), options))
+            reports.append(replay(_read(path), options))
             progress.advance(task)
     return reports
+
+
+def _read(path: Path) -> Transcript:
+    """Read a transcript and warn (stderr) about what makes its replay less than it seems."""
+    transcript = read_transcript(path)
+    if not transcript.calls:
+        print(
+            f"Warning: {path}: no API call with its token usage was found, so there is nothing "
+            "to replay (0 calls). The replay needs the prompt size the provider reported per "
+            "call: Claude Code and qwen-code logs record it; in an OpenAI-style JSON list, give "
+            'assistant messages a "usage": {"prompt_tokens": N, "completion_tokens": M}.',
+            file=sys.stderr,
+        )
+    try:
+        check_tool_pairs(transcript.messages, name="messages")
+    except ContentError as exc:
+        print(
+            f"Warning: {path}: {exc} (the replay goes on; a provider would reject this history "
+            "as it stands)",
+            file=sys.stderr,
+        )
+    return transcript
 
 
 # -- terminal report -----------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ __all__ = [
     "load_json",
     "read_first_lines",
     "read_text",
+    "usage_field",
 ]
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -197,3 +198,25 @@ def int_field(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return 0
     return max(0, int(value))
+
+
+def usage_field(usage: Mapping[str, Any], key: str, path: Path, line: int | None) -> int:
+    """A recorded token count: missing (or ``null``) is 0; anything but a count ≥ 0 is an error.
+
+    Raises:
+        TranscriptFormatError: a string, a negative or fractional number, a bool (names the
+            field, the file and the line), so a damaged recording never replays as zeros.
+    """
+    value = usage.get(key)
+    if value is None:
+        return 0
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise TranscriptFormatError(
+            f"usage field {key!r} must be a whole number of tokens ≥ 0, got "
+            f"{type(value).__name__} {value!r:.40}",
+            path=str(path),
+            line=line,
+        )
+    return value

@@ -33,6 +33,7 @@ from autocompact.transcripts._base import (
     Transcript,
     int_field,
     iter_json_lines,
+    usage_field,
 )
 
 __all__ = ["FORMAT", "looks_like", "read"]
@@ -119,23 +120,25 @@ def read(path: Path) -> Transcript:
             messages[position] = Message(role="model", parts=merged)
             if isinstance(usage, Mapping):
                 previous = calls[call_index]
-                output = max(previous.output_tokens, int_field(usage.get("output_tokens")))
+                output = max(
+                    previous.output_tokens, usage_field(usage, "output_tokens", path, number)
+                )
                 calls[call_index] = _replace_output(previous, output)
             continue
         if model == _SYNTHETIC_MODEL or not isinstance(usage, Mapping):
             messages.append(message)
             continue
         prompt = (
-            int_field(usage.get("input_tokens"))
-            + int_field(usage.get("cache_creation_input_tokens"))
-            + int_field(usage.get("cache_read_input_tokens"))
+            usage_field(usage, "input_tokens", path, number)
+            + usage_field(usage, "cache_creation_input_tokens", path, number)
+            + usage_field(usage, "cache_read_input_tokens", path, number)
         )
         call = RecordedCall(
             index=len(calls),
             preceding=len(messages),
             context_start=context_start,
             prompt_tokens=prompt,
-            output_tokens=int_field(usage.get("output_tokens")),
+            output_tokens=usage_field(usage, "output_tokens", path, number),
             model=model if isinstance(model, str) else None,
             line=number,
         )

@@ -15,7 +15,7 @@ from typing import Any
 
 from autocompact.convert import from_openai_messages
 from autocompact.errors import ContentError, TranscriptFormatError
-from autocompact.transcripts._base import RecordedCall, Transcript, int_field, load_json
+from autocompact.transcripts._base import RecordedCall, Transcript, load_json, usage_field
 
 __all__ = ["FORMAT", "looks_like", "read"]
 
@@ -85,8 +85,8 @@ def read(path: Path, document: Any | None = None) -> Transcript:
                 index=len(calls),
                 preceding=preceding,
                 context_start=0,
-                prompt_tokens=int_field(usage.get("prompt_tokens")),
-                output_tokens=int_field(usage.get("completion_tokens")),
+                prompt_tokens=usage_field(usage, "prompt_tokens", path, position),
+                output_tokens=usage_field(usage, "completion_tokens", path, position),
                 model=model if isinstance(model, str) else None,
                 line=position,
             )

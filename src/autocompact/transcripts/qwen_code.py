@@ -29,6 +29,7 @@ from autocompact.transcripts._base import (
     Transcript,
     int_field,
     iter_json_lines,
+    usage_field,
 )
 from autocompact.transcripts._gemini import gemini_parts
 
@@ -105,14 +106,14 @@ def read(path: Path) -> Transcript:
         if kind == "assistant":
             usage = obj.get("usageMetadata")
             if isinstance(usage, Mapping):
-                output = int_field(usage.get("candidatesTokenCount"))
-                prompt = int_field(usage.get("promptTokenCount"))
+                output = usage_field(usage, "candidatesTokenCount", path, number)
+                prompt = usage_field(usage, "promptTokenCount", path, number)
                 if not prompt:
                     prompt = max(
                         0,
-                        int_field(usage.get("totalTokenCount"))
+                        usage_field(usage, "totalTokenCount", path, number)
                         - output
-                        - int_field(usage.get("thoughtsTokenCount")),
+                        - usage_field(usage, "thoughtsTokenCount", path, number),
                     )
                 model = obj.get("model")
                 calls.append(
