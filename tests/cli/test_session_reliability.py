@@ -290,3 +290,47 @@ def test_unwritable_file_in_the_library_is_a_session_file_error(
     path.chmod(0o600)
     _, writer = store.open_for_append("ro")
     writer.close()
+
+
+@pytest.mark.parametrize("window", ["0", "0k", "1e99", "9999999999999999999999999", "abc", "-1"])
+def test_chat_refuses_a_window_that_is_no_models(chat_env: ChatEnv, window: str) -> None:
+    """`chat --window 0` (and absurd sizes) is an error naming --window, not '128K (assumed)'."""
+    result = chat_env.run(["chat", "--provider", "fake", "--window", window], ["hi"])
+    assert result.code == 2
+    assert "--window" in result.err
+    assert "assumed" not in result.out
+
+
+def test_chat_refuses_a_settings_file_that_is_a_directory(chat_env: ChatEnv) -> None:
+    """A settings.json that is a directory is named, not ignored."""
+    (chat_env.cwd / ".autocompact" / "settings.json").mkdir(parents=True)
+    result = chat_env.run(["chat", "--provider", "fake"], ["hi"])
+    assert result.code == 2
+    assert "settings.json" in result.err
+    assert "directory" in result.err
+
+
+def test_replay_hints_when_a_transcript_has_no_usage(chat_env: ChatEnv) -> None:
+    """A transcript with no recorded usage: a hint that says what the replay needs."""
+    path = chat_env.cwd / "t.json"
+    path.write_text(
+        json.dumps([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}])
+    )
+    result = chat_env.run(["replay", str(path), "--window", "200k"])
+    assert result.code == 0
+    assert "no API call with its token usage" in result.err
+    assert str(path) in result.err
+
+
+def test_replay_warns_about_a_tool_result_without_its_call(chat_env: ChatEnv) -> None:
+    """A tool result whose call is missing: a warning naming the file (the replay goes on)."""
+    path = chat_env.cwd / "t.json"
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "tool", "tool_call_id": "nope", "content": "x"},
+        {"role": "assistant", "content": "ok", "usage": {"prompt_tokens": 10}},
+    ]
+    path.write_text(json.dumps(messages))
+    result = chat_env.run(["replay", str(path), "--window", "200k"])
+    assert "answers no earlier tool call" in result.err
+    assert str(path) in result.err

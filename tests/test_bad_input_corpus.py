@@ -1,0 +1,576 @@
+"""Issue 16: the bad-input corpus. Every case raises the documented error naming what is wrong.
+
+One table per door — windows, settings files, transcripts, session files, library calls — each
+row a bad input, the exact error type expected, and the text the message must contain (the
+file, the field or the argument). The CLI's own doors (``--window``, ``--continue``) are in
+``tests/cli/test_session_reliability.py`` and below.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autocompact import (
+    ConfigError,
+    ContentError,
+    FunctionCallPart,
+    FunctionResponsePart,
+    Message,
+    SessionFileError,
+    TextPart,
+    ThinkingPart,
+    TranscriptFormatError,
+)
+from autocompact.chat import AsyncChatSession, ChatSession
+from autocompact.sessions import load_session
+from autocompact.settings import load_settings
+from autocompact.testing import FakeProvider
+from autocompact.transcripts import read_transcript
+
+DEEP = "[" * 10_000 + "]" * 10_000
+
+
+def _circular() -> dict[str, Any]:
+    loop: dict[str, Any] = {}
+    loop["self"] = loop
+    return loop
+
+
+def _nested(depth: int) -> list[Any]:
+    root: list[Any] = []
+    node = root
+    for _ in range(depth):
+        child: list[Any] = []
+        node.append(child)
+        node = child
+    return root
+
+
+# -- windows: the ChatSession constructor ---------------------------------------------------------
+
+WINDOWS: list[Any] = [
+    0,
+    -1,
+    "0",
+    "0k",
+    1e99,
+    10**30,
+    "9999999999999999999999999",
+    "1e99",
+    "abc",
+    "",
+    True,
+    None,
+    [128_000],
+    1.5,
+    "nan",
+    "inf",
+    float("inf"),
+    "-5k",
+    100_000_001,
+    "200m",
+]
+
+
+@pytest.mark.parametrize("window", WINDOWS, ids=repr)
+@pytest.mark.parametrize("cls", [ChatSession, AsyncChatSession], ids=lambda c: c.__name__)
+def test_bad_window(cls: type, window: Any) -> None:
+    """A window that is no model's window: ConfigError naming context_window."""
+    with pytest.raises(ConfigError) as info:
+        cls(FakeProvider(), context_window=window)
+    assert type(info.value) is ConfigError
+    assert "context_window" in str(info.value)
+    assert info.value.key == "context_window"
+
+
+# -- settings files ------------------------------------------------------------------------------
+
+SETTINGS: list[tuple[str, str, str]] = [
+    ("window-zero", '{"model": {"contextWindow": 0}}', "model.contextWindow"),
+    ("window-zero-str", '{"model": {"contextWindow": "0"}}', "model.contextWindow"),
+    ("window-1e99", '{"model": {"contextWindow": 1e99}}', "model.contextWindow"),
+    ("window-10e30", '{"model": {"contextWindow": 1000000000000000000000000000000}}', "model."),
+    ("window-digits", '{"model": {"contextWindow": "9999999999999999999999999"}}', "model."),
+    ("window-negative", '{"model": {"contextWindow": -5}}', "model.contextWindow"),
+    ("window-word", '{"model": {"contextWindow": "large"}}', "model.contextWindow"),
+    ("window-bool", '{"model": {"contextWindow": true}}', "model.contextWindow"),
+    ("window-null", '{"model": {"contextWindow": null}}', "model.contextWindow"),
+    ("window-list", '{"model": {"contextWindow": [1]}}', "model.contextWindow"),
+    ("image-negative", '{"chatCompression": {"imageTokenEstimate": -1}}', "imageTokenEstimate"),
+    ("image-string", '{"chatCompression": {"imageTokenEstimate": "x"}}', "imageTokenEstimate"),
+    ("image-float", '{"chatCompression": {"imageTokenEstimate": 1.5}}', "imageTokenEstimate"),
+    ("image-bool", '{"chatCompression": {"imageTokenEstimate": true}}', "imageTokenEstimate"),
+    ("clearing-string", '{"chatCompression": {"toolOutputClearing": "yes"}}', "toolOutputClearing"),
+    ("clearing-int", '{"chatCompression": {"toolOutputClearing": 1}}', "toolOutputClearing"),
+    ("provider-empty", '{"model": {"provider": ""}}', "model.provider"),
+    ("provider-number", '{"model": {"provider": 5}}', "model.provider"),
+    ("name-null", '{"model": {"name": null}}', "model.name"),
+    ("base-url-number", '{"model": {"baseUrl": 3}}', "model.baseUrl"),
+    ("section-number", '{"model": 5}', "'model'"),
+    ("section-list", '{"chatCompression": []}', "'chatCompression'"),
+    ("top-list", "[]", "JSON object"),
+    ("top-string", '"x"', "JSON object"),
+    ("top-number", "3", "JSON object"),
+    ("truncated", '{"model": {', "not valid JSON"),
+    ("bad-value", '{"model": }', "not valid JSON"),
+    ("deep", '{"model":\n' + DEEP + "}", "nested too deeply"),
+    ("not-utf8", "\udcff", "cannot read"),
+]
+
+
+@pytest.mark.parametrize(
+    ("content", "named"), [c[1:] for c in SETTINGS], ids=[c[0] for c in SETTINGS]
+)
+def test_bad_settings_file(tmp_path: Path, content: str, named: str) -> None:
+    """A bad settings.json: ConfigError naming the file and the key (or the line)."""
+    path = tmp_path / "settings.json"
+    path.write_bytes(content.encode("utf-8", "surrogateescape"))
+    with pytest.raises(ConfigError) as info:
+        load_settings([path])
+    assert type(info.value) is ConfigError
+    assert str(path) in str(info.value)
+    assert named in str(info.value)
+    assert info.value.file == str(path)
+
+
+def test_settings_file_that_is_a_directory(tmp_path: Path) -> None:
+    """settings.json that is a directory: ConfigError naming it, not silently ignored."""
+    path = tmp_path / "settings.json"
+    path.mkdir()
+    with pytest.raises(ConfigError, match="directory") as info:
+        load_settings([path])
+    assert str(path) in str(info.value)
+
+
+def test_deep_settings_names_the_line(tmp_path: Path) -> None:
+    """10,000 levels of nesting: the error names the line it happens on."""
+    path = tmp_path / "settings.json"
+    path.write_text('{\n"model":\n' + DEEP + "\n}")
+    with pytest.raises(ConfigError, match=r"settings\.json:3:") as info:
+        load_settings([path])
+    assert "nested too deeply" in str(info.value)
+
+
+# -- transcripts ---------------------------------------------------------------------------------
+
+
+def _cc_user(text: str) -> str:
+    return json.dumps(
+        {"type": "user", "sessionId": "s", "message": {"role": "user", "content": text}}
+    )
+
+
+def _cc_assistant(usage: dict[str, Any]) -> str:
+    message = {
+        "id": "m1",
+        "model": "claude-x",
+        "role": "assistant",
+        "content": [{"type": "text", "text": "ok"}],
+        "usage": usage,
+    }
+    return json.dumps({"type": "assistant", "sessionId": "s", "message": message})
+
+
+def _openai(usage: Any) -> str:
+    return json.dumps(
+        [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok", "usage": usage}]
+    )
+
+
+def _qwen(usage: dict[str, Any]) -> str:
+    user = {
+        "type": "user",
+        "sessionId": "s",
+        "message": {"role": "user", "parts": [{"text": "hi"}]},
+    }
+    assistant = {
+        "type": "assistant",
+        "sessionId": "s",
+        "message": {"role": "model", "parts": [{"text": "ok"}]},
+        "usageMetadata": usage,
+        "model": "qwen",
+    }
+    return json.dumps(user) + "\n" + json.dumps(assistant) + "\n"
+
+
+TRANSCRIPTS: list[tuple[str, str, str]] = [
+    ("empty", "", "empty"),
+    ("deep-line", _cc_user("a") + "\n" + _cc_user("b") + '\n{"a":' + DEEP + "}\n", ":3:"),
+    ("deep-document", "[\n" + DEEP + "]", ":2:"),
+    ("bad-json-line", _cc_user("a") + "\n" + _cc_user("b") + "\n{not json\n", ":3:"),
+    ("array-line", _cc_user("a") + "\n" + _cc_user("b") + "\n[1, 2]\n", ":3:"),
+    ("usage-string", _cc_user("a") + "\n" + _cc_assistant({"input_tokens": "12"}), "input_tokens"),
+    ("usage-negative", _cc_user("a") + "\n" + _cc_assistant({"input_tokens": -4}), "input_tokens"),
+    ("usage-fraction", _cc_user("a") + "\n" + _cc_assistant({"output_tokens": 1.5}), "output_"),
+    ("usage-bool", _cc_user("a") + "\n" + _cc_assistant({"input_tokens": True}), "input_tokens"),
+    ("openai-usage-list", _openai([1]), "'usage'"),
+    ("openai-usage-string", _openai({"prompt_tokens": "9"}), "prompt_tokens"),
+    ("openai-usage-negative", _openai({"completion_tokens": -1}), "completion_tokens"),
+    ("qwen-usage-string", _qwen({"promptTokenCount": "10"}), "promptTokenCount"),
+    ("unknown-object", '{"hello": "world"}', "not a transcript"),
+]
+
+
+@pytest.mark.parametrize(
+    ("content", "named"), [c[1:] for c in TRANSCRIPTS], ids=[c[0] for c in TRANSCRIPTS]
+)
+def test_bad_transcript(tmp_path: Path, content: str, named: str) -> None:
+    """A bad transcript: TranscriptFormatError naming the file and the line or field."""
+    path = tmp_path / "t.jsonl"
+    path.write_text(content)
+    with pytest.raises(TranscriptFormatError) as info:
+        read_transcript(path)
+    assert str(path) in str(info.value)
+    assert named in str(info.value)
+
+
+def test_transcript_not_utf8(tmp_path: Path) -> None:
+    """Binary content: TranscriptFormatError naming the file and line."""
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(_cc_user("a").encode() + b"\n\xff\xfe\n")
+    with pytest.raises(TranscriptFormatError) as info:
+        read_transcript(path, format="claude-code")
+    assert f"{path}:2" in str(info.value)
+
+
+# -- session files -------------------------------------------------------------------------------
+
+HEADER = {
+    "type": "header",
+    "schema": 1,
+    "id": "s1",
+    "created": "2026-01-01T00:00:00+00:00",
+    "cwd": "/",
+    "provider": "fake",
+    "model": "m",
+    "context_window": 1000,
+}
+
+
+def _session(header: dict[str, Any] | str, *records: Any) -> str:
+    first = header if isinstance(header, str) else json.dumps(header)
+    rest = [r if isinstance(r, str) else json.dumps(r) for r in records]
+    return "\n".join([first, *rest]) + "\n"
+
+
+def _msg(*parts: dict[str, Any], role: str = "user") -> dict[str, Any]:
+    return {"type": "message", "message": {"role": role, "parts": list(parts)}}
+
+
+SESSIONS: list[tuple[str, str, str]] = [
+    ("empty", "", "empty file"),
+    ("not-header", _session({"type": "message"}), ":1:"),
+    ("schema-newer", _session({**HEADER, "schema": 99}), "newer than this build"),
+    ("schema-missing", _session({k: v for k, v in HEADER.items() if k != "schema"}), "schema"),
+    ("schema-string", _session({**HEADER, "schema": "1"}), "schema"),
+    ("id-missing", _session({k: v for k, v in HEADER.items() if k != "id"}), "'id'"),
+    ("window-string", _session({**HEADER, "context_window": "1k"}), "'context_window'"),
+    ("deep-header", '{"type":"header","x":' + DEEP + "}\n", ":1:"),
+    ("deep-record", _session(HEADER, '{"type":"message","message":' + DEEP + "}"), ":2:"),
+    ("unknown-part", _session(HEADER, _msg({"kind": "hologram"})), ":2:"),
+    ("bad-role", _session(HEADER, _msg({"kind": "text", "text": "x"}, role="system")), ":2:"),
+    ("text-null", _session(HEADER, _msg({"kind": "text", "text": None})), ":2:"),
+    (
+        "arguments-null",
+        _session(
+            HEADER,
+            _msg(
+                {"kind": "function_call", "id": "1", "name": "f", "arguments": None}, role="model"
+            ),
+        ),
+        ":2:",
+    ),
+    ("state-negative", _session(HEADER, {"type": "state", "last_prompt_token_count": -1}), ":2:"),
+    ("state-string", _session(HEADER, {"type": "state", "consecutive_failures": "x"}), ":2:"),
+    ("history-not-list", _session(HEADER, {"type": "compaction", "info": {}, "history": 5}), ":2:"),
+    ("parts-not-list", _session(HEADER, {"type": "message", "message": {"role": "user"}}), ":2:"),
+]
+
+
+@pytest.mark.parametrize(
+    ("content", "named"), [c[1:] for c in SESSIONS], ids=[c[0] for c in SESSIONS]
+)
+def test_bad_session_file(tmp_path: Path, content: str, named: str) -> None:
+    """A bad session file: SessionFileError naming the file (and the line when one is to blame)."""
+    path = tmp_path / "s1.jsonl"
+    path.write_text(content)
+    with pytest.raises(SessionFileError) as info:
+        load_session(path)
+    assert str(path) in str(info.value)
+    assert named in str(info.value)
+    assert info.value.path == str(path)
+
+
+# -- library calls -------------------------------------------------------------------------------
+
+
+def _session_with(**kw: Any) -> ChatSession:
+    return ChatSession(FakeProvider(), context_window=100_000, **kw)
+
+
+def _pending_call_session() -> ChatSession:
+    return _session_with(
+        history=[Message.user("run ls"), Message.model(FunctionCallPart(id="c1", name="ls"))]
+    )
+
+
+LIBRARY: list[tuple[str, Callable[[], object], type[Exception], str]] = [
+    ("send-none", lambda: _session_with().send(None), ContentError, "message"),  # type: ignore[arg-type]
+    ("send-int", lambda: _session_with().send(123), ContentError, "message"),  # type: ignore[arg-type]
+    ("send-bytes", lambda: _session_with().send(b"hi"), ContentError, "message"),  # type: ignore[arg-type]
+    ("send-dict", lambda: _session_with().send({"role": "user"}), ContentError, "message"),  # type: ignore[arg-type]
+    ("send-float", lambda: _session_with().send(3.5), ContentError, "message"),  # type: ignore[arg-type]
+    ("send-list-of-str", lambda: _session_with().send(["a", "b"]), ContentError, "part"),  # type: ignore[list-item]
+    ("text-none", lambda: TextPart(text=None), ContentError, "TextPart.text"),  # type: ignore[arg-type]
+    ("text-bytes", lambda: TextPart(text=b"x"), ContentError, "TextPart.text"),  # type: ignore[arg-type]
+    ("text-int", lambda: TextPart(text=5), ContentError, "TextPart.text"),  # type: ignore[arg-type]
+    ("message-bytes", lambda: Message.user(b"x"), ContentError, "part"),  # type: ignore[arg-type]
+    ("thinking-none", lambda: ThinkingPart(text=None), ContentError, "ThinkingPart.text"),  # type: ignore[arg-type]
+    ("signature-int", lambda: ThinkingPart(text="t", signature=5), ContentError, "signature"),  # type: ignore[arg-type]
+    (
+        "call-args-none",
+        lambda: FunctionCallPart(id="1", name="f", arguments=None),
+        ContentError,
+        "arguments",
+    ),  # type: ignore[arg-type]
+    (
+        "call-args-list",
+        lambda: FunctionCallPart(id="1", name="f", arguments=[1]),
+        ContentError,
+        "arguments",
+    ),  # type: ignore[arg-type]
+    (
+        "call-args-circular",
+        lambda: FunctionCallPart(id="1", name="f", arguments=_circular()),
+        ContentError,
+        "arguments",
+    ),
+    (
+        "call-id-none",
+        lambda: FunctionCallPart(id=None, name="f"),
+        ContentError,
+        "FunctionCallPart.id",
+    ),  # type: ignore[arg-type]
+    (
+        "call-name-int",
+        lambda: FunctionCallPart(id="1", name=3),
+        ContentError,
+        "FunctionCallPart.name",
+    ),  # type: ignore[arg-type]
+    (
+        "result-circular",
+        lambda: FunctionResponsePart(id="1", name="f", response=_circular()),
+        ContentError,
+        "response",
+    ),
+    (
+        "result-deep",
+        lambda: FunctionResponsePart(id="1", name="f", response=_nested(5_000)),
+        ContentError,
+        "response",
+    ),
+    (
+        "result-tuple-keys",
+        lambda: FunctionResponsePart(id="1", name="f", response={(1, 2): 3}),
+        ContentError,
+        "response",
+    ),
+    (
+        "result-id-none",
+        lambda: FunctionResponsePart(id=None, name="f", response="x"),
+        ContentError,
+        "FunctionResponsePart.id",
+    ),  # type: ignore[arg-type]
+    (
+        "result-name-none",
+        lambda: FunctionResponsePart(id="1", name=None, response="x"),
+        ContentError,
+        "FunctionResponsePart.name",
+    ),  # type: ignore[arg-type]
+    (
+        "role-system",
+        lambda: Message(role="system", parts=(TextPart(text="x"),)),
+        ContentError,
+        "role",
+    ),  # type: ignore[arg-type]
+    ("parts-str", lambda: Message(role="user", parts="abc"), ContentError, "part"),  # type: ignore[arg-type]
+    ("history-str", lambda: _session_with(history="abc"), ContentError, "history"),
+    ("history-bytes", lambda: _session_with(history=b"abc"), ContentError, "history"),
+    ("history-dict", lambda: _session_with(history={"role": "user"}), ContentError, "history"),
+    ("history-int", lambda: _session_with(history=5), ContentError, "history"),
+    (
+        "history-of-dicts",
+        lambda: _session_with(history=[{"role": "user", "parts": []}]),
+        ContentError,
+        "history[0]",
+    ),
+    (
+        "history-mixed",
+        lambda: _session_with(history=[Message.user("x"), "y"]),
+        ContentError,
+        "history[1]",
+    ),
+    (
+        "history-dangling-call",
+        lambda: _session_with(
+            history=[
+                Message.user("q"),
+                Message.model(FunctionCallPart(id="c1", name="ls")),
+                Message.user("never answered"),
+                Message.model("ok"),
+            ]
+        ),
+        ContentError,
+        "history[1]",
+    ),
+    (
+        "history-orphaned-result",
+        lambda: _session_with(
+            history=[
+                Message.user("q"),
+                Message.model("ok"),
+                Message.user(FunctionResponsePart(id="zz", name="ls", response="x")),
+                Message.model("ok"),
+            ]
+        ),
+        ContentError,
+        "history[2]",
+    ),
+    (
+        "history-starts-with-result",
+        lambda: _session_with(
+            history=[Message.user(FunctionResponsePart(id="1", name="ls", response="x"))]
+        ),
+        ContentError,
+        "function response",
+    ),
+    (
+        "send-orphaned-result",
+        lambda: _session_with().send([FunctionResponsePart(id="c9", name="ls", response="x")]),
+        ContentError,
+        "'c9'",
+    ),
+    (
+        "send-leaves-call-unanswered",
+        lambda: _pending_call_session().send("something else"),
+        ContentError,
+        "'c1'",
+    ),
+    (
+        "send-answers-wrong-call",
+        lambda: _pending_call_session().send(
+            [FunctionResponsePart(id="c2", name="ls", response="x")]
+        ),
+        ContentError,
+        "'c2'",
+    ),
+    (
+        "failures-str",
+        lambda: _session_with(consecutive_failures="x"),
+        ConfigError,
+        "consecutive_failures",
+    ),
+    (
+        "failures-negative",
+        lambda: _session_with(consecutive_failures=-1),
+        ConfigError,
+        "consecutive_failures",
+    ),
+    (
+        "failures-none",
+        lambda: _session_with(consecutive_failures=None),
+        ConfigError,
+        "consecutive_failures",
+    ),
+    (
+        "failures-float",
+        lambda: _session_with(consecutive_failures=1.5),
+        ConfigError,
+        "consecutive_failures",
+    ),
+    (
+        "failures-bool",
+        lambda: _session_with(consecutive_failures=True),
+        ConfigError,
+        "consecutive_failures",
+    ),
+    (
+        "count-none",
+        lambda: _session_with(last_prompt_token_count=None),
+        ConfigError,
+        "last_prompt_token_count",
+    ),
+    (
+        "count-str",
+        lambda: _session_with(last_prompt_token_count="5"),
+        ConfigError,
+        "last_prompt_token_count",
+    ),
+    (
+        "count-negative",
+        lambda: _session_with(last_prompt_token_count=-3),
+        ConfigError,
+        "last_prompt_token_count",
+    ),
+    (
+        "image-negative",
+        lambda: _session_with(image_token_estimate=-5),
+        ConfigError,
+        "image_token_estimate",
+    ),
+    (
+        "image-str",
+        lambda: _session_with(image_token_estimate="x"),
+        ConfigError,
+        "image_token_estimate",
+    ),
+    (
+        "max-output-zero",
+        lambda: _session_with(max_output_tokens=0),
+        ConfigError,
+        "max_output_tokens",
+    ),
+    (
+        "max-output-str",
+        lambda: _session_with(max_output_tokens="x"),
+        ConfigError,
+        "max_output_tokens",
+    ),
+    ("system-int", lambda: _session_with(system_instruction=5), ConfigError, "system_instruction"),
+]
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "named"), [c[1:] for c in LIBRARY], ids=[c[0] for c in LIBRARY]
+)
+def test_library_misuse(call: Callable[[], object], error: type[Exception], named: str) -> None:
+    """Library misuse raises the documented error, naming the argument, never a raw TypeError."""
+    with pytest.raises(error) as info:
+        call()
+    assert type(info.value) is error
+    assert named in str(info.value)
+
+
+def test_pending_calls_of_the_last_model_message_are_legitimate() -> None:
+    """A history ending on a model message with calls is fine; answering them sends."""
+    session = _pending_call_session()
+    reply = session.send([FunctionResponsePart(id="c1", name="ls", response="a.txt")])
+    assert reply.text == "OK."
+    assert len(session.history) == 4
+
+
+def corpus_size() -> int:
+    """How many bad inputs this file covers (the closing note quotes it)."""
+    return (
+        2 * len(WINDOWS) + len(SETTINGS) + 2 + len(TRANSCRIPTS) + 1 + len(SESSIONS) + len(LIBRARY)
+    )
+
+
+def test_the_corpus_has_at_least_a_hundred_cases() -> None:
+    """Issue 16 asks for at least 100 bad inputs across the doors."""
+    assert corpus_size() >= 100
