@@ -19,9 +19,11 @@ from autocompact.compaction.plan import (
     Summarizer,
     compress_flow,
 )
+from autocompact.compaction.sidequery import call_summarizer
 from autocompact.content import Message, portable_history
 from autocompact.errors import ConfigError, ProviderError
 from autocompact.providers.base import ChatRequest, Completion, Provider
+from autocompact.thresholds import COMPACT_MAX_OUTPUT_TOKENS
 
 __all__ = ["CompressionService", "abandon", "drive_flow", "drive_flow_async"]
 
@@ -152,8 +154,9 @@ class CompressionService:
 def _reading_text(summarizer: Summarizer) -> Summarizer:
     """A local summarizer reads text: native blocks reach it as their readable summaries."""
 
-    def summarize(messages: Sequence[Message]) -> str:
-        return summarizer(portable_history(messages))
+    def summarize(messages: Sequence[Message], max_tokens: int = COMPACT_MAX_OUTPUT_TOKENS) -> str:
+        # Passes the cap on only when the wrapped summarizer takes it (as the flow does).
+        return call_summarizer(summarizer, portable_history(messages), max_tokens)
 
     return summarize
 
