@@ -277,3 +277,13 @@ def test_small_window_open_breaker_stops_the_hard_attempt() -> None:
     assert automatic_trigger(30_000, thresholds, open_breaker) is None
     big = compute_thresholds(200_000)
     assert automatic_trigger(190_000, big, open_breaker) is CompressionTrigger.HARD
+
+
+def test_clearing_protects_at_most_a_fifth_of_a_small_window() -> None:
+    """On a 64K window the 40K default protection shrinks to 12.8K, so clearing can act."""
+    history = agent_history(calls=12, result_tokens=3_000)
+    options = CompressOptions(
+        context_window=64_000, force=True, trigger=CompressionTrigger.HARD, clear_at_least_tokens=1
+    )
+    result = CompressionService(FakeProvider()).compress(history, options)
+    assert result.info.cleared_tool_outputs >= 7

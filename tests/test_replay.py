@@ -411,3 +411,25 @@ def test_policy_metrics_count_gaps_close_pairs_and_cache() -> None:
     assert metrics["mean_calls_between_compactions"] == 8
     assert metrics["close_compactions"] == 1
     assert _close_pairs([(4, True), (6, False)]) == 0  # explained: the first was ineffective
+
+
+_SESSIONS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "claude-code-sessions"
+
+
+@pytest.mark.skipif(not _SESSIONS.is_dir(), reason=f"recorded sessions not found at {_SESSIONS}")
+@pytest.mark.parametrize("window", [64_000, 128_000, 200_000])
+def test_ladder_makes_no_more_side_queries_than_legacy_on_recorded_sessions(window: int) -> None:
+    """Issue 10: over every recorded session the ladder sends no more side queries than the
+    legacy 70 % rule, and never a request over the window."""
+    from autocompact.replay.policies import simulate_policy
+    from autocompact.replay.records import ReplayOptions
+    from autocompact.transcripts import read_transcript
+
+    totals = {"ladder": 0, "legacy": 0}
+    for path in sorted(_SESSIONS.glob("*.jsonl.gz")):
+        transcript = read_transcript(path)
+        for name in ("ladder", "legacy"):
+            result = simulate_policy(name, transcript, ReplayOptions(window=window))
+            totals[name] += result.side_queries
+            assert result.oversized_requests == 0, (path.name, name)
+    assert totals["ladder"] <= totals["legacy"]

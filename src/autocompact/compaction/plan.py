@@ -81,6 +81,8 @@ Summarizer: TypeAlias = Callable[..., str]
 messages to summarize, and with ``max_tokens=`` the summary's cap when it accepts that keyword."""
 
 CLEAR_AT_LEAST_SHARE = 0.05
+PROTECT_SHARE = 0.2
+"""Clearing keeps the newest tool output up to ``min(protect_tool_tokens, this × window)``."""
 """Clearing acts only when it frees at least this share of the window (default of
 ``CompressOptions.clear_at_least_tokens``): every clearing rewrites the cached prompt prefix, so
 a small one costs more than it saves (Anthropic's ``clear_at_least`` is the model)."""
@@ -463,7 +465,11 @@ def _prepare(
     if options.clear_tool_outputs and options.trigger is not CompressionTrigger.MANUAL:
         clearing = clear_tool_outputs(
             history,
-            protect_tokens=options.protect_tool_tokens,
+            # The newest tool output kept is at most a fifth of the window: on small windows
+            # 40K would protect nearly everything and clearing would never act.
+            protect_tokens=min(
+                options.protect_tool_tokens, round(PROTECT_SHARE * options.context_window)
+            ),
             image_token_estimate=options.image_token_estimate,
         )
         if clearing.tokens_saved > 0 and clearing.tokens_saved >= _clear_at_least(options):
