@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import fcntl
-import json
 import os
 import re
 import secrets
@@ -21,7 +19,8 @@ from typing import Any
 
 from autocompact.codec import history_to_dicts
 from autocompact.content import Message
-from autocompact.errors import SessionFileError, SessionInUseError
+from autocompact.errors import SessionFileError
+from autocompact.sessions.locking import header_cwd, lock_session, open_append, unlock
 from autocompact.sessions.records import (
     SUFFIX,
     JsonDict,
@@ -85,11 +84,11 @@ class SessionWriter:
         self.notices: list[str] = []
         self._lock_fd: int | None = lock_fd if lock_fd is not None else lock_session(path)
         try:
-            self._fd: int | None = _open_append(path)
+            self._fd: int | None = open_append(path)
             self._inode = os.fstat(self._fd).st_ino
         except BaseException:
             if lock_fd is None:  # taken here: released here (a caller's lock is the caller's)
-                _unlock(self._lock_fd)
+                unlock(self._lock_fd)
             self._lock_fd = None
             raise
 
@@ -224,7 +223,7 @@ class SessionWriter:
             os.close(self._fd)
             self._fd = None
         if self._lock_fd is not None:
-            _unlock(self._lock_fd)
+            unlock(self._lock_fd)
             self._lock_fd = None
 
     def __enter__(self) -> SessionWriter:
@@ -276,7 +275,7 @@ class SessionWriter:
             finally:
                 os.close(fd)
             os.replace(tmp, self.path)
-            new_fd = _open_append(self.path)
+            new_fd = open_append(self.path)
         except OSError as exc:
             raise SessionFileError(
                 f"the session file disappeared and cannot be recreated: {exc.strerror or exc}",
@@ -288,55 +287,6 @@ class SessionWriter:
             f"{self.path} was deleted or replaced while the chat ran; it was recreated with the "
             f"{len(self._history)} messages saved so far"
         )
-
-
-def _open_append(path: Path) -> int:
-    try:
-        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    except OSError as exc:
-        raise SessionFileError(
-            f"cannot open for writing: {exc.strerror or exc} (check the file's permissions)",
-            path=str(path),
-        ) from exc
-
-
-def lock_session(path: Path) -> int:
-    """Take the exclusive lock of a session file (``<file>.lock``); returns the lock's fd.
-
-    Raises:
-        SessionInUseError: another process (or writer) holds it: the session is in use.
-        SessionFileError: the lock file cannot be created.
-    """
-    lock_path = path.with_name(path.name + ".lock")
-    try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError as exc:
-        raise SessionFileError(
-            f"cannot create the session's lock file {lock_path.name}: {exc.strerror or exc}",
-            path=str(path),
-        ) from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        holder = os.read(fd, 32).decode("ascii", "replace").strip()
-        os.close(fd)
-        by = f" (process {holder})" if holder.isdigit() else ""
-        raise SessionInUseError(
-            f"this session is in use by another autocompact chat{by}: two chats writing one "
-            "session would interleave their turns. Finish the other chat first, or start a "
-            "new session (autocompact chat without --continue)",
-            path=str(path),
-        ) from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, str(os.getpid()).encode("ascii"), 0)
-    return fd
-
-
-def _unlock(fd: int) -> None:
-    try:
-        os.ftruncate(fd, 0)
-    finally:
-        os.close(fd)  # closing the descriptor releases the flock
 
 
 def _extends(history: Sequence[Message], prefix: Sequence[Message]) -> bool:
@@ -443,7 +393,7 @@ class SessionStore:
                 lock_fd=lock_fd,
             )
         except BaseException:
-            _unlock(lock_fd)
+            unlock(lock_fd)
             raise
         return saved, writer
 
@@ -547,7 +497,7 @@ class SessionStore:
             try:
                 load_session(path)
             except SessionFileError as exc:
-                owner = _header_cwd(path)
+                owner = header_cwd(path)
                 if owner is None or owner == where:
                     maybe = (
                         ""
@@ -582,18 +532,6 @@ class SessionStore:
                 f"cannot create the sessions directory: {exc.strerror or exc}",
                 path=str(self.root),
             ) from exc
-
-
-def _header_cwd(path: Path) -> str | None:
-    """The ``cwd`` of a session file's header line, read without the rest (``None``: unknown)."""
-    try:
-        with path.open("rb") as f:
-            first = f.readline(1 << 20)
-        data = json.loads(first.decode("utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    cwd = data.get("cwd") if isinstance(data, dict) else None
-    return cwd if isinstance(cwd, str) else None
 
 
 def _new_id() -> str:
