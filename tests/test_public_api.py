@@ -22,6 +22,8 @@ FORBIDDEN = (
     "langchain",
     "langchain_core",
     "langgraph",
+    "pydantic_ai",
+    "agents",
 )
 
 
@@ -61,6 +63,8 @@ def test_all_has_no_duplicates_and_is_sorted() -> None:
         "SessionStoreError",
         "open_store",
         "CompactionCancelled",
+        "ContextGuard",
+        "GuardState",
         "__version__",
     ],
 )

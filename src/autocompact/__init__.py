@@ -66,6 +66,7 @@ from autocompact.events import (
     RequestTrimmed,
     ThresholdCrossed,
 )
+from autocompact.guard import ContextGuard, GuardResult, GuardState
 from autocompact.providers.base import (
     ChatRequest,
     Completion,
@@ -132,6 +133,7 @@ __all__ = [
     "CompressionTrigger",
     "ConfigError",
     "ContentError",
+    "ContextGuard",
     "ContextOverflowError",
     "ContextReport",
     "DocumentPart",
@@ -139,6 +141,8 @@ __all__ = [
     "FinishReason",
     "FunctionCallPart",
     "FunctionResponsePart",
+    "GuardResult",
+    "GuardState",
     "Hook",
     "ImagePart",
     "MalformedResponseError",

@@ -1,0 +1,331 @@
+"""The engine for frameworks that send their own requests (pydantic-ai, the OpenAI Agents SDK).
+
+A framework owns its history and calls the model itself; it hands autocompact the request it is
+about to send, already converted to :class:`~autocompact.content.Message` objects (the last one is
+the pending user message or tool results), with the system prompt and the tool declarations.
+:class:`ContextGuard` runs exactly the steps a :class:`~autocompact.chat.ChatSession` runs before
+its own sends — the size check, the ladder (hard rescue, auto compaction, breaker), the guarantee's
+trimming — through the same code (the session core's ``pre_send_flow``, ``_request_for`` and
+``compaction_step``, which ``ChatSession.turn_flow`` runs too), and the reactive compaction when
+the provider still said "too long". No decision is made here.
+
+What a session keeps between sends (the breaker's count, the calibration) travels in a frozen
+:class:`GuardState` that the caller stores where its framework keeps state (pydantic-ai: the
+message history's metadata; Agents SDK: the session wrapper), so a restored conversation resumes
+with the breaker and calibration it had.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from autocompact.chat import _SessionCore
+from autocompact.compaction.plan import CompressionInfo, CompressionStatus, CompressionTrigger
+from autocompact.compaction.service import CompressionService, drive_flow, drive_flow_async
+from autocompact.content import CharStats, Message, json_length
+from autocompact.errors import ConfigError, ContentError
+from autocompact.estimation import Calibration, content_stats, update_calibration
+from autocompact.events import Hook
+from autocompact.providers.base import ChatRequest, Completion, Provider, StreamEvent, ToolSpec
+from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE, MAX_CONSECUTIVE_FAILURES
+
+__all__ = ["ContextGuard", "GuardResult", "GuardState", "learn_from_usage", "request_stats"]
+
+_GuardFlow = Generator[ChatRequest, Completion, "GuardResult"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GuardState:
+    """What the engine carries from one request to the next.
+
+    Attributes:
+        consecutive_failures: the breaker's count (automatic failures in a row).
+        hold_until: no automatic side query while the count is below this (SPEC §10.2/§10.7;
+            ``None``: no hold).
+        calibration: what reported prompt sizes taught about this model's tokenizer.
+    """
+
+    consecutive_failures: int = 0
+    hold_until: int | None = None
+    calibration: Calibration = field(default_factory=Calibration)
+
+    @property
+    def breaker_open(self) -> bool:
+        """Whether automatic compaction is paused."""
+        return self.consecutive_failures >= MAX_CONSECUTIVE_FAILURES
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form a framework stores with its history."""
+        return {
+            "consecutive_failures": self.consecutive_failures,
+            "hold_until": self.hold_until,
+            "calibration": self.calibration.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: object) -> GuardState:
+        """A state from its JSON form (``None`` gives the initial state).
+
+        Raises:
+            ContentError: the value is not a state; the message names the field.
+        """
+        if data is None:
+            return cls()
+        if not isinstance(data, Mapping):
+            raise ContentError(f"autocompact state must be an object, got {type(data).__name__}")
+        failures = data.get("consecutive_failures", 0)
+        if isinstance(failures, bool) or not isinstance(failures, int) or failures < 0:
+            raise ContentError(
+                f"autocompact state field 'consecutive_failures' must be a count ≥ 0, "
+                f"got {failures!r}"
+            )
+        hold = data.get("hold_until")
+        if hold is not None and (isinstance(hold, bool) or not isinstance(hold, int) or hold < 0):
+            raise ContentError(
+                f"autocompact state field 'hold_until' must be a count ≥ 0 or null, got {hold!r}"
+            )
+        return cls(
+            consecutive_failures=failures,
+            hold_until=hold,
+            calibration=Calibration.from_dict(data.get("calibration")),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class GuardResult:
+    """What to do with the request a framework is about to send.
+
+    Attributes:
+        history: the conversation to keep (compacted when a compaction succeeded; the pending
+            message is its last message).
+        request: the messages to send now: ``history``, or, when it is still at or above the
+            hard threshold, ``history`` with the oldest turns left out (the guarantee).
+        compactions: what each compaction attempt of this step did.
+        state: the state to carry to the next request.
+        tokens: the pre-send estimate before anything was done.
+        left_out_tokens: the estimated size of what the guarantee left out of ``request``.
+    """
+
+    history: tuple[Message, ...]
+    request: tuple[Message, ...]
+    compactions: tuple[CompressionInfo, ...]
+    state: GuardState
+    tokens: int
+    left_out_tokens: int = 0
+
+    @property
+    def compacted(self) -> bool:
+        """Whether a compaction replaced the history."""
+        return any(info.status is CompressionStatus.COMPRESSED for info in self.compactions)
+
+    @property
+    def trimmed(self) -> bool:
+        """Whether the guarantee left turns out of this request (never out of the history)."""
+        return self.left_out_tokens > 0
+
+
+class _NoChatProvider:
+    """Stands in for the chat model: a framework sends its own requests, never through here."""
+
+    name = "framework"
+    model = "framework"
+
+    def _refuse(self) -> ConfigError:
+        return ConfigError("a framework guard sends no chat request; this is a bug in autocompact")
+
+    def complete(self, request: ChatRequest) -> Completion:
+        raise self._refuse()
+
+    def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
+        raise self._refuse()
+
+    async def acomplete(self, request: ChatRequest) -> Completion:
+        raise self._refuse()
+
+    def astream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        raise self._refuse()
+
+
+class ContextGuard:
+    """Runs the ladder on requests a framework sends itself.
+
+    Args:
+        context_window: the model's context window in tokens.
+        compression: who writes summaries: a service over an autocompact provider (the agent's
+            own model wrapped as one), or over a local summarizer.
+        clear_tool_outputs: clear old tool output (no model call) before summarizing.
+        image_token_estimate: tokens per image or document.
+        hooks: callables that receive every :mod:`autocompact.events` record.
+    """
+
+    def __init__(
+        self,
+        *,
+        context_window: int,
+        compression: CompressionService,
+        clear_tool_outputs: bool = True,
+        image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE,
+        hooks: Sequence[Hook] = (),
+    ) -> None:
+        self.context_window = context_window
+        self.compression = compression
+        self.clear_tool_outputs = clear_tool_outputs
+        self.image_token_estimate = image_token_estimate
+        self.hooks = tuple(hooks)
+
+    def _core(
+        self,
+        messages: Sequence[Message],
+        system_instruction: str | None,
+        tools: Sequence[ToolSpec],
+        state: GuardState,
+        last_prompt_token_count: int,
+    ) -> tuple[_SessionCore, Message]:
+        if not messages or messages[-1].role != "user":
+            raise ContentError(
+                "a request must end with the pending user message or tool results "
+                f"(got {'no messages' if not messages else 'a model message last'})"
+            )
+        provider: Provider = self.compression.provider or _NoChatProvider()
+        core = _SessionCore(
+            provider,
+            context_window=self.context_window,
+            system_instruction=system_instruction,
+            tools=tools,
+            history=messages[:-1],
+            last_prompt_token_count=last_prompt_token_count,
+            consecutive_failures=state.consecutive_failures,
+            image_token_estimate=self.image_token_estimate,
+            hooks=self.hooks,
+            compression_service=self.compression,
+            clear_tool_outputs=self.clear_tool_outputs,
+            calibration=state.calibration,
+        )
+        core.hold_until = state.hold_until
+        return core, messages[-1]
+
+    def flow(
+        self,
+        messages: Sequence[Message],
+        *,
+        system_instruction: str | None = None,
+        tools: Sequence[ToolSpec] = (),
+        state: GuardState | None = None,
+        last_prompt_token_count: int = 0,
+        reactive: bool = False,
+    ) -> _GuardFlow:
+        """The step as a generator of side queries (for custom drivers).
+
+        Args:
+            messages: the request's messages; the last is the pending user message.
+            system_instruction, tools: what the request sends besides the messages (counted).
+            state: the state carried from the previous request.
+            last_prompt_token_count: the provider's count of ``messages`` without the pending
+                message (0: unknown; the estimate covers everything).
+            reactive: the provider rejected this request as too long: force a compaction; on
+                failure the result's history and request are ``messages`` unchanged.
+        """
+        state = state or GuardState()
+        core, pending = self._core(
+            tuple(messages), system_instruction, tools, state, last_prompt_token_count
+        )
+        tokens = core.estimate_tokens(pending)
+        if reactive:
+            # As the session's send flow: a forced compaction, then the request once more.
+            info = yield from core.compaction_step(CompressionTrigger.REACTIVE, pending)
+            if info.status is CompressionStatus.COMPRESSED:
+                request, trim = core._request_for(pending)
+            else:
+                request, trim = ChatRequest(messages=tuple(messages)), None
+        else:
+            yield from core.pre_send_flow(pending)
+            request, trim = core._request_for(pending)
+        return GuardResult(
+            history=(*core.history, pending),
+            request=request.messages,
+            compactions=tuple(core.compactions),
+            state=_state_of(core),
+            tokens=tokens,
+            left_out_tokens=0 if trim is None else trim.left_out_tokens,
+        )
+
+    def guarantee(
+        self,
+        messages: Sequence[Message],
+        *,
+        system_instruction: str | None = None,
+        tools: Sequence[ToolSpec] = (),
+        state: GuardState | None = None,
+        last_prompt_token_count: int = 0,
+    ) -> GuardResult:
+        """The guarantee alone, with no compaction: for a request the caller may change but not
+        persist (a framework's input filter). At or above the hard threshold the oldest turns are
+        left out of the request until it is below auto."""
+        state = state or GuardState()
+        core, pending = self._core(
+            tuple(messages), system_instruction, tools, state, last_prompt_token_count
+        )
+        tokens = core.estimate_tokens(pending)
+        request, trim = core._request_for(pending)
+        return GuardResult(
+            history=tuple(messages),
+            request=request.messages,
+            compactions=(),
+            state=state,
+            tokens=tokens,
+            left_out_tokens=0 if trim is None else trim.left_out_tokens,
+        )
+
+    def run(self, messages: Sequence[Message], **kwargs: Any) -> GuardResult:
+        """:meth:`flow` driven synchronously (side queries through ``compression.provider``)."""
+        return drive_flow(self.flow(messages, **kwargs), self._side_provider)
+
+    async def arun(self, messages: Sequence[Message], **kwargs: Any) -> GuardResult:
+        """Async :meth:`run`."""
+        return await drive_flow_async(self.flow(messages, **kwargs), self._side_provider)
+
+    def _side_provider(self, request: ChatRequest) -> Provider:
+        if self.compression.provider is None:
+            raise ConfigError("a summary is needed but the compression service has no provider")
+        return self.compression.provider
+
+
+def _state_of(core: _SessionCore) -> GuardState:
+    return GuardState(
+        consecutive_failures=core.consecutive_failures,
+        hold_until=core.hold_until,
+        calibration=core.calibration,
+    )
+
+
+def request_stats(
+    messages: Sequence[Message], *, system_instruction: str | None, tools: Sequence[ToolSpec]
+) -> CharStats:
+    """The character statistics of a whole request (what calibration compares a count with)."""
+    fixed = CharStats(
+        text_chars=len(system_instruction or ""),
+        json_chars=sum(json_length(tool.as_json()) for tool in tools),
+    )
+    return content_stats(messages) + fixed
+
+
+def learn_from_usage(
+    state: GuardState,
+    sent: CharStats,
+    prompt_tokens: int,
+    *,
+    image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE,
+) -> GuardState:
+    """The state after the provider counted ``prompt_tokens`` for a request of ``sent``."""
+    if prompt_tokens <= 0:
+        return state
+    calibration = update_calibration(
+        state.calibration, sent, prompt_tokens, image_token_estimate=image_token_estimate
+    )
+    return GuardState(
+        consecutive_failures=state.consecutive_failures,
+        hold_until=state.hold_until,
+        calibration=calibration,
+    )

@@ -1,0 +1,537 @@
+"""pydantic-ai: autocompact as a capability (request hooks) or a history processor.
+
+Install with ``pip install "autocompact[pydantic-ai]"``. Importing this module imports
+pydantic-ai; ``import autocompact`` never does.
+
+Two ways in, one engine (:class:`autocompact.guard.ContextGuard`, the chat session's own pre-send
+steps):
+
+- :class:`Autocompact` — a capability (``Agent(..., capabilities=[Autocompact(...)])``). Before
+  each model request it runs the ladder on the run's history with the request's instructions,
+  system prompt and tool definitions counted, writes a compaction into the persistent history,
+  and applies the guarantee to the outgoing request only. When the model still rejects the request
+  as too long (``ModelContextWindowExceededError``, or an HTTP error that says so) it forces a
+  compaction and retries the attempt once. After each response it learns the tokenizer from the
+  reported usage. The breaker's count and the calibration are stored in the pending request's
+  ``metadata["autocompact"]``, so a later run given ``message_history`` resumes them, and the
+  provider's count of the last request comes from the last response's usage. The side query's
+  usage is added to the run's usage.
+- :func:`history_processor` / :func:`async_history_processor` — for
+  ``ProcessHistory(...)``: the ladder only (a processor's output is the persistent history, so the
+  request-only guarantee and the reactive retry need the capability).
+
+Summaries are written by the agent's own model (``summarizer="model"``: thinking off, a 20K
+output cap), by any autocompact provider, or by the offline extractive summarizer.
+
+Conversion (:func:`to_autocompact` / :func:`from_autocompact`) is lossless: messages and parts the
+engine did not change come back as the very objects that went in; new ones (the summary, cleared
+tool output, the guarantee's marker) are built from the engine's parts. Parts the engine cannot
+express (audio, video, native tool calls, files the model generated, ...) raise
+:class:`~autocompact.errors.ContentError` naming the part.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from autocompact.compaction.extractive import extractive_summary
+from autocompact.compaction.plan import CompressionInfo, Summarizer
+from autocompact.compaction.service import CompressionService
+from autocompact.content import (
+    CharStats,
+    Message,
+    Usage,
+)
+from autocompact.errors import (
+    ConfigError,
+    ContextOverflowError,
+    MissingDependencyError,
+    ProviderError,
+)
+from autocompact.estimation import estimate_content_tokens
+from autocompact.events import Hook
+from autocompact.guard import ContextGuard, GuardResult, GuardState, learn_from_usage, request_stats
+from autocompact.integrations._pydantic_ai_convert import (
+    Converted,
+    from_autocompact,
+    response_part,
+    to_autocompact,
+    tool_specs,
+)
+from autocompact.providers._common import looks_like_overflow
+from autocompact.providers.base import (
+    ChatRequest,
+    Completion,
+    FinishReason,
+    Provider,
+    StreamDone,
+)
+from autocompact.thresholds import COMPACT_MAX_OUTPUT_TOKENS, DEFAULT_IMAGE_TOKEN_ESTIMATE
+
+try:
+    from pydantic_ai import messages as pm
+    from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.exceptions import (
+        ModelAPIError,
+        ModelContextWindowExceededError,
+        ModelHTTPError,
+        RetryModelRequest,
+    )
+    from pydantic_ai.models import Model, ModelRequestContext, ModelRequestParameters
+    from pydantic_ai.settings import ModelSettings
+    from pydantic_ai.tools import RunContext, ToolDefinition
+    from pydantic_ai.usage import RequestUsage
+except ImportError as exc:  # pragma: no cover - exercised without the extra installed
+    raise MissingDependencyError("pydantic-ai-slim", "pydantic-ai") from exc
+
+__all__ = [
+    "Autocompact",
+    "Converted",
+    "PydanticAIModelProvider",
+    "async_history_processor",
+    "from_autocompact",
+    "history_processor",
+    "to_autocompact",
+]
+
+STATE_KEY = "autocompact"
+"""The key of autocompact's state in a ``ModelRequest``'s ``metadata``."""
+
+SummarizerChoice: TypeAlias = Literal["model", "offline"] | Provider | Summarizer
+"""``"model"``: the agent's own model; ``"offline"``: the extractive summarizer; or any
+autocompact provider or local summarizer."""
+
+
+# -- the agent's own model as a summarizer ------------------------------------------------------
+
+_FINISH = {
+    "stop": FinishReason.STOP,
+    "length": FinishReason.LENGTH,
+    "content_filter": FinishReason.CONTENT_FILTER,
+    "tool_call": FinishReason.TOOL_CALL,
+}
+
+
+class PydanticAIModelProvider:
+    """A pydantic-ai model as an autocompact provider (for the summary side query).
+
+    The side query goes out with ``thinking=False`` and ``max_tokens`` = the request's cap
+    (20,000 for a summary) and no tools. Async only: pydantic-ai models are asynchronous.
+    """
+
+    name = "pydantic-ai"
+
+    def __init__(self, model: Model) -> None:
+        self.pydantic_model = model
+        self.model = model.model_name
+
+    def _messages(self, request: ChatRequest) -> list[pm.ModelMessage]:
+        messages = from_autocompact(request.messages)
+        if request.system_instruction:
+            system = pm.SystemPromptPart(content=request.system_instruction)
+            head = messages[0]
+            if isinstance(head, pm.ModelRequest):
+                messages[0] = dataclasses.replace(head, parts=[system, *head.parts])
+            else:
+                messages.insert(0, pm.ModelRequest(parts=[system]))
+        return messages
+
+    async def acomplete(self, request: ChatRequest) -> Completion:
+        """Send the request through the model's own ``request``."""
+        settings: ModelSettings = {
+            "max_tokens": request.max_output_tokens or COMPACT_MAX_OUTPUT_TOKENS
+        }
+        if request.thinking is not None:
+            settings["thinking"] = request.thinking
+        try:
+            response = await self.pydantic_model.request(
+                self._messages(request), settings, ModelRequestParameters()
+            )
+        except ModelContextWindowExceededError as exc:
+            raise ContextOverflowError(str(exc), provider=self.name, model=self.model) from exc
+        except ModelAPIError as exc:
+            raise ProviderError(str(exc), provider=self.name, model=self.model) from exc
+        parts = [response_part(p, "the summary") for p in response.parts]
+        usage = Usage(
+            prompt_tokens=response.usage.input_tokens, output_tokens=response.usage.output_tokens
+        )
+        finish = None if response.finish_reason is None else _FINISH.get(response.finish_reason)
+        return Completion(
+            message=Message(role="model", parts=tuple(parts)),
+            usage=usage,
+            finish_reason=finish if finish is not None else None,
+            raw_finish_reason=response.finish_reason,
+            model=response.model_name,
+        )
+
+    def _sync_refused(self) -> ConfigError:
+        return ConfigError(
+            "the agent's own model is asynchronous: use the Autocompact capability or "
+            "async_history_processor, or pass an autocompact provider or summarizer='offline'"
+        )
+
+    def complete(self, request: ChatRequest) -> Completion:
+        """Refused: pydantic-ai models are async (see :meth:`acomplete`)."""
+        raise self._sync_refused()
+
+    def stream(self, request: ChatRequest) -> Any:
+        """Refused (summaries are never streamed)."""
+        raise self._sync_refused()
+
+    async def _astream(self, request: ChatRequest) -> Any:
+        yield StreamDone(completion=await self.acomplete(request))
+
+    def astream(self, request: ChatRequest) -> Any:
+        """The whole summary as one :class:`StreamDone`."""
+        stream: Any = self._astream(request)
+        return stream
+
+
+def _service(choice: SummarizerChoice, model: Model | None) -> CompressionService:
+    if choice == "model":
+        if model is None:
+            raise ConfigError("summarizer='model' needs the agent's model; none was given")
+        return CompressionService(PydanticAIModelProvider(model))
+    if choice == "offline":
+        return CompressionService(None, summarizer=extractive_summary)
+    if isinstance(choice, Provider):
+        return CompressionService(choice)
+    if callable(choice):
+        return CompressionService(None, summarizer=choice)
+    raise ConfigError(
+        f"summarizer must be 'model', 'offline', an autocompact provider or a function, "
+        f"got {choice!r}"
+    )
+
+
+# -- state carried in the history ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Restored:
+    state: GuardState
+    last_prompt_token_count: int
+
+
+def _restore(history: Sequence[pm.ModelMessage], image_token_estimate: int) -> _Restored:
+    """The state stored on the latest tagged request, what the response after it taught, and
+    the provider's count of everything before the pending request."""
+    tagged = None
+    for index in range(len(history) - 2, -1, -1):
+        message = history[index]
+        if isinstance(message, pm.ModelRequest) and STATE_KEY in (message.metadata or {}):
+            tagged = index
+            break
+    if tagged is None:
+        return _Restored(state=GuardState(), last_prompt_token_count=0)
+    record = (history[tagged].metadata or {})[STATE_KEY]
+    state = GuardState.from_dict(record.get("state"))
+    response = history[tagged + 1] if tagged + 1 < len(history) - 1 else None
+    if not isinstance(response, pm.ModelResponse) or response.usage.input_tokens <= 0:
+        return _Restored(state=state, last_prompt_token_count=0)
+    sent = record.get("sent")
+    if isinstance(sent, dict):
+        stats = CharStats(
+            text_chars=int(sent.get("text_chars", 0)),
+            json_chars=int(sent.get("json_chars", 0)),
+            media_parts=int(sent.get("media_parts", 0)),
+        )
+        state = learn_from_usage(
+            state, stats, response.usage.input_tokens, image_token_estimate=image_token_estimate
+        )
+    # What came after the counted request besides the pending one: the reply (and nothing else
+    # in a normal run); estimated, at least the reported output.
+    since = to_autocompact(history[tagged + 1 : -1]).messages
+    since_tokens = max(response.usage.output_tokens, estimate_content_tokens(since))
+    # A trimmed request was counted without what the guarantee left out: add that back.
+    left_out = record.get("left_out", 0)
+    left_out = left_out if isinstance(left_out, int) and left_out > 0 else 0
+    return _Restored(
+        state=state,
+        last_prompt_token_count=response.usage.input_tokens + left_out + since_tokens,
+    )
+
+
+def _tag(request: pm.ModelMessage, result: GuardResult, sent: dict[str, int]) -> pm.ModelMessage:
+    metadata = dict(request.metadata or {})
+    metadata[STATE_KEY] = {
+        "state": result.state.to_dict(),
+        "sent": sent,
+        "left_out": result.left_out_tokens,
+    }
+    return dataclasses.replace(request, metadata=metadata)
+
+
+def _add_usage(ctx: RunContext[Any], compactions: Sequence[CompressionInfo]) -> None:
+    for info in compactions:
+        if info.method != "summary" or info.compression_output_token_count <= 0:
+            continue
+        ctx.usage.incr(
+            RequestUsage(
+                input_tokens=info.compression_input_token_count,
+                output_tokens=info.compression_output_token_count,
+            )
+        )
+        ctx.usage.requests += 1
+
+
+# -- the engine step ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Step:
+    history: list[pm.ModelMessage]
+    request: list[pm.ModelMessage]
+    result: GuardResult
+
+
+class _Engine:
+    """One engine step on a pydantic-ai history (shared by the capability and processors)."""
+
+    def __init__(
+        self,
+        *,
+        context_window: int,
+        summarizer: SummarizerChoice,
+        clear_tool_outputs: bool,
+        image_token_estimate: int,
+        hooks: Sequence[Hook],
+    ) -> None:
+        self.context_window = context_window
+        self.summarizer = summarizer
+        self.clear_tool_outputs = clear_tool_outputs
+        self.image_token_estimate = image_token_estimate
+        self.hooks = tuple(hooks)
+
+    def guard(self, model: Model | None) -> ContextGuard:
+        return ContextGuard(
+            context_window=self.context_window,
+            compression=_service(self.summarizer, model),
+            clear_tool_outputs=self.clear_tool_outputs,
+            image_token_estimate=self.image_token_estimate,
+            hooks=self.hooks,
+        )
+
+    def arguments(
+        self,
+        history: Sequence[pm.ModelMessage],
+        instructions: str | None,
+        tools: Sequence[ToolDefinition],
+    ) -> tuple[Converted, dict[str, Any]]:
+        converted = to_autocompact(history)
+        system = "\n\n".join(t for t in (converted.system_instruction, instructions) if t)
+        restored = _restore(history, self.image_token_estimate)
+        return converted, {
+            "system_instruction": system or None,
+            "tools": tool_specs(tools),
+            "state": restored.state,
+            "last_prompt_token_count": restored.last_prompt_token_count,
+        }
+
+    def step(self, converted: Converted, arguments: dict[str, Any], result: GuardResult) -> _Step:
+        history = from_autocompact(result.history, converted)
+        request = history if not result.trimmed else from_autocompact(result.request, converted)
+        sent = request_stats(
+            result.request,
+            system_instruction=arguments["system_instruction"],
+            tools=arguments["tools"],
+        )
+        record = {
+            "text_chars": sent.text_chars,
+            "json_chars": sent.json_chars,
+            "media_parts": sent.media_parts,
+        }
+        history[-1] = _tag(history[-1], result, record)
+        request[-1] = history[-1]
+        return _Step(history=history, request=request, result=result)
+
+
+def _instructions(messages: Sequence[pm.ModelMessage]) -> str | None:
+    last = messages[-1] if messages else None
+    return last.instructions if isinstance(last, pm.ModelRequest) else None
+
+
+def _overflow(error: Exception) -> bool:
+    if isinstance(error, ModelContextWindowExceededError):
+        return True
+    if isinstance(error, ModelHTTPError):
+        return looks_like_overflow(error.status_code, str(error.body or error.message))
+    return False
+
+
+@dataclass
+class Autocompact(AbstractCapability[Any]):
+    """The capability: ladder, guarantee and reactive retry on every model request.
+
+    Args:
+        context_window: the model's context window in tokens.
+        summarizer: ``"model"`` (the agent's own model, thinking off, 20K cap), ``"offline"``
+            (the extractive summarizer, no model call), an autocompact provider, or a function
+            ``(messages) -> summary``.
+        clear_tool_outputs: clear old tool output (no model call) before summarizing.
+        image_token_estimate: tokens per image or document.
+        hooks: callables that receive every :mod:`autocompact.events` record.
+    """
+
+    context_window: int
+    summarizer: SummarizerChoice = "model"
+    clear_tool_outputs: bool = True
+    image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE
+    hooks: Sequence[Hook] = ()
+    _retry: list[pm.ModelMessage] | None = field(default=None, init=False, repr=False)
+    _reactive_tried: bool = field(default=False, init=False, repr=False)
+
+    def _engine(self) -> _Engine:
+        return _Engine(
+            context_window=self.context_window,
+            summarizer=self.summarizer,
+            clear_tool_outputs=self.clear_tool_outputs,
+            image_token_estimate=self.image_token_estimate,
+            hooks=self.hooks,
+        )
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        """Not spec-serializable (it may hold a provider or a function)."""
+        return None
+
+    async def for_run(self, ctx: RunContext[Any]) -> AbstractCapability[Any]:
+        """A fresh instance per run: the reactive retry's state is per run."""
+        return dataclasses.replace(self)
+
+    async def _apply(
+        self,
+        ctx: RunContext[Any],
+        request_context: ModelRequestContext,
+        *,
+        reactive: bool,
+    ) -> _Step:
+        engine = self._engine()
+        params = request_context.model_request_parameters
+        instructions = "\n\n".join(p.content for p in params.instruction_parts or ()) or None
+        history = list(request_context.messages)
+        converted, arguments = engine.arguments(
+            history,
+            instructions or _instructions(history),
+            [*params.function_tools, *params.output_tools],
+        )
+        result = await engine.guard(request_context.model).arun(
+            converted.messages, reactive=reactive, **arguments
+        )
+        step = engine.step(converted, arguments, result)
+        _add_usage(ctx, result.compactions)
+        return step
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """The ladder on the persistent history; the guarantee on this request only."""
+        self._reactive_tried = False
+        step = await self._apply(ctx, request_context, reactive=False)
+        ctx.messages[:] = step.history
+        request_context.messages = list(step.request)
+        return request_context
+
+    async def prepare_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """A retry after a reactive compaction sends the compacted request."""
+        if self._retry is not None:
+            request_context.messages, self._retry = self._retry, None
+        return request_context
+
+    async def on_model_request_error(
+        self,
+        ctx: RunContext[Any],
+        *,
+        request_context: ModelRequestContext,
+        error: Exception,
+    ) -> pm.ModelResponse:
+        """Too long: force a compaction and retry the attempt once; otherwise re-raise."""
+        if not _overflow(error) or self._reactive_tried:
+            raise error
+        self._reactive_tried = True
+        step = await self._apply(ctx, request_context, reactive=True)
+        if not step.result.compacted:
+            raise error
+        ctx.messages[:] = step.history
+        self._retry = list(step.request)
+        raise RetryModelRequest()
+
+
+def _processor_parts(
+    ctx: RunContext[Any], messages: list[pm.ModelMessage], engine: _Engine
+) -> tuple[Converted, dict[str, Any]]:
+    tools = ctx.tool_manager.tool_defs if ctx.tool_manager is not None else []
+    return engine.arguments(messages, _instructions(messages), tools)
+
+
+def async_history_processor(
+    context_window: int,
+    *,
+    summarizer: SummarizerChoice = "model",
+    clear_tool_outputs: bool = True,
+    image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE,
+    hooks: Sequence[Hook] = (),
+) -> Callable[[RunContext[Any], list[pm.ModelMessage]], Awaitable[list[pm.ModelMessage]]]:
+    """An async history processor for ``ProcessHistory``: the ladder (summaries by the agent's
+    own model by default). The guarantee and the reactive retry need :class:`Autocompact`."""
+    engine = _Engine(
+        context_window=context_window,
+        summarizer=summarizer,
+        clear_tool_outputs=clear_tool_outputs,
+        image_token_estimate=image_token_estimate,
+        hooks=hooks,
+    )
+
+    async def process(
+        ctx: RunContext[Any], messages: list[pm.ModelMessage]
+    ) -> list[pm.ModelMessage]:
+        converted, arguments = _processor_parts(ctx, messages, engine)
+        model = ctx.model if isinstance(ctx.model, Model) else None
+        result = await engine.guard(model).arun(converted.messages, **arguments)
+        _add_usage(ctx, result.compactions)
+        return _persistent(engine.step(converted, arguments, result))
+
+    return process
+
+
+def history_processor(
+    context_window: int,
+    *,
+    summarizer: SummarizerChoice = "offline",
+    clear_tool_outputs: bool = True,
+    image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE,
+    hooks: Sequence[Hook] = (),
+) -> Callable[[RunContext[Any], list[pm.ModelMessage]], list[pm.ModelMessage]]:
+    """A synchronous history processor for ``ProcessHistory``: the ladder, with summaries by a
+    synchronous autocompact provider or a local summarizer (the extractive one by default)."""
+    if summarizer == "model":
+        raise ConfigError(
+            "the synchronous history processor cannot call the agent's (async) model: use "
+            "async_history_processor or the Autocompact capability"
+        )
+    engine = _Engine(
+        context_window=context_window,
+        summarizer=summarizer,
+        clear_tool_outputs=clear_tool_outputs,
+        image_token_estimate=image_token_estimate,
+        hooks=hooks,
+    )
+
+    def process(ctx: RunContext[Any], messages: list[pm.ModelMessage]) -> list[pm.ModelMessage]:
+        converted, arguments = _processor_parts(ctx, messages, engine)
+        result = engine.guard(None).run(converted.messages, **arguments)
+        _add_usage(ctx, result.compactions)
+        return _persistent(engine.step(converted, arguments, result))
+
+    return process
+
+
+def _persistent(step: _Step) -> list[pm.ModelMessage]:
+    # A processor's output is the persistent history, so it never carries the request-only
+    # trimming: the guarantee needs the capability's request hooks.
+    return step.history

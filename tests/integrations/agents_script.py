@@ -1,0 +1,97 @@
+"""A scripted Agents SDK ``Model`` (its own interface, no network) for the integration tests."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from agents import Usage
+from agents.items import ModelResponse
+from agents.models.interface import Model
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
+
+
+def count_tokens(system: str | None, items: list[Any], tools: list[Any]) -> int:
+    """The scripted model's own tokenizer: 3 characters a token over the items' JSON form
+    (the engine estimates 4 for text and 2 for JSON, so the two disagree)."""
+    schema = sum(len(json.dumps(getattr(t, "params_json_schema", {}))) for t in tools)
+    return (len(system or "") + len(json.dumps(items)) + schema) // 3
+
+
+def text_output(text: str) -> ResponseOutputMessage:
+    """An assistant message output item."""
+    return ResponseOutputMessage(
+        id="msg_1",
+        type="message",
+        role="assistant",
+        status="completed",
+        content=[ResponseOutputText(type="output_text", text=text, annotations=[])],
+    )
+
+
+def call_output(call_id: str, name: str, arguments: dict[str, Any]) -> ResponseFunctionToolCall:
+    """A function call output item."""
+    return ResponseFunctionToolCall(
+        type="function_call", call_id=call_id, name=name, arguments=json.dumps(arguments)
+    )
+
+
+Script = Callable[[str | None, list[Any], dict[str, Any]], list[Any]]
+
+
+class ScriptedModel(Model):
+    """Answers with what ``script(system, items, settings)`` returns; rejects requests over
+    ``window`` tokens (by its own count) the way a provider would."""
+
+    def __init__(self, script: Script, *, window: int | None = None) -> None:
+        self.script = script
+        self.window = window
+        self.requests: list[dict[str, Any]] = []
+        self.counter = 0
+
+    async def get_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[Any],
+        model_settings: Any,
+        tools: list[Any],
+        output_schema: Any,
+        handoffs: list[Any],
+        tracing: Any,
+        *,
+        previous_response_id: str | None,
+        conversation_id: str | None,
+        prompt: Any,
+    ) -> ModelResponse:
+        """One scripted reply, with usage from the model's own tokenizer."""
+        items = [{"role": "user", "content": input}] if isinstance(input, str) else list(input)
+        tokens = count_tokens(system_instructions, items, tools)
+        self.requests.append(
+            {
+                "system": system_instructions,
+                "items": items,
+                "tokens": tokens,
+                "max_tokens": model_settings.max_tokens,
+                "tools": len(tools),
+            }
+        )
+        if self.window is not None and tokens > self.window:
+            raise ValueError(f"request of {tokens} tokens is over the window of {self.window}")
+        self.counter += 1
+        output = self.script(system_instructions, items, {"max_tokens": model_settings.max_tokens})
+        return ModelResponse(
+            output=output,
+            usage=Usage(
+                requests=1, input_tokens=tokens, output_tokens=10, total_tokens=tokens + 10
+            ),
+            response_id=f"resp_{self.counter}",
+        )
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        """Not used by these tests."""
+        raise NotImplementedError

@@ -1,0 +1,31 @@
+"""The examples in docs/integrations.md run exactly as written (pydantic-ai, Agents SDK)."""
+
+from __future__ import annotations
+
+import re
+import runpy
+from pathlib import Path
+
+import pytest
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "integrations.md"
+
+
+def example(name: str) -> str:
+    """The python block that follows ``<!-- example: name -->`` in the doc."""
+    match = re.search(
+        rf"<!-- example: {re.escape(name)} -->\s*```python\n(.*?)```", DOC.read_text(), re.S
+    )
+    assert match is not None, f"no example {name!r} in {DOC}"
+    return match.group(1)
+
+
+@pytest.mark.parametrize("name", ["pydantic-ai", "openai-agents"])
+def test_example_runs_as_written(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The example runs, passes its own assertion and prints its figure."""
+    script = tmp_path / "example.py"
+    script.write_text(example(name))
+    runpy.run_path(str(script), run_name="__main__")
+    assert "largest request:" in capsys.readouterr().out

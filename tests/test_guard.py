@@ -1,0 +1,150 @@
+"""ContextGuard: the chat session's pre-send steps for frameworks that send their own requests."""
+
+from __future__ import annotations
+
+import pytest
+
+from autocompact import ContentError, Message
+from autocompact.compaction import CompressionService, CompressionStatus, CompressionTrigger
+from autocompact.compaction.extractive import extractive_summary
+from autocompact.estimation import Calibration
+from autocompact.guard import ContextGuard, GuardState, learn_from_usage, request_stats
+from autocompact.providers.base import ToolSpec
+from autocompact.testing import FakeProvider, FakeReply
+
+WINDOW = 100_000  # warn 60,000 · auto 70,000 · hard 77,000
+
+
+def history_of(tokens: int, per: int = 2_000) -> list[Message]:
+    """A user/model text history of about ``tokens`` estimated tokens, ending on a user message."""
+    n = tokens // per
+    n += 1 - n % 2
+    return [
+        Message.user(chr(97 + i % 26) * per * 4) if i % 2 == 0 else Message.model("m" * per * 4)
+        for i in range(n)
+    ]
+
+
+def offline_guard() -> ContextGuard:
+    """A guard that summarizes with the offline extractive summarizer."""
+    return ContextGuard(
+        context_window=WINDOW, compression=CompressionService(None, summarizer=extractive_summary)
+    )
+
+
+def test_below_auto_nothing_happens() -> None:
+    """A small request comes back unchanged, with no compaction."""
+    messages = history_of(20_000)
+    result = offline_guard().run(messages)
+    assert result.history == tuple(messages)
+    assert result.request == tuple(messages)
+    assert result.compactions == ()
+    assert not result.compacted
+    assert not result.trimmed
+
+
+def test_auto_tier_compacts_and_keeps_pending_last() -> None:
+    """Over auto the guard compacts; the pending message stays last and the request shrinks."""
+    messages = history_of(72_000)
+    result = offline_guard().run(messages)
+    assert result.compacted
+    assert result.compactions[0].trigger is CompressionTrigger.AUTO
+    assert result.history[-1] is messages[-1]
+    assert result.request == result.history
+    assert len(result.history) < len(messages)
+
+
+def test_system_prompt_and_tools_are_counted() -> None:
+    """A large system prompt and tool set push a small history over the auto threshold."""
+    messages = history_of(40_000)
+    tools = [ToolSpec(name=f"t{i}", parameters={"description": "x" * 4_000}) for i in range(8)]
+    assert not offline_guard().run(messages).compacted
+    result = offline_guard().run(messages, system_instruction="s" * 80_000, tools=tools)
+    assert result.tokens >= 70_000
+    assert result.compacted
+
+
+def test_failed_summaries_count_and_history_unchanged() -> None:
+    """A failing side query leaves the history as it was and adds one to the breaker."""
+    fake = FakeProvider()
+    fake.enqueue(FakeReply(text=""), purpose="side_query")
+    guard = ContextGuard(
+        context_window=WINDOW, compression=CompressionService(fake), clear_tool_outputs=False
+    )
+    messages = history_of(72_000)
+    result = guard.run(messages, state=GuardState(consecutive_failures=1))
+    assert result.compactions[0].status is CompressionStatus.COMPRESSION_FAILED_EMPTY_SUMMARY
+    assert result.history == tuple(messages)
+    assert result.state.consecutive_failures == 2
+
+
+def test_breaker_open_skips_auto_and_hard_trims_request_only() -> None:
+    """With the breaker open the auto tier is skipped; past hard a failed rescue trims the
+    request, never the history."""
+    fake = FakeProvider(responder=lambda r: FakeReply(text=""))
+    guard = ContextGuard(
+        context_window=WINDOW, compression=CompressionService(fake), clear_tool_outputs=False
+    )
+    open_state = GuardState(consecutive_failures=3)
+    auto = guard.run(history_of(72_000), state=open_state)
+    assert auto.compactions == ()
+    hard = guard.run(history_of(90_000), state=open_state)
+    assert hard.compactions[0].trigger is CompressionTrigger.HARD
+    assert hard.history == tuple(history_of(90_000))
+    assert hard.trimmed
+    assert len(hard.request) < len(hard.history)
+    assert hard.state.consecutive_failures == 3
+
+
+def test_reactive_forces_a_compaction() -> None:
+    """A reactive step compacts even a small history; on failure the request is unchanged."""
+    messages = history_of(30_000)
+    result = offline_guard().run(messages, reactive=True)
+    assert result.compacted
+    assert result.compactions[0].trigger is CompressionTrigger.REACTIVE
+    fake = FakeProvider(responder=lambda r: FakeReply(text=""))
+    failed = ContextGuard(context_window=WINDOW, compression=CompressionService(fake)).run(
+        messages, reactive=True
+    )
+    assert not failed.compacted
+    assert failed.request == tuple(messages)
+    assert failed.state.consecutive_failures == 1
+
+
+async def test_async_run_uses_acomplete() -> None:
+    """The async driver sends the side query through the provider's async path."""
+    fake = FakeProvider()
+    guard = ContextGuard(
+        context_window=WINDOW, compression=CompressionService(fake), clear_tool_outputs=False
+    )
+    result = await guard.arun(history_of(72_000))
+    assert result.compacted
+    assert [r.purpose for r in fake.requests] == ["side_query"]
+    assert fake.requests[0].max_output_tokens == 20_000
+    assert fake.requests[0].thinking is False
+
+
+def test_request_must_end_with_user_message() -> None:
+    """A request ending with a model message is refused with a clear error."""
+    with pytest.raises(ContentError, match="pending user message"):
+        offline_guard().run([Message.user("hi"), Message.model("hello")])
+
+
+def test_state_round_trip_and_bad_state() -> None:
+    """The state survives its JSON form; a bad field is named."""
+    state = GuardState(consecutive_failures=2, calibration=Calibration(factor=1.3, samples=4))
+    assert GuardState.from_dict(state.to_dict()) == state
+    assert GuardState.from_dict(None) == GuardState()
+    with pytest.raises(ContentError, match="consecutive_failures"):
+        GuardState.from_dict({"consecutive_failures": -1})
+
+
+def test_learn_from_usage_raises_cold_estimates() -> None:
+    """A reported size larger than the estimate teaches a factor above 1."""
+    messages = history_of(20_000)
+    stats = request_stats(messages, system_instruction="sys", tools=())
+    plain = offline_guard().run(messages).tokens
+    state = learn_from_usage(GuardState(), stats, int(plain * 1.5))
+    assert state.calibration.factor == pytest.approx(1.5, rel=0.02)
+    assert learn_from_usage(state, stats, 0) is state
+    assert offline_guard().run(messages, state=state).tokens > plain
