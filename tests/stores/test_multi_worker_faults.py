@@ -12,6 +12,7 @@ import json
 import random
 import re
 import selectors
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -36,6 +37,7 @@ KILL = {  # per step, the chance a worker SIGKILLs itself there
     "side_query": 0.04,  # while the side query is out
     "before_turn": 0.002,
 }
+EXTERNAL_KILLS = 20  # SIGKILLs sent from outside to a busy worker, at random acknowledgements
 WORKER = Path(__file__).with_name("fault_worker.py")
 
 
@@ -116,8 +118,14 @@ def run_workers(address: str, log: Path) -> tuple[set[str], int, Counter[str]]:
             workers[slot].proc.stdin.flush()
 
     dispatch()
+    # Kills from outside land wherever the chosen worker is; counted in acknowledgements (not
+    # seconds), so a slow machine gets the same number of them.
+    kill_at = set(rng.sample(range(50, CONVERSATIONS * TURNS), EXTERNAL_KILLS))
+    external = 0
     while len(acked) < CONVERSATIONS * TURNS:
-        for key, _ in sel.select(timeout=60):
+        events = sel.select(timeout=60)
+        assert events, "no worker answered for 60 s"
+        for key, _ in events:
             slot = key.data
             worker = workers[slot]
             line = key.fileobj.readline()  # type: ignore[union-attr]
@@ -126,6 +134,12 @@ def run_workers(address: str, log: Path) -> tuple[set[str], int, Counter[str]]:
                 conv = worker.busy.pop(turn_id)
                 in_flight[conv] -= 1
                 acked.add(turn_id)
+                if len(acked) in kill_at:
+                    kill_at.discard(len(acked))
+                    busy = sorted(x for x, w in workers.items() if w.busy and x != slot)
+                    if busy:
+                        workers[rng.choice(busy)].proc.send_signal(signal.SIGKILL)
+                        external += 1
                 continue
             # The worker died: its turn goes to another worker, under the same turn id.
             sel.unregister(key.fileobj)
@@ -142,6 +156,7 @@ def run_workers(address: str, log: Path) -> tuple[set[str], int, Counter[str]]:
         assert worker.proc.stdin is not None
         worker.proc.stdin.close()
         worker.proc.wait(timeout=30)
+    exits["external"] = external
     return acked, sum(incarnations.values()) - WORKERS, exits
 
 
@@ -226,6 +241,7 @@ def test_eight_killed_workers_keep_every_conversation_whole(
     counts["turns acknowledged"] = len(acked)
     counts["worker restarts"] = restarts
     counts["workers SIGKILLed"] = exits["-9"]
+    counts["killed from outside"] = exits["external"]
     with capsys.disabled():  # the counts belong in the CI log
         print(f"\n{kind}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     assert len(acked) == CONVERSATIONS * TURNS
