@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import threading
 import uuid
 from collections.abc import AsyncIterator, Generator, Iterator, Sequence
@@ -71,13 +72,13 @@ from autocompact.errors import (
     ProviderError,
 )
 from autocompact.estimation import (
+    BYTES_PER_TOKEN_JSON,
     Calibration,
     calibrated_estimate,
     content_stats,
     estimate_content_tokens,
     estimate_stats_tokens,
     estimate_text_tokens,
-    estimate_tools_tokens,
     update_calibration,
 )
 from autocompact.events import (
@@ -177,14 +178,14 @@ class _SessionCore:
         self.image_token_estimate = image_token_estimate
         self.max_output_tokens = max_output_tokens
         # What the provider counts besides the messages: the system prompt and tool schemas.
+        tools_chars = sum(json_length(tool.as_json()) for tool in self.tools)  # measured once
         self._fixed_stats = CharStats(
-            text_chars=len(system_instruction or ""),
-            json_chars=sum(json_length(tool.as_json()) for tool in self.tools),
+            text_chars=len(system_instruction or ""), json_chars=tools_chars
         )
         self._fixed_plain = estimate_stats_tokens(self._fixed_stats, image_token_estimate)
         # The same, rounded as estimate_prompt_tokens rounds each part (kept, not re-serialized).
-        self._fixed_tokens = estimate_text_tokens(system_instruction) + estimate_tools_tokens(
-            self.tools
+        self._fixed_tokens = estimate_text_tokens(system_instruction) + math.ceil(
+            tools_chars / BYTES_PER_TOKEN_JSON
         )
         # Provider tokens per plain-estimate token of the last reported count (SPEC §10.6).
         self._last_ratio: float | None = None
