@@ -65,6 +65,7 @@ from autocompact.events import (
     Hook,
     RequestTrimmed,
     ThresholdCrossed,
+    WindowLearned,
 )
 from autocompact.guard import ContextGuard, GuardResult, GuardState
 from autocompact.providers.base import (
@@ -174,6 +175,7 @@ __all__ = [
     "ToolSpec",
     "TranscriptFormatError",
     "Usage",
+    "WindowLearned",
     "__version__",
     "build_context_report",
     "clear_tool_outputs",

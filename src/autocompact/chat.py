@@ -92,6 +92,7 @@ from autocompact.events import (
     Hook,
     RequestTrimmed,
     ThresholdCrossed,
+    WindowLearned,
 )
 from autocompact.providers.base import (
     ChatRequest,
@@ -405,6 +406,7 @@ class _SessionCore:
         try:
             completion = yield request
         except ContextOverflowError as overflow:
+            self._learn_window(overflow)
             info = yield from self.compaction_step(CompressionTrigger.REACTIVE, message)
             if info.status is CompressionStatus.COMPRESSED:
                 request, trim = self._request_for(message)
@@ -420,6 +422,17 @@ class _SessionCore:
         if generation == self._generation:  # a clear() during the send wins
             self._commit_turn(message, request, completion, trim, turn_id)
         return completion
+
+    def _learn_window(self, overflow: ContextOverflowError) -> None:
+        """Believe a server that states a smaller window in its overflow error (llama.cpp's
+        ``n_ctx``): the session's window was assumed or wrong."""
+        window = overflow.context_window
+        if window is None or window >= self.context_window or window < 1024:
+            return
+        previous = self.context_window
+        self.context_window = window
+        self.thresholds = compute_thresholds(window)
+        self._emit(WindowLearned(previous=previous, context_window=window))
 
     def compaction_step(
         self,

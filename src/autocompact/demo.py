@@ -41,6 +41,7 @@ from autocompact.events import (
     Event,
     RequestTrimmed,
     ThresholdCrossed,
+    WindowLearned,
 )
 from autocompact.providers.base import ChatRequest, FinishReason
 from autocompact.providers.fake import FakeProvider, FakeReply
@@ -116,11 +117,15 @@ def describe_event(event: Event) -> str:
         case BreakerClosed():
             return "breaker closed: automatic compaction resumes"
         case RequestTrimmed():
+            n = event.dropped_messages
+            what = "1 earlier message" if n == 1 else f"{n} earlier messages"
             return (
-                f"request trimmed: {event.dropped_messages} oldest messages left out of this "
+                f"request trimmed: {what} left out of this "
                 f"request ({format_tokens(event.tokens_before)} → "
                 f"{format_tokens(event.tokens_after)}); the history keeps them"
             )
+        case WindowLearned():
+            return f"window learned from the server: {format_tokens(event.context_window)}"
 
 
 def _code(name: str, lines: int) -> str:

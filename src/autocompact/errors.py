@@ -151,7 +151,30 @@ class ProviderError(AutocompactError):
 
 
 class ContextOverflowError(ProviderError):
-    """The provider rejected the request as longer than the model's context window."""
+    """The provider rejected the request as longer than the model's context window.
+
+    Attributes:
+        context_window: the window the server stated in its error (llama.cpp's ``n_ctx``,
+            "exceed context window of 8192"), when it stated one.
+        prompt_tokens: the request's size by the server's own count, when it stated one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str | None = None,
+        model: str | None = None,
+        status: int | None = None,
+        retryable: bool | None = None,
+        context_window: int | None = None,
+        prompt_tokens: int | None = None,
+    ) -> None:
+        super().__init__(
+            message, provider=provider, model=model, status=status, retryable=retryable
+        )
+        self.context_window = context_window
+        self.prompt_tokens = prompt_tokens
 
 
 class AuthenticationError(ProviderError):

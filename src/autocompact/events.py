@@ -24,6 +24,7 @@ __all__ = [
     "Hook",
     "RequestTrimmed",
     "ThresholdCrossed",
+    "WindowLearned",
 ]
 
 
@@ -107,6 +108,16 @@ class RequestTrimmed:
     kind: Literal["request_trimmed"] = "request_trimmed"
 
 
+@dataclass(frozen=True, kw_only=True)
+class WindowLearned:
+    """The server stated its context window in an overflow error, smaller than the window the
+    session had (an assumed or wrong one): the session uses the server's from now on."""
+
+    previous: int
+    context_window: int
+    kind: Literal["window_learned"] = "window_learned"
+
+
 Event: TypeAlias = (
     ThresholdCrossed
     | CompactionStarted
@@ -116,5 +127,6 @@ Event: TypeAlias = (
     | BreakerOpened
     | BreakerClosed
     | RequestTrimmed
+    | WindowLearned
 )
 Hook: TypeAlias = Callable[[Event], None]

@@ -4,7 +4,8 @@ Sources, in order of precedence (:func:`resolve_limits`):
 
 1. ``configured`` — the user set the window (settings ``model.contextWindow`` or a flag);
 2. ``server`` — a local server reported it (vLLM ``/v1/models`` ``max_model_len``, Ollama
-   ``/api/show``, llama.cpp ``/props``, LM Studio ``/api/v0/models``);
+   ``/api/show``, llama.cpp ``/props``, LM Studio ``/api/v0/models``; a server of unknown kind
+   is asked each way in turn);
 3. ``known`` — the bundled table ``data/models.json`` (longest matching name prefix);
 4. ``assumed`` — :data:`ASSUMED_CONTEXT_WINDOW`, always with a warning for ``/context``.
 
@@ -19,6 +20,7 @@ import logging
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -41,7 +43,7 @@ __all__ = [
 logger = logging.getLogger("autocompact")
 
 LimitsSource: TypeAlias = Literal["known", "configured", "server", "assumed"]
-ServerKind: TypeAlias = Literal["vllm", "ollama", "llamacpp", "lmstudio"]
+ServerKind: TypeAlias = Literal["vllm", "ollama", "llamacpp", "lmstudio", "openai-compatible"]
 
 ASSUMED_CONTEXT_WINDOW = 32_768
 """The window assumed for an unknown model: small on purpose, so compaction comes early."""
@@ -136,14 +138,34 @@ def _fetch(url: str, body: dict[str, Any] | None, timeout: float) -> Any:
         return json.loads(response.read().decode("utf-8"))
 
 
-def _vllm(base_url: str, model: str, timeout: float) -> tuple[int, str | None] | None:
+_WINDOW_FIELDS = ("max_model_len", "loaded_context_length", "context_length", "max_context_length")
+
+
+def _entry_window(entry: Any) -> int | None:
+    if not isinstance(entry, dict):
+        return None
+    for key in _WINDOW_FIELDS:
+        value = entry.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    meta = entry.get("meta")
+    # llama-server's meta has n_ctx_train (what the model was trained for), not the window it
+    # serves: only a served n_ctx counts.
+    value = meta.get("n_ctx") if isinstance(meta, dict) else None
+    return value if isinstance(value, int) and value > 0 else None
+
+
+def _models(base_url: str, model: str, timeout: float) -> tuple[int, str | None] | None:
+    """``/v1/models`` metadata: vLLM's ``max_model_len`` and its cousins."""
     payload = _fetch(base_url.rstrip("/") + "/models", None, timeout)
     entries = payload.get("data", []) if isinstance(payload, dict) else []
     for entry in entries:
-        if entry.get("id") == model and isinstance(entry.get("max_model_len"), int):
-            return entry["max_model_len"], None
-    lengths = [e["max_model_len"] for e in entries if isinstance(e.get("max_model_len"), int)]
-    return (lengths[0], None) if len(lengths) == 1 else None
+        if isinstance(entry, dict) and entry.get("id") == model:
+            window = _entry_window(entry)
+            if window is not None:
+                return window, None
+    windows = [w for w in map(_entry_window, entries) if w is not None]
+    return (windows[0], None) if len(windows) == 1 else None
 
 
 def _ollama(base_url: str, model: str, timeout: float) -> tuple[int, str | None] | None:
@@ -175,10 +197,14 @@ def _ollama(base_url: str, model: str, timeout: float) -> tuple[int, str | None]
 
 
 def _llamacpp(base_url: str, model: str, timeout: float) -> tuple[int, str | None] | None:
+    """llama-server's ``/props`` (``llama_cpp.server`` has none: its window is learned from
+    its first overflow error)."""
     payload = _fetch(_root(base_url) + "/props", None, timeout)
     settings = payload.get("default_generation_settings", {}) if isinstance(payload, dict) else {}
     n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
-    return (n_ctx, None) if isinstance(n_ctx, int) else None
+    if not isinstance(n_ctx, int) and isinstance(payload, dict):
+        n_ctx = payload.get("n_ctx")
+    return (n_ctx, None) if isinstance(n_ctx, int) and n_ctx > 0 else None
 
 
 def _lmstudio(base_url: str, model: str, timeout: float) -> tuple[int, str | None] | None:
@@ -192,7 +218,15 @@ def _lmstudio(base_url: str, model: str, timeout: float) -> tuple[int, str | Non
     return None
 
 
-_QUERIES = {"vllm": _vllm, "ollama": _ollama, "llamacpp": _llamacpp, "lmstudio": _lmstudio}
+_Query = Callable[[str, str, float], "tuple[int, str | None] | None"]
+_QUERIES: dict[str, tuple[_Query, ...]] = {
+    "vllm": (_models,),
+    "ollama": (_ollama, _models),
+    "llamacpp": (_llamacpp, _models),
+    "lmstudio": (_lmstudio, _models),
+    # A server of unknown kind: ask where each kind says it.
+    "openai-compatible": (_llamacpp, _models, _ollama, _lmstudio),
+}
 
 
 def query_server_limits(
@@ -203,23 +237,28 @@ def query_server_limits(
     Args:
         base_url: the server's OpenAI base URL (``http://127.0.0.1:8000/v1``).
         model: the model name.
-        kind: which server it is (each reports the window its own way).
+        kind: which server it is (each reports the window its own way; ``openai-compatible``
+            asks every way in turn).
         timeout: seconds to wait.
 
     Returns:
         Limits with ``source="server"``, or ``None`` when the server did not say (the reason
         is logged at INFO level). Never raises for network or format problems.
     """
-    query = _QUERIES.get(kind)
-    if query is None:
+    queries = _QUERIES.get(kind)
+    if queries is None:
         raise ConfigError(
             f"unknown server kind {kind!r}: use one of {', '.join(_QUERIES)}", key="kind"
         )
-    try:
-        found = query(base_url, model, timeout)
-    except (OSError, ValueError, urllib.error.URLError, AttributeError, TypeError) as exc:
-        logger.info("could not read the context window from %s (%s): %s", base_url, kind, exc)
-        return None
+    found = None
+    for query in queries:
+        try:
+            found = query(base_url, model, timeout)
+        except (OSError, ValueError, urllib.error.URLError, AttributeError, TypeError) as exc:
+            logger.info("could not read the context window from %s (%s): %s", base_url, kind, exc)
+            continue
+        if found is not None:
+            break
     if found is None:
         logger.info("%s at %s did not report a context window for %s", kind, base_url, model)
         return None
@@ -294,6 +333,7 @@ def resolve_limits(
         source="assumed",
         warning=(
             f"the context window of {model!r} is unknown; assuming {assumed_window:,} tokens. "
-            "Set model.contextWindow in settings (or pass --context-window) to the real value"
+            "Set model.contextWindow in settings (or pass --window) to the real value; a local "
+            "server's window is also learned from its first overflow error"
         ),
     )

@@ -26,10 +26,10 @@ from .conftest import RealHostError
         ("gemini:gemini-2.5-flash", {"GEMINI_API_KEY": "k"}, GeminiProvider, "gemini"),
         ("google:gemini-2.5-flash", {"GOOGLE_API_KEY": "k"}, GeminiProvider, "gemini"),
         ("qwen:qwen-plus", {"DASHSCOPE_API_KEY": "k"}, OpenAIProvider, "qwen"),
-        ("vllm:Qwen/Qwen3-8B", {}, OpenAIProvider, "openai-compatible"),
-        ("ollama:qwen3:8b", {}, OpenAIProvider, "openai-compatible"),
-        ("lmstudio:local", {}, OpenAIProvider, "openai-compatible"),
-        ("llamacpp:any", {}, OpenAIProvider, "openai-compatible"),
+        ("vllm:Qwen/Qwen3-8B", {}, OpenAIProvider, "vllm"),
+        ("ollama:qwen3:8b", {}, OpenAIProvider, "ollama"),
+        ("lmstudio:local", {}, OpenAIProvider, "lmstudio"),
+        ("llamacpp:any", {}, OpenAIProvider, "llamacpp"),
         ("openai-compatible:m", {}, OpenAIProvider, "openai-compatible"),
         ("fake:demo", {}, FakeProvider, "fake"),
     ],
@@ -37,7 +37,8 @@ from .conftest import RealHostError
 def test_specs_build_the_right_adapter(
     spec: str, env: dict[str, str], cls: type, name: str
 ) -> None:
-    """Each provider name (and alias) builds its adapter with the model after the first colon."""
+    """Each provider name (and alias) builds its adapter with the model after the first colon,
+    named after the profile the user chose."""
     provider = get_provider(spec, env=env)
     assert isinstance(provider, cls)
     assert provider.name == name

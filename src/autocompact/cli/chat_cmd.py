@@ -24,6 +24,7 @@ from pathlib import Path
 from rich.console import Console
 
 from autocompact.chat import ChatSession
+from autocompact.cli.calibrations import CalibrationMemory
 from autocompact.cli.fake_script import ScriptedFake, load_fake_script
 from autocompact.cli.render import format_tokens
 from autocompact.cli.repl import PipedInput, Repl, TerminalInput
@@ -230,7 +231,11 @@ def run_chat(args: argparse.Namespace) -> int:
 
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
     console = Console(highlight=False, soft_wrap=not interactive)
+    memory = CalibrationMemory(home)
     calibration = _calibration_of(saved)
+    if calibration.samples == 0:
+        # A new chat on a model seen before starts with what earlier chats learned about it.
+        calibration = memory.load(choice.provider, provider.model) or calibration
     history = saved.history if saved is not None else ()
     if shared is not None:  # the first worker's meta stays; cwd lets --continue find it
         shared[0].ensure(
@@ -284,12 +289,16 @@ def run_chat(args: argparse.Namespace) -> int:
 
     def persist(session: ChatSession, new_compactions: list[object]) -> None:
         saver.save(session, new_compactions)
+        memory.save(choice.provider, session.provider.model, session.calibration)
         ctx.session_id = saver.session_id  # known once the first turn created the file
         for notice in saver.notices():
             console.print(f"Warning: {notice}", style="yellow", markup=False, highlight=False)
 
     repl = Repl(ctx, console=console, persist=persist, interactive=interactive)
     session.add_hook(repl.on_event)
+    repl.on_window_learned = lambda window: saver.switched(
+        ctx.session.provider.model, window, "server"
+    )
 
     def switch_model(ctx: ChatContext, model: str) -> str:
         new = replace(choice, model=model)
@@ -553,7 +562,7 @@ def build_provider(
     server = None
     if choice.window is None and choice.provider in SERVER_KINDS:
         base_url = choice.base_url or getattr(getattr(provider, "profile", None), "base_url", None)
-        kind = choice.provider if choice.provider in _SERVER_QUERIES else "vllm"
+        kind = choice.provider if choice.provider in _SERVER_QUERIES else "openai-compatible"
         if base_url:
             server = query_server_limits(base_url, model, kind=kind)  # type: ignore[arg-type]
     limits = resolve_limits(model, configured_window=choice.window, server=server)

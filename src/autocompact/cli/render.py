@@ -21,6 +21,7 @@ from autocompact.events import (
     Event,
     RequestTrimmed,
     ThresholdCrossed,
+    WindowLearned,
 )
 from autocompact.thresholds import MAX_CONSECUTIVE_FAILURES, CompactionThresholds
 from autocompact.tips import Tip, format_tokens, select_tip
@@ -155,9 +156,17 @@ def describe_event(event: Event) -> str | None:
         case BreakerClosed():
             return "Automatic compaction resumed."
         case RequestTrimmed(dropped_messages=n, tokens_before=before, tokens_after=after):
+            what = "1 earlier message" if n == 1 else f"{n} earlier messages"
             return (
-                f"Left the {n} oldest messages out of this request "
-                f"({format_tokens(before)} → {format_tokens(after)} tokens): {event.reason}"
+                f"Left {what} out of this request; kept the first message where it fits, the "
+                f"most recent turns and yours ({format_tokens(before)} → "
+                f"{format_tokens(after)} tokens): {event.reason}"
+            )
+        case WindowLearned(previous=previous, context_window=window):
+            return (
+                f"The server says its context window is {window:,} tokens (not "
+                f"{previous:,}); using {format_tokens(window)} from now on. Pass --window "
+                f"{window} to start with it."
             )
         case ThresholdCrossed():
             return None

@@ -24,8 +24,8 @@ from autocompact.cli.slash import REGISTRY, ChatContext, CommandResult, SlashReg
 from autocompact.cli.stream_view import MarkdownStream
 from autocompact.compaction import CompressionStatus, CompressionTrigger
 from autocompact.errors import AutocompactError
-from autocompact.events import CompactionFailed, CompactionSucceeded, Event
-from autocompact.providers.base import StreamDone, TextDelta, ThinkingDelta
+from autocompact.events import CompactionFailed, CompactionSucceeded, Event, WindowLearned
+from autocompact.providers.base import FinishReason, StreamDone, TextDelta, ThinkingDelta
 
 __all__ = ["LineSource", "Persist", "PipedInput", "Repl", "TerminalInput"]
 
@@ -140,6 +140,7 @@ class Repl:
         self.pending_compactions: list[object] = []
         self._seen_session: ChatSession | None = ctx.session
         self._seen = len(ctx.session.compactions)
+        self.on_window_learned: Callable[[int], None] | None = None
 
     def persist(self) -> None:
         """Save the chat (and the compactions made since the last save)."""
@@ -163,6 +164,10 @@ class Repl:
 
     def on_event(self, event: Event) -> None:
         """The engine's hook: show each event as it happens and queue compactions to save."""
+        if isinstance(event, WindowLearned):
+            self.ctx.window_source = "server"
+            if self.on_window_learned is not None:
+                self.on_window_learned(event.context_window)
         if isinstance(event, CompactionSucceeded):
             # The engine has just replaced the history: keep the one this compaction left, so
             # the session file records it apart from the turn sent after it.
@@ -229,11 +234,13 @@ class Repl:
         except AutocompactError as exc:  # provider errors included: the chat goes on
             self.console.print(Text(f"Error: {exc}", style="red"))
         self._report_noops()
+        self._report_notices()
         self.persist()
         self._after_turn()
 
     def _stream(self, text: str) -> None:
         buffer: list[str] = []
+        stopped = False
         live: MarkdownStream | None = None
         # A spinner until the first token (compaction events print above it).
         status = self.console.status("Thinking…") if self.interactive else None
@@ -250,8 +257,10 @@ class Repl:
                         if live is None:  # linear in the reply's length (cli/stream_view.py)
                             live = MarkdownStream(self.console)
                         live.feed(event.text)
-                elif isinstance(event, StreamDone) and not buffer:
-                    buffer.append(event.completion.text)
+                elif isinstance(event, StreamDone):
+                    if not buffer:
+                        buffer.append(event.completion.text)
+                    stopped = event.completion.finish_reason is FinishReason.LENGTH
         finally:
             if status is not None:
                 status.stop()
@@ -263,6 +272,17 @@ class Repl:
                 self.console.print(Markdown("".join(buffer)))
             for line in captured.get().splitlines():
                 self.console.print(line.rstrip(), markup=False, highlight=False)
+        if stopped:
+            self.console.print(
+                Text("(The reply stopped at its length limit: it may be cut short.)", "yellow")
+            )
+
+    def _report_notices(self) -> None:
+        """Say what the provider noticed about the server (once each: the adapter says so)."""
+        take = getattr(self.ctx.session.provider, "take_notices", None)
+        if callable(take):
+            for notice in take():
+                self.console.print(Text(f"Note: {notice}", style="yellow"))
 
     def _report_noops(self) -> None:
         """Say why an automatic compaction that started did nothing (no event reports it)."""

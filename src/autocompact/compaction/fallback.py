@@ -111,9 +111,11 @@ class TrimResult:
 
 def marker_text(dropped: int) -> str:
     """The note that stands in for the messages left out of a request."""
+    what = "1 earlier message" if dropped == 1 else f"{dropped} earlier messages"
+    verb = "was" if dropped == 1 else "were"
     return (
-        f"[{dropped} earlier message{'s' if dropped != 1 else ''} of this conversation were left "
-        "out of this request to fit the model's context window.]"
+        f"[{what} of this conversation {verb} left out of this request here to fit the "
+        "model's context window.]"
     )
 
 

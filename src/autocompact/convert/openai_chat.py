@@ -273,6 +273,7 @@ def to_openai_messages(
     system: str | None = None,
     *,
     thinking: ThinkingMode = "reasoning_content",
+    text_as_string: bool = False,
 ) -> list[JsonDict]:
     """Write a history as OpenAI chat-completions messages.
 
@@ -282,6 +283,8 @@ def to_openai_messages(
         thinking: ``"reasoning_content"`` sends visible thinking in that field (DeepSeek, Qwen,
             vLLM read it; redacted thinking cannot be expressed and raises), ``"drop"`` leaves
             thinking out (what OpenAI itself needs), ``"error"`` raises on any thinking part.
+        text_as_string: a message whose content is only text goes as one string, its parts
+            joined by a blank line (some compatible servers accept no list of text parts).
 
     Returns:
         Plain dicts. Function responses become ``tool`` messages placed before the rest of
@@ -296,10 +299,25 @@ def to_openai_messages(
     # Chat completions carry no opaque item: every native compaction goes as its summary.
     for index, message in enumerate(portable_history(history)):
         if message.role == "user":
-            out.extend(_openai_user_messages(message, index))
+            converted = _openai_user_messages(message, index)
         else:
-            out.append(_openai_assistant_message(message, index, thinking))
+            converted = [_openai_assistant_message(message, index, thinking)]
+        if text_as_string:
+            converted = [_joined(m) for m in converted]
+        out.extend(converted)
     return out
+
+
+def _joined(message: JsonDict) -> JsonDict:
+    """``message`` with a content made only of text parts written as one string."""
+    content = message.get("content")
+    if (
+        isinstance(content, list)
+        and content
+        and all(isinstance(b, dict) and b.get("type") == "text" for b in content)
+    ):
+        return {**message, "content": "\n\n".join(str(b.get("text", "")) for b in content)}
+    return message
 
 
 def _openai_user_messages(message: Message, index: int) -> list[JsonDict]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from autocompact.errors import (
@@ -25,11 +26,14 @@ from autocompact.errors import (
 
 __all__ = [
     "OVERFLOW_PATTERNS",
+    "ErrorBody",
     "convert_transport_error",
     "converting_errors",
+    "error_body",
     "looks_like_overflow",
     "make_client",
     "merge_extra",
+    "overflow_sizes",
     "provider_error",
     "redact",
 ]
@@ -46,8 +50,25 @@ OVERFLOW_PATTERNS = re.compile(
     r"|range of input length"
     r"|too many tokens"
     r"|reduce the length of the messages"
-    r"|request too large",
+    r"|request too large"
+    # llama.cpp's llama-server: "request (8371 tokens) exceeds the available context size
+    # (8192 tokens)", type "exceed_context_size_error"; llama_cpp.server: "Requested tokens
+    # (8230) exceed context window of 8192".
+    r"|exceeds? the available context size"
+    r"|exceed_context_size",
     re.IGNORECASE,
+)
+
+# Where servers state their window and the request's size in an overflow message.
+_WINDOW_IN_MESSAGE = re.compile(
+    r"context (?:size|window|length)(?: of| is)? \(?(\d[\d,]*)(?: tokens)?\)?"
+    r"|maximum context length is (\d[\d,]*)",
+    re.IGNORECASE,
+)
+_PROMPT_IN_MESSAGE = (  # most specific first: "requested N tokens" may include the output
+    re.compile(r"\((\d[\d,]*) in the messages", re.IGNORECASE),
+    re.compile(r"request \((\d[\d,]*) tokens\)|requested tokens \((\d[\d,]*)\)", re.IGNORECASE),
+    re.compile(r"(?:you requested|resulted in) (\d[\d,]*) tokens", re.IGNORECASE),
 )
 
 _MIN_SECRET = 6
@@ -64,6 +85,71 @@ def redact(text: str, secret: str | None) -> str:
     if len(secret) >= 16:
         out = re.sub(re.escape(secret[:12]) + r"\S*", "***", out)
     return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class ErrorBody:
+    """What an OpenAI-style error body says.
+
+    Attributes:
+        message: the human-readable message.
+        code: the error's kind: its ``type`` (``exceed_context_size_error``) before its
+            ``code`` (``context_length_exceeded``), both when both are words; a numeric
+            ``code`` (llama-server puts the HTTP status there) is left out.
+        n_ctx: the window the server stated (llama-server's ``n_ctx`` field).
+        n_prompt_tokens: the request's size by the server's count (``n_prompt_tokens``).
+    """
+
+    message: str
+    code: str | None = None
+    n_ctx: int | None = None
+    n_prompt_tokens: int | None = None
+
+
+def _int_field(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def error_body(body: object, fallback: str) -> ErrorBody:
+    """Read an OpenAI-style error body (``{"error": {...}}`` or the bare object).
+
+    The error's ``type`` comes before its ``code``, and a numeric ``code`` is no kind at all:
+    llama-server sends ``{"code": 400, "type": "exceed_context_size_error", ...}``.
+    """
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict):
+            message = inner.get("message") or fallback
+            words = [
+                str(value)
+                for value in (inner.get("type"), inner.get("code"))
+                if isinstance(value, str) and value and not value.isdigit()
+            ]
+            return ErrorBody(
+                message=str(message),
+                code=" ".join(words) or None,
+                n_ctx=_int_field(inner.get("n_ctx")),
+                n_prompt_tokens=_int_field(inner.get("n_prompt_tokens")),
+            )
+        if isinstance(inner, str):
+            return ErrorBody(message=inner)
+    if isinstance(body, str) and body:
+        return ErrorBody(message=body[:500])
+    return ErrorBody(message=fallback)
+
+
+def overflow_sizes(message: str) -> tuple[int | None, int | None]:
+    """The (window, request size) an overflow message states, each ``None`` when it does not."""
+
+    def first(*patterns: re.Pattern[str]) -> int | None:
+        for pattern in patterns:
+            match = pattern.search(message)
+            if match is not None:
+                digits = next(g for g in match.groups() if g)
+                return int(digits.replace(",", ""))
+        return None
+
+    return first(_WINDOW_IN_MESSAGE), first(*_PROMPT_IN_MESSAGE)
 
 
 def looks_like_overflow(status: int | None, message: str, code: str | None = None) -> bool:
@@ -83,12 +169,24 @@ def provider_error(
     status: int | None,
     code: str | None = None,
     api_key: str | None = None,
+    n_ctx: int | None = None,
+    n_prompt_tokens: int | None = None,
 ) -> ProviderError:
-    """The project error for an HTTP failure, chosen by status and message, key redacted."""
+    """The project error for an HTTP failure, chosen by status and message, key redacted.
+
+    An overflow carries the window and the request's size when the server stated them (in
+    fields such as llama-server's ``n_ctx``, or in the message).
+    """
     text = redact(message, api_key)
     kwargs: dict[str, Any] = {"provider": provider, "model": model, "status": status}
     if looks_like_overflow(status, text, code):
-        return ContextOverflowError(f"the prompt is too long for the model: {text}", **kwargs)
+        window, size = overflow_sizes(text)
+        return ContextOverflowError(
+            f"the prompt is too long for the model: {text}",
+            context_window=n_ctx or window,
+            prompt_tokens=n_prompt_tokens or size,
+            **kwargs,
+        )
     if status in (401, 403):
         return AuthenticationError(
             f"the provider rejected the credentials: {text}; check the API key", **kwargs
@@ -153,14 +251,25 @@ def convert_transport_error(
     if isinstance(exc, sdk.APITimeoutError):
         return ProviderTimeoutError("the request timed out", **where)
     if isinstance(exc, sdk.APIConnectionError):
+        url = _request_url(exc)
+        at = f" at {url}" if url else ""
         return ProviderConnectionError(
-            redact(f"could not reach the server: {exc}", api_key), **where
+            redact(f"could not reach the server{at}: {exc}", api_key), **where
         )
     if isinstance(exc, sdk.APIResponseValidationError):
         return MalformedResponseError(
             "the response does not match the API schema", status=exc.status_code, **where
         )
     return None
+
+
+def _request_url(exc: Exception) -> str | None:
+    """The URL a failed request went to (the SDKs keep the request on connection errors)."""
+    try:
+        url = exc.request.url  # type: ignore[attr-defined]
+    except (AttributeError, RuntimeError):
+        return None
+    return str(url) if url else None
 
 
 def make_client(factory: Any, client_args: Mapping[str, Any], http_client: Any) -> Any:

@@ -19,16 +19,15 @@ exception is converted in :meth:`OpenAIProvider._convert_error`.
 
 from __future__ import annotations
 
-import re
+import logging
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
 from autocompact.content import Message, Usage
-from autocompact.convert import ThinkingMode, from_openai_messages, to_openai_messages
+from autocompact.convert import from_openai_messages, to_openai_messages
 from autocompact.errors import (
-    ConfigError,
     MalformedResponseError,
     MissingDependencyError,
     ProviderError,
@@ -36,10 +35,18 @@ from autocompact.errors import (
 from autocompact.providers._common import (
     convert_transport_error,
     converting_errors,
+    error_body,
     make_client,
     merge_extra,
     provider_error,
     redact,
+)
+from autocompact.providers._local_servers import (
+    MESSAGE_OVERHEAD_TOKENS,
+    TOKENIZE_ENDPOINTS,
+    prompt_text,
+    server_root,
+    token_count,
 )
 from autocompact.providers.base import (
     ChatRequest,
@@ -49,6 +56,15 @@ from autocompact.providers.base import (
     StreamEvent,
     TextDelta,
     ThinkingDelta,
+)
+from autocompact.providers.openai_profiles import (
+    COMPATIBLE_BASE_URLS,
+    DASHSCOPE_BASE_URLS,
+    OpenAIProfile,
+    compatible_profile,
+    lowest_reasoning_effort,
+    openai_profile,
+    qwen_profile,
 )
 
 __all__ = [
@@ -62,23 +78,7 @@ __all__ = [
     "qwen_profile",
 ]
 
-CapField = Literal["max_completion_tokens", "max_tokens"]
-ThinkingControl = Literal["reasoning_effort", "enable_thinking", "none"]
-
-DASHSCOPE_BASE_URLS = {
-    "intl": "https://dashscope-intl.aliyuncs.com/compatible-mode/v1",  # Singapore
-    "cn": "https://dashscope.aliyuncs.com/compatible-mode/v1",  # Beijing
-    "us": "https://dashscope-us.aliyuncs.com/compatible-mode/v1",  # Virginia
-}
-"""DashScope (Alibaba Model Studio) OpenAI-compatible endpoints by region."""
-
-COMPATIBLE_BASE_URLS = {
-    "vllm": "http://127.0.0.1:8000/v1",
-    "ollama": "http://127.0.0.1:11434/v1",
-    "lmstudio": "http://127.0.0.1:1234/v1",
-    "llamacpp": "http://127.0.0.1:8080/v1",
-}
-"""Default local addresses of the common OpenAI-compatible servers."""
+logger = logging.getLogger("autocompact")
 
 _FINISH = {
     "stop": FinishReason.STOP,
@@ -87,90 +87,6 @@ _FINISH = {
     "function_call": FinishReason.TOOL_CALL,
     "content_filter": FinishReason.CONTENT_FILTER,
 }
-
-
-@dataclass(frozen=True, kw_only=True)
-class OpenAIProfile:
-    """How one family of models or servers wants the generic settings expressed.
-
-    Attributes:
-        name: the provider name reported in errors and completions.
-        cap_field: the body field that carries ``max_output_tokens``.
-        thinking_control: ``reasoning_effort``, ``enable_thinking`` (Qwen) or ``none``.
-        lowest_effort: the effort sent when thinking is off (``reasoning_effort`` profiles).
-        base_url: the default base URL (``None``: the SDK's, i.e. api.openai.com).
-        stream_usage: ask for usage in streams (``stream_options.include_usage``).
-        history_thinking: how thinking parts of the history are sent back.
-    """
-
-    name: str
-    cap_field: CapField
-    thinking_control: ThinkingControl = "none"
-    lowest_effort: str | None = None
-    base_url: str | None = None
-    stream_usage: bool = True
-    history_thinking: ThinkingMode = "drop"
-
-
-_NO_EFFORT = re.compile(r"^o1-(mini|preview)")
-_REASONING = re.compile(r"^(o\d|gpt-5)")
-_CHAT_VARIANT = re.compile(r"-chat(-latest)?$|-chat-")
-
-
-def lowest_reasoning_effort(model: str) -> str | None:
-    """The lowest ``reasoning_effort`` an OpenAI model accepts, or ``None`` to send none.
-
-    ``none`` from GPT-5.1 on (except Codex models, whose floor is ``low``), ``minimal`` for the
-    first GPT-5 models, ``low`` for the o-series; o1-mini/o1-preview and the -pro models take
-    no lower value than their default, so nothing is sent.
-    """
-    name = model.lower().rsplit("/", 1)[-1]
-    if _NO_EFFORT.match(name) or not _REASONING.match(name) or _CHAT_VARIANT.search(name):
-        return None
-    if name.endswith("-pro") or "-pro-" in name:
-        return None
-    if name.startswith("o"):
-        return "low"
-    if "codex" in name:
-        return "low"
-    if re.match(r"^gpt-5(-|$)", name):
-        return "minimal"
-    return "none"
-
-
-def openai_profile(model: str) -> OpenAIProfile:
-    """The profile of an OpenAI model: reasoning models get a ``reasoning_effort`` floor."""
-    effort = lowest_reasoning_effort(model)
-    return OpenAIProfile(
-        name="openai",
-        cap_field="max_completion_tokens",
-        thinking_control="reasoning_effort" if effort is not None else "none",
-        lowest_effort=effort,
-    )
-
-
-def qwen_profile(region: str = "intl", *, cap_field: CapField = "max_tokens") -> OpenAIProfile:
-    """The Qwen / DashScope compatible-mode profile for a region (``intl``, ``cn``, ``us``)."""
-    if region not in DASHSCOPE_BASE_URLS:
-        raise ConfigError(
-            f"unknown DashScope region {region!r}: use one of {', '.join(DASHSCOPE_BASE_URLS)}",
-            key="region",
-        )
-    return OpenAIProfile(
-        name="qwen",
-        cap_field=cap_field,
-        thinking_control="enable_thinking",
-        base_url=DASHSCOPE_BASE_URLS[region],
-    )
-
-
-def compatible_profile(server: str = "vllm", *, base_url: str | None = None) -> OpenAIProfile:
-    """A generic OpenAI-compatible server: ``max_tokens`` and no reasoning field."""
-    return OpenAIProfile(
-        name="openai-compatible",
-        cap_field="max_tokens",
-        base_url=base_url or COMPATIBLE_BASE_URLS.get(server, COMPATIBLE_BASE_URLS["vllm"]),
-    )
 
 
 class OpenAIProvider:
@@ -231,6 +147,10 @@ class OpenAIProvider:
         self._async_http_client = async_http_client
         self._client: Any = None
         self._aclient: Any = None
+        self._notices: list[str] = []
+        self._told_no_usage = False
+        self._whole_replies = False  # the server gives no usage in streams and cannot count
+        self._tokenize_path: str | None = None
 
     # -- clients -----------------------------------------------------------------------------
 
@@ -259,6 +179,7 @@ class OpenAIProvider:
                 request.messages,
                 request.system_instruction,
                 thinking=self.profile.history_thinking,
+                text_as_string=self.profile.text_as_string,
             ),
         }
         if request.tools:
@@ -292,14 +213,30 @@ class OpenAIProvider:
             return self._parse(response)
 
     def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
-        """Send a request and yield text/thinking deltas, then one :class:`StreamDone`."""
+        """Send a request and yield text/thinking deltas, then one :class:`StreamDone`.
+
+        A stream that ends with neither content nor a finish reason is an error, never an empty
+        reply. When the server sends no usage in streams, the prompt is counted with its
+        tokenize endpoint; a server without one gets whole (non-streamed) requests instead.
+        """
+        if self._whole_replies:
+            completion = self.complete(request)
+            if completion.text:
+                yield TextDelta(text=completion.text)
+            yield StreamDone(completion=completion)
+            return
         acc = _StreamAccumulator()
+        body = self.build_body(request, stream=True)
         with self._errors():
-            chunks = self._sync().chat.completions.create(**self.build_body(request, stream=True))
+            chunks = self._sync().chat.completions.create(**body)
             with chunks:  # closes the HTTP stream when the caller stops early (Ctrl-C)
                 for chunk in chunks:
                     yield from acc.add(chunk)
+            if acc.empty:
+                self._probe_empty_stream(request)
             completion = acc.finish(self.model)
+            if completion.usage is None and self.profile.stream_usage:
+                completion = self._counted(body, completion, self._count)
         yield StreamDone(completion=completion)
 
     async def acomplete(self, request: ChatRequest) -> Completion:
@@ -310,17 +247,131 @@ class OpenAIProvider:
 
     async def astream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Async :meth:`stream`."""
+        if self._whole_replies:
+            completion = await self.acomplete(request)
+            if completion.text:
+                yield TextDelta(text=completion.text)
+            yield StreamDone(completion=completion)
+            return
         acc = _StreamAccumulator()
+        body = self.build_body(request, stream=True)
         with self._errors():
-            chunks = await self._async().chat.completions.create(
-                **self.build_body(request, stream=True)
-            )
+            chunks = await self._async().chat.completions.create(**body)
             async with chunks:
                 async for chunk in chunks:
                     for event in acc.add(chunk):
                         yield event
+            if acc.empty:
+                await self._aprobe_empty_stream(request)
             completion = acc.finish(self.model)
+            if completion.usage is None and self.profile.stream_usage:
+                counts = {
+                    text: await self._acount(text) for text in _texts_to_count(body, completion)
+                }
+                completion = self._counted(body, completion, counts.__getitem__)
         yield StreamDone(completion=completion)
+
+    # -- local servers: empty streams, streams without usage ---------------------------------
+
+    def take_notices(self) -> list[str]:
+        """Notices for the user gathered since the last call (each is said once per adapter)."""
+        notices, self._notices = self._notices, []
+        return notices
+
+    def _notice(self, text: str) -> None:
+        logger.warning("%s", text)
+        self._notices.append(text)
+
+    def _empty_stream_error(self) -> MalformedResponseError:
+        return MalformedResponseError(
+            f"the server at {self._where()} ended the stream with no reply and no finish "
+            "reason; nothing was kept. A server does this when it drops a request, e.g. one "
+            "longer than its context window",
+            provider=self.name,
+            model=self.model,
+            status=200,
+        )
+
+    def _probe_request(self, request: ChatRequest) -> dict[str, Any]:
+        return {**self.build_body(request), self.profile.cap_field: 1}
+
+    def _probe_empty_stream(self, request: ChatRequest) -> None:
+        """An empty stream: ask once more, not streamed and for one token, to learn why (a
+        server that drops an oversize stream answers the same request with its overflow
+        error, window included). Raises that error, or the empty-stream error."""
+        self._sync().chat.completions.create(**self._probe_request(request))
+        raise self._empty_stream_error()
+
+    async def _aprobe_empty_stream(self, request: ChatRequest) -> None:
+        await self._async().chat.completions.create(**self._probe_request(request))
+        raise self._empty_stream_error()
+
+    def _where(self) -> str:
+        return self.profile.base_url or "the API"
+
+    def _tokenize_attempts(self, text: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        endpoints = [
+            (path, key) for path, key in TOKENIZE_ENDPOINTS if self._tokenize_path in (None, path)
+        ]
+        root = server_root(self._where())
+        for path, key in endpoints:
+            yield path, {"path": root + path, "body": {key: text}}
+
+    def _count(self, text: str) -> int | None:
+        for path, call in self._tokenize_attempts(text):
+            try:
+                reply = self._sync().post(
+                    call["path"], cast_to=object, body=call["body"], options={"max_retries": 0}
+                )
+            except self._sdk.OpenAIError:
+                continue
+            if (count := token_count(reply)) is not None:
+                self._tokenize_path = path
+                return count
+        return None
+
+    async def _acount(self, text: str) -> int | None:
+        for path, call in self._tokenize_attempts(text):
+            try:
+                reply = await self._async().post(
+                    call["path"], cast_to=object, body=call["body"], options={"max_retries": 0}
+                )
+            except self._sdk.OpenAIError:
+                continue
+            if (count := token_count(reply)) is not None:
+                self._tokenize_path = path
+                return count
+        return None
+
+    def _counted(self, body: dict[str, Any], completion: Completion, count: Any) -> Completion:
+        """``completion`` with usage counted by the server's tokenize endpoint, when it has one.
+
+        Said once: the server sends no usage in streams. A server with no tokenize endpoint
+        gets whole requests from now on (their replies carry usage).
+        """
+        prompt, messages = prompt_text(body)
+        prompt_tokens = count(prompt)
+        first = not self._told_no_usage
+        self._told_no_usage = True
+        if prompt_tokens is None:
+            self._whole_replies = True
+            self._notice(
+                f"{self.name} at {self._where()} sends no token usage in streamed replies and "
+                "has no tokenize endpoint: replies are no longer streamed, so that every turn "
+                "is counted"
+            )
+            return completion
+        if first:
+            self._notice(
+                f"{self.name} at {self._where()} sends no token usage in streamed replies; "
+                f"counting each prompt with its {self._tokenize_path} endpoint instead"
+            )
+        output = count(completion.text) if completion.text else 0
+        usage = Usage(
+            prompt_tokens=prompt_tokens + MESSAGE_OVERHEAD_TOKENS * messages,
+            output_tokens=output or 0,
+        )
+        return replace(completion, usage=usage)
 
     # -- responses ---------------------------------------------------------------------------
 
@@ -366,9 +417,15 @@ class OpenAIProvider:
         if shared is not None:
             return shared
         if isinstance(exc, sdk.APIStatusError):
-            message, code = _error_body(exc.body, exc.message)
+            body = error_body(exc.body, exc.message)
             return provider_error(
-                message, status=exc.status_code, code=code, api_key=self._api_key, **where
+                body.message,
+                status=exc.status_code,
+                code=body.code,
+                api_key=self._api_key,
+                n_ctx=body.n_ctx,
+                n_prompt_tokens=body.n_prompt_tokens,
+                **where,
             )
         if isinstance(exc, sdk.OpenAIError):
             return ProviderError(redact(str(exc), self._api_key), **where)
@@ -384,20 +441,6 @@ def _tool(name: str, description: str, parameters: dict[str, Any]) -> dict[str, 
     if description:
         function["description"] = description
     return {"type": "function", "function": function}
-
-
-def _error_body(body: object, fallback: str) -> tuple[str, str | None]:
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict):
-            message = inner.get("message") or fallback
-            code = inner.get("code") or inner.get("type")
-            return str(message), (str(code) if code is not None else None)
-        if isinstance(inner, str):
-            return inner, None
-    if isinstance(body, str) and body:
-        return body[:500], None
-    return fallback, None
 
 
 def _reasoning(obj: Any) -> str | None:
@@ -433,6 +476,14 @@ def _usage(usage: Any) -> Usage | None:
         cached_tokens=int(cached or 0),
         thinking_tokens=int(getattr(output_details, "reasoning_tokens", 0) or 0),
     )
+
+
+def _texts_to_count(body: dict[str, Any], completion: Completion) -> list[str]:
+    """The texts :meth:`OpenAIProvider._counted` will count (so the async path counts first)."""
+    texts = [prompt_text(body)[0]]
+    if completion.text:
+        texts.append(completion.text)
+    return texts
 
 
 class _StreamAccumulator:
@@ -477,6 +528,11 @@ class _StreamAccumulator:
                             slot["args"].append(call.function.arguments)
             if choice.finish_reason is not None:
                 self.finish_reason = choice.finish_reason
+
+    @property
+    def empty(self) -> bool:
+        """No content, no tool call and no finish reason: the server sent no reply at all."""
+        return self.finish_reason is None and not (any(self.text) or self.reasoning or self.calls)
 
     def finish(self, model: str) -> Completion:
         raw = {
