@@ -17,6 +17,8 @@ from .conftest import ChatEnv
 
 class _Server(ThreadingHTTPServer):
     requests: list[dict[str, Any]]
+    finish: str
+    prompt_tokens: int
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -70,11 +72,18 @@ class _Handler(BaseHTTPRequestHandler):
                 "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hello"}}],
             },
             {**chunk, "choices": [{"index": 0, "delta": {"content": " from the server"}}]},
-            {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+            {
+                **chunk,
+                "choices": [{"index": 0, "delta": {}, "finish_reason": self.server.finish}],
+            },
             {
                 **chunk,
                 "choices": [],
-                "usage": {"prompt_tokens": 321, "completion_tokens": 4, "total_tokens": 325},
+                "usage": {
+                    "prompt_tokens": self.server.prompt_tokens,
+                    "completion_tokens": 4,
+                    "total_tokens": self.server.prompt_tokens + 4,
+                },
             },
         ]
         for event in events:
@@ -87,6 +96,8 @@ def server() -> Iterator[_Server]:
     """A vLLM-shaped OpenAI-compatible server on a free port of 127.0.0.1."""
     srv = _Server(("127.0.0.1", 0), _Handler)
     srv.requests = []
+    srv.finish = "stop"
+    srv.prompt_tokens = 321
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
     yield srv
@@ -118,3 +129,60 @@ def test_chat_with_a_local_server(chat_env: ChatEnv, server: _Server) -> None:
     (summary,) = SessionStore(chat_env.sessions).list()
     assert summary.header.base_url == base_url
     assert summary.header.window_source == "server"
+
+
+def _local(chat_env: ChatEnv, server: _Server) -> list[str]:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
+        chat_env.monkeypatch.delenv(name, raising=False)
+    chat_env.monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    return ["chat", "--provider", "vllm", "--model", "tiny", "--base-url", base_url]
+
+
+def test_calibration_is_remembered_for_the_next_chat(chat_env: ChatEnv, server: _Server) -> None:
+    """What a chat learned about the tokenizer is kept per provider and model in the data
+    directory, and a new chat on the same model starts with it."""
+    from autocompact.cli.calibrations import CalibrationMemory
+
+    args = _local(chat_env, server)
+    long = "the invoice total is rounded twice in render_total " * 60  # ~3K characters
+    server.prompt_tokens = 1_000
+    assert chat_env.run(args, [long]).code == 0
+    memory = CalibrationMemory(chat_env.home)
+    learned = memory.load("vllm", "tiny")
+    assert learned is not None
+    assert learned.samples == 1
+    assert memory.path.stat().st_mode & 0o777 == 0o600
+    assert memory.load("vllm", "other") is None
+    # The second chat starts calibrated: its first turn teaches a second sample.
+    assert chat_env.run(args, [long]).code == 0
+    second = memory.load("vllm", "tiny")
+    assert second is not None
+    assert second.samples == 2
+
+
+def test_damaged_calibration_file_is_ignored(chat_env: ChatEnv, server: _Server) -> None:
+    """A damaged calibrations.json never stops a chat; it is relearned."""
+    chat_env.home.mkdir(parents=True, exist_ok=True)
+    (chat_env.home / "calibrations.json").write_text("{not json")
+    result = chat_env.run(_local(chat_env, server), ["hi there"])
+    assert result.code == 0, result.err
+    assert "Hello from the server" in result.out
+
+
+def test_reply_stopped_at_its_length_limit_says_so(chat_env: ChatEnv, server: _Server) -> None:
+    """A reply that ends at its length limit carries a notice."""
+    server.finish = "length"
+    result = chat_env.run(_local(chat_env, server), ["hi there"])
+    assert result.code == 0, result.err
+    assert "stopped at its length limit" in result.out
+
+
+def test_unknown_window_warning_names_the_real_flag(chat_env: ChatEnv) -> None:
+    """A server that says nothing about its window: the warning names --window."""
+    chat_env.monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    args = ["chat", "--provider", "llamacpp", "--model", "gguf", "--base-url"]
+    result = chat_env.run([*args, "http://127.0.0.1:9/v1"], [])
+    assert result.code == 0, result.err
+    assert "pass --window" in result.out
+    assert "--context-window" not in result.out

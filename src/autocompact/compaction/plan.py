@@ -19,10 +19,13 @@ from autocompact.compaction.clearing import (
     ClearingResult,
     clear_tool_outputs,
 )
+from autocompact.compaction.echo import echo_source
 from autocompact.compaction.native import native_part
 from autocompact.compaction.prompts import (
     SUMMARY_ACKNOWLEDGEMENT,
+    SUMMARY_FINAL_INSTRUCTION,
     SUMMARY_PREAMBLE,
+    summary_system_prompt,
 )
 from autocompact.compaction.sidequery import (
     DEFAULT_SUMMARY_SHARE,
@@ -100,6 +103,9 @@ class CompressionStatus(StrEnum):
     COMPRESSION_FAILED_PROVIDER_ERROR = "compression_failed_provider_error"
     COMPRESSION_FAILED_CONTENT_FILTER = "compression_failed_content_filter"
     """The summary was stopped by a content filter or refused (SPEC §10.8): never kept."""
+    COMPRESSION_FAILED_ECHO = "compression_failed_echo"
+    """The reply mostly echoes the summary prompt, the acknowledgement or the system prompt
+    (SPEC §10.8): it is no summary and is never kept."""
 
     @property
     def failed(self) -> bool:
@@ -377,6 +383,26 @@ def _refusal(completion: Completion, cap: int) -> tuple[CompressionStatus, str] 
     return None
 
 
+def _echo(summary: str, options: CompressOptions) -> tuple[CompressionStatus, str] | None:
+    source = echo_source(
+        summary,
+        {
+            "the summary prompt": summary_system_prompt(options.instructions)
+            + "\n"
+            + SUMMARY_FINAL_INSTRUCTION,
+            "the acknowledgement": SUMMARY_PREAMBLE + "\n" + SUMMARY_ACKNOWLEDGEMENT,
+            "the system prompt": options.system_instruction,
+        },
+    )
+    if source is None:
+        return None
+    return (
+        CompressionStatus.COMPRESSION_FAILED_ECHO,
+        f"the reply is mostly an echo of {source}, not a summary of the conversation; "
+        "it is never kept",
+    )
+
+
 def _pending_tokens(options: CompressOptions) -> int:
     if options.user_message is None:
         return 0
@@ -569,7 +595,7 @@ def _finish(
     def fail(status: CompressionStatus, error: str) -> CompressionResult:
         return done.failed(options, status, error, sizes)
 
-    problem = _refusal(completion, cap)
+    problem = _refusal(completion, cap) or (None if opaque else _echo(summary, options))
     if problem is not None:
         return fail(*problem)
     try:
