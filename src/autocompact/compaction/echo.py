@@ -25,21 +25,21 @@ ECHO_SHARE = 0.6
 """A reply whose echoed share of words reaches this is an echo, not a summary."""
 
 _WORD = re.compile(r"\w+")
+_SENTENCE_END = re.compile(r"[.!?\n]+")
 
 
 def _words(text: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(text)]
 
 
-def _covered(words: list[str], reference: list[str]) -> list[bool]:
-    """Which of ``words`` sit in a run of :data:`RUN_WORDS` words also found in ``reference``."""
+def _covered(words: list[str], text: str) -> list[bool]:
+    """Which of ``words`` sit in a run of :data:`RUN_WORDS` words also found in ``text``."""
     covered = [False] * len(words)
     if len(words) < RUN_WORDS:
-        # Too short for runs: an echo when the whole reply appears in the reference.
-        text, ref = " ".join(words), " ".join(reference)
-        if words and f" {text} " in f" {ref} ":
-            return [True] * len(words)
-        return covered
+        # Too short for runs: an echo when the reply is one whole sentence of the text.
+        sentences = {tuple(_words(s)) for s in _SENTENCE_END.split(text)}
+        return [tuple(words) in sentences] * len(words)
+    reference = _words(text)
     runs = {tuple(reference[i : i + RUN_WORDS]) for i in range(len(reference) - RUN_WORDS + 1)}
     for i in range(len(words) - RUN_WORDS + 1):
         if tuple(words[i : i + RUN_WORDS]) in runs:
@@ -68,7 +68,7 @@ def echo_source(summary: str, sources: Mapping[str, str | None]) -> str | None:
     for name, text in sources.items():
         if not text:
             continue
-        covered = _covered(words, _words(text))
+        covered = _covered(words, text)
         count = sum(covered)
         if count and (best is None or count > best[0]):
             best = (count, name)
