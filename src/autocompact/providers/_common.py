@@ -27,11 +27,11 @@ from autocompact.errors import (
 __all__ = [
     "OVERFLOW_PATTERNS",
     "ErrorBody",
+    "LazyClients",
     "convert_transport_error",
     "converting_errors",
     "error_body",
     "looks_like_overflow",
-    "make_client",
     "merge_extra",
     "overflow_sizes",
     "provider_error",
@@ -272,9 +272,46 @@ def _request_url(exc: Exception) -> str | None:
     return str(url) if url else None
 
 
-def make_client(factory: Any, client_args: Mapping[str, Any], http_client: Any) -> Any:
-    """An SDK client from the adapter's arguments, with an injected HTTP client when given."""
-    args = dict(client_args)
-    if http_client is not None:
-        args["http_client"] = http_client
-    return factory(**args)
+class LazyClients:
+    """An adapter's sync and async SDK clients, built on first use from one set of arguments.
+
+    Unset values (base URL, timeout, injected HTTP clients) are left out, so the SDK applies its
+    own defaults.
+    """
+
+    def __init__(
+        self,
+        sync_factory: Any,
+        async_factory: Any,
+        *,
+        api_key: str | None,
+        max_retries: int,
+        base_url: str | None = None,
+        timeout: float | None = None,
+        http_client: Any = None,
+        async_http_client: Any = None,
+    ) -> None:
+        self._factories = (sync_factory, async_factory)
+        self._args: dict[str, Any] = {"api_key": api_key, "max_retries": max_retries}
+        if base_url is not None:
+            self._args["base_url"] = base_url
+        if timeout is not None:
+            self._args["timeout"] = timeout
+        self._http_clients = (http_client, async_http_client)
+        self._built: list[Any] = [None, None]
+
+    def _get(self, which: int) -> Any:
+        if self._built[which] is None:
+            args = dict(self._args)
+            if self._http_clients[which] is not None:
+                args["http_client"] = self._http_clients[which]
+            self._built[which] = self._factories[which](**args)
+        return self._built[which]
+
+    def sync(self) -> Any:
+        """The synchronous client."""
+        return self._get(0)
+
+    def async_(self) -> Any:
+        """The asynchronous client."""
+        return self._get(1)

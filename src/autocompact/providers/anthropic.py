@@ -41,10 +41,10 @@ from autocompact.errors import (
     ProviderError,
 )
 from autocompact.providers._common import (
+    LazyClients,
     convert_transport_error,
     converting_errors,
     looks_like_overflow,
-    make_client,
     merge_extra,
     provider_error,
     redact,
@@ -129,31 +129,26 @@ class AnthropicProvider:
         self.model = model
         self.default_max_tokens = default_max_tokens
         self._api_key = api_key
-        self._client_args: dict[str, Any] = {"api_key": api_key, "max_retries": max_retries}
-        if base_url is not None:
-            self._client_args["base_url"] = base_url
-        if timeout is not None:
-            self._client_args["timeout"] = timeout
-        self._http_client = http_client
-        self._async_http_client = async_http_client
-        self._client: Any = None
-        self._aclient: Any = None
+        self._clients = LazyClients(
+            self._sdk.Anthropic,
+            self._sdk.AsyncAnthropic,
+            api_key=api_key,
+            max_retries=max_retries,
+            base_url=base_url,
+            timeout=timeout,
+            http_client=http_client,
+            async_http_client=async_http_client,
+        )
         self.family = anthropic_family(model)
         self._timeout = timeout
         self._native_supported = native_compaction
         self._capabilities_checked = native_compaction is not None
 
     def _sync(self) -> Any:
-        if self._client is None:
-            self._client = make_client(self._sdk.Anthropic, self._client_args, self._http_client)
-        return self._client
+        return self._clients.sync()
 
     def _async(self) -> Any:
-        if self._aclient is None:
-            self._aclient = make_client(
-                self._sdk.AsyncAnthropic, self._client_args, self._async_http_client
-            )
-        return self._aclient
+        return self._clients.async_()
 
     # -- request building --------------------------------------------------------------------
 

@@ -33,10 +33,10 @@ from autocompact.errors import (
     ProviderError,
 )
 from autocompact.providers._common import (
+    LazyClients,
     convert_transport_error,
     converting_errors,
     error_body,
-    make_client,
     merge_extra,
     provider_error,
     redact,
@@ -134,19 +134,17 @@ class OpenAIProvider:
             self.profile = replace(self.profile, stream_usage=stream_usage)
         self.name = self.profile.name
         self._api_key = api_key
-        self._client_args: dict[str, Any] = {
+        self._clients = LazyClients(
+            self._sdk.OpenAI,
+            self._sdk.AsyncOpenAI,
             # The SDK refuses to build without a key; local servers ignore it.
-            "api_key": api_key or "not-needed",
-            "max_retries": max_retries,
-        }
-        if self.profile.base_url is not None:
-            self._client_args["base_url"] = self.profile.base_url
-        if timeout is not None:
-            self._client_args["timeout"] = timeout
-        self._http_client = http_client
-        self._async_http_client = async_http_client
-        self._client: Any = None
-        self._aclient: Any = None
+            api_key=api_key or "not-needed",
+            max_retries=max_retries,
+            base_url=self.profile.base_url,
+            timeout=timeout,
+            http_client=http_client,
+            async_http_client=async_http_client,
+        )
         self._notices: list[str] = []
         self._told_no_usage = False
         self._whole_replies = False  # the server gives no usage in streams and cannot count
@@ -155,16 +153,10 @@ class OpenAIProvider:
     # -- clients -----------------------------------------------------------------------------
 
     def _sync(self) -> Any:
-        if self._client is None:
-            self._client = make_client(self._sdk.OpenAI, self._client_args, self._http_client)
-        return self._client
+        return self._clients.sync()
 
     def _async(self) -> Any:
-        if self._aclient is None:
-            self._aclient = make_client(
-                self._sdk.AsyncOpenAI, self._client_args, self._async_http_client
-            )
-        return self._aclient
+        return self._clients.async_()
 
     # -- request building --------------------------------------------------------------------
 

@@ -50,10 +50,10 @@ from autocompact.errors import (
     ProviderError,
 )
 from autocompact.providers._common import (
+    LazyClients,
     convert_transport_error,
     converting_errors,
     looks_like_overflow,
-    make_client,
     merge_extra,
     provider_error,
     redact,
@@ -132,28 +132,23 @@ class OpenAIResponsesProvider:
         self.family = openai_family(model)
         self.lowest_effort = lowest_reasoning_effort(model)
         self._api_key = api_key
-        self._client_args: dict[str, Any] = {"api_key": api_key, "max_retries": max_retries}
-        if base_url is not None:
-            self._client_args["base_url"] = base_url
-        if timeout is not None:
-            self._client_args["timeout"] = timeout
-        self._http_client = http_client
-        self._async_http_client = async_http_client
-        self._client: Any = None
-        self._aclient: Any = None
+        self._clients = LazyClients(
+            self._sdk.OpenAI,
+            self._sdk.AsyncOpenAI,
+            api_key=api_key,
+            max_retries=max_retries,
+            base_url=base_url,
+            timeout=timeout,
+            http_client=http_client,
+            async_http_client=async_http_client,
+        )
         self._native_supported = native_compaction
 
     def _sync(self) -> Any:
-        if self._client is None:
-            self._client = make_client(self._sdk.OpenAI, self._client_args, self._http_client)
-        return self._client
+        return self._clients.sync()
 
     def _async(self) -> Any:
-        if self._aclient is None:
-            self._aclient = make_client(
-                self._sdk.AsyncOpenAI, self._client_args, self._async_http_client
-            )
-        return self._aclient
+        return self._clients.async_()
 
     # -- request building --------------------------------------------------------------------
 
