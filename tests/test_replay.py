@@ -336,7 +336,7 @@ def test_cli_terminal_report(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "auto 44.8K" in out
     assert "window 64.0K" in out
     assert "L" in out  # the ladder's compaction point
-    for label in ("calibrated", "applied (raise-only)", "requests over the window", "side queries"):
+    for label in ("calibrated", "applied (both ways)", "requests over the window", "side queries"):
         assert label in out
 
 

@@ -224,7 +224,7 @@ def render_chart(report: FileReport, *, width: int = 72, height: int = 14) -> li
     return out
 
 
-_ESTIMATOR_LABELS = {"calibrated_applied": "applied (raise-only)"}
+_ESTIMATOR_LABELS = {"calibrated_applied": "applied (both ways)"}
 
 
 def estimation_table(title: str, rows: Sequence[CallRow]) -> Table:
