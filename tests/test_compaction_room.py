@@ -59,11 +59,11 @@ def side_queries(fake: FakeProvider) -> int:
 
 
 def _crowded_session(fake: FakeProvider) -> ChatSession:
-    """A 200K session whose system prompt alone (163K) keeps every compaction above auto."""
+    """A 200K session whose system prompt alone (168K) keeps every compaction above auto."""
     return ChatSession(
         fake,
         context_window=200_000,
-        system_instruction="s" * 652_000,
+        system_instruction="s" * 672_000,
         history=text_history(20_000),
         clear_tool_outputs=False,
     )

@@ -316,6 +316,7 @@ def test_cli_json_has_exactly_the_documented_keys(
             "peak_prompt_tokens",
             "prompt_tokens_sent",
             "mean_fill_at_compaction",
+            "outgrown_compactions",
             "ineffective_compactions",
             "mean_calls_between_compactions",
             "min_calls_between_compactions",

@@ -40,7 +40,13 @@ from collections.abc import AsyncIterator, Generator, Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
-from autocompact.compaction.accounting import BreakerState, automatic_trigger, record_attempt
+from autocompact.compaction.accounting import (
+    BreakerState,
+    GrowthLog,
+    automatic_trigger,
+    record_attempt,
+    record_outgrown,
+)
 from autocompact.compaction.fallback import (
     SIZE_MARGIN,
     ProviderScale,
@@ -86,6 +92,7 @@ from autocompact.events import (
     BreakerOpened,
     CompactionCancelled,
     CompactionFailed,
+    CompactionOutgrown,
     CompactionStarted,
     CompactionSucceeded,
     Event,
@@ -162,6 +169,8 @@ class _SessionCore:
         self.summary_target_tokens = summary_target_tokens
         # SPEC §10.2/§10.7: no automatic side query while the count is below this.
         self.hold_until: int | None = None
+        # The recent growth of the count and the last compaction's age (design decision 60).
+        self._growth = GrowthLog()
         self.calibration = calibration or Calibration()
         self.clear_tool_outputs = clear_tool_outputs
         self.context_window = parse_window(context_window, name="context_window", minimum=1)
@@ -306,6 +315,7 @@ class _SessionCore:
         self._since_count = 0
         self.consecutive_failures = 0
         self.hold_until = None
+        self._growth = GrowthLog()
         self._note_tier(self.estimate_tokens())
 
     # -- the flows -------------------------------------------------------------------------
@@ -392,9 +402,32 @@ class _SessionCore:
         )
         effective = self.estimate_tokens(message)
         self._note_tier(effective)
+        self._growth = self._growth.before_send(effective)
         trigger = automatic_trigger(effective, self.thresholds, self._breaker_state())
+        if trigger is not None and self._growth.outgrown:
+            self._judge_outgrown(effective)
+            trigger = automatic_trigger(effective, self.thresholds, self._breaker_state())
         if trigger is not None:
             yield from self.compaction_step(trigger, message)
+
+    def _judge_outgrown(self, tokens: int) -> None:
+        """A compaction is needed again fewer than 5 calls after an effective one: judge that
+        one outgrown, count it, and hold from the count it left (design decision 60)."""
+        log = self._growth
+        was_open = self.breaker_open
+        state = record_outgrown(self._breaker_state(), log, self.thresholds)
+        self.consecutive_failures, self.hold_until = state.consecutive_failures, state.hold_until
+        self._growth = log.judged()
+        self._emit(
+            CompactionOutgrown(
+                calls=log.since_compaction or 0,
+                compacted_to=log.compacted_to,
+                tokens=tokens,
+                hold_until=state.hold_until or 0,
+            )
+        )
+        if self.breaker_open and not was_open:
+            self._emit(BreakerOpened(consecutive_failures=self.consecutive_failures))
 
     def send_flow(
         self, message: Message, turn_id: str | None = None, generation: int | None = None
@@ -407,6 +440,8 @@ class _SessionCore:
             completion = yield request
         except ContextOverflowError as overflow:
             self._learn_window(overflow)
+            if self._growth.outgrown:
+                self._judge_outgrown(self.estimate_tokens(message))
             info = yield from self.compaction_step(CompressionTrigger.REACTIVE, message)
             if info.status is CompressionStatus.COMPRESSED:
                 request, trim = self._request_for(message)
@@ -456,6 +491,7 @@ class _SessionCore:
             keep_share=self.keep_share,
             summary_target_tokens=self.summary_target_tokens,
             token_scale=max(1.0, self.calibration.factor),
+            growth_room_tokens=self._growth.expected_growth(),
         )
         if self.store is not None:
             base = self.store.begin_compaction()
@@ -513,6 +549,7 @@ class _SessionCore:
             self._history_stats = content_stats(result.history)
             self.last_prompt_token_count = self._count_after_compaction(info.new_token_count)
             self._since_count = 0
+            self._growth = self._growth.after_compaction(info, self.estimate_tokens())
             self._emit(CompactionSucceeded(info=info))
             self._note_tier(self.estimate_tokens())
         elif info.status.failed:

@@ -36,6 +36,7 @@ from autocompact.events import (
     BreakerOpened,
     CompactionCancelled,
     CompactionFailed,
+    CompactionOutgrown,
     CompactionStarted,
     CompactionSucceeded,
     Event,
@@ -108,6 +109,11 @@ def describe_event(event: Event) -> str:
         case CompactionCancelled():
             return (
                 f"compaction {event.reason} ({event.trigger.value}): {event.error or 'no result'}"
+            )
+        case CompactionOutgrown():
+            return (
+                f"compaction outgrown after {event.calls} calls: counted as ineffective, "
+                f"hold until {format_tokens(event.hold_until)}"
             )
         case BreakerOpened():
             return (

@@ -18,6 +18,7 @@ __all__ = [
     "BreakerOpened",
     "CompactionCancelled",
     "CompactionFailed",
+    "CompactionOutgrown",
     "CompactionStarted",
     "CompactionSucceeded",
     "Event",
@@ -82,6 +83,26 @@ class CompactionCancelled:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CompactionOutgrown:
+    """A compaction is needed again fewer than 5 calls after an effective one: that one is
+    judged outgrown, counted like an ineffective compaction, and its hold starts from the count
+    it left (SPEC §10.2; design decision 60).
+
+    Attributes:
+        calls: calls made since that compaction.
+        compacted_to: the count it left.
+        tokens: the count now.
+        hold_until: no automatic side query while the count is below this.
+    """
+
+    calls: int
+    compacted_to: int
+    tokens: int
+    hold_until: int
+    kind: Literal["compaction_outgrown"] = "compaction_outgrown"
+
+
+@dataclass(frozen=True, kw_only=True)
 class BreakerOpened:
     """Too many unforced failures in a row: automatic compaction pauses."""
 
@@ -124,6 +145,7 @@ Event: TypeAlias = (
     | CompactionSucceeded
     | CompactionFailed
     | CompactionCancelled
+    | CompactionOutgrown
     | BreakerOpened
     | BreakerClosed
     | RequestTrimmed

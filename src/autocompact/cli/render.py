@@ -16,6 +16,7 @@ from autocompact.events import (
     BreakerOpened,
     CompactionCancelled,
     CompactionFailed,
+    CompactionOutgrown,
     CompactionStarted,
     CompactionSucceeded,
     Event,
@@ -148,6 +149,13 @@ def describe_event(event: Event) -> str | None:
             if reason == "error":
                 return f"Compaction stopped by an unexpected error ({error}); history unchanged"
             return None
+        case CompactionOutgrown(calls=calls, compacted_to=left, tokens=tokens):
+            after = "1 call" if calls == 1 else f"{calls} calls"
+            return (
+                f"The last compaction (to {format_tokens(left)} tokens) was outgrown after "
+                f"{after} ({format_tokens(tokens)} now): counted as ineffective; automatic "
+                "compaction waits until the context grows by 10 % of the window past it"
+            )
         case BreakerOpened(consecutive_failures=n):
             return (
                 f"Automatic compaction paused after {n} failures in a row; it resumes after a "

@@ -14,19 +14,45 @@ Pure, and shared by the chat sessions and ``replay`` so both follow one rule (SP
   :data:`HOLD_GROWTH_SHARE` of the window past where the hold began; the guarantee's trimming
   carries every request meanwhile. A manual ``/compress`` is never blocked and ends the hold;
 - an effective success resets the count and ends the hold.
+
+Room for growth (design decision 60, SPEC §10.2 extended): a compaction aims to leave the count
+at most ``auto − expected growth`` (:meth:`GrowthLog.expected_growth`: the session's typical
+pace, :data:`CLOSE_COMPACTIONS` times the median growth of its recent calls), so that its own
+pace does not bring the next compaction within :data:`CLOSE_COMPACTIONS` calls. When it is
+needed again sooner all the same (a burst no recent call foretold, or no more room to buy: the
+system prompt and tools fill the rest), the earlier compaction is judged **outgrown**: reported,
+counted like an ineffective one, and its hold measured from the count it left
+(:func:`record_outgrown`).
 """
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, replace
 
 from autocompact.compaction.plan import CompressionInfo, CompressionStatus, CompressionTrigger
 from autocompact.thresholds import MAX_CONSECUTIVE_FAILURES, CompactionThresholds
 
-__all__ = ["HOLD_GROWTH_SHARE", "BreakerState", "automatic_trigger", "record_attempt"]
+__all__ = [
+    "CLOSE_COMPACTIONS",
+    "GROWTH_CALLS",
+    "HOLD_GROWTH_SHARE",
+    "BreakerState",
+    "GrowthLog",
+    "automatic_trigger",
+    "record_attempt",
+    "record_outgrown",
+]
 
 HOLD_GROWTH_SHARE = 0.1
 """How much the count must grow (share of the window) before a held session tries again."""
+
+CLOSE_COMPACTIONS = 5
+"""A compaction should buy room for at least this many calls; one needed again sooner (and not
+already judged ineffective) is judged outgrown."""
+
+GROWTH_CALLS = 20
+"""How many recent calls' growth :class:`GrowthLog` remembers."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,4 +128,77 @@ def record_attempt(
         return BreakerState()
     return BreakerState(
         consecutive_failures=counted, hold_until=hold_at if forced else state.hold_until
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class GrowthLog:
+    """How fast the count grows, and how long ago the last compaction was (pure, in memory).
+
+    Attributes:
+        recent: the growth of the count at each recent call (newest last, at most
+            :data:`GROWTH_CALLS`; a call whose count fell counts 0).
+        last_count: the count the previous call was sent with (after any compaction).
+        since_compaction: calls made since the last effective automatic compaction (``None``:
+            none to judge; it was ineffective, outgrown, manual, or long ago).
+        compacted_to: the count that compaction left.
+    """
+
+    recent: tuple[int, ...] = ()
+    last_count: int | None = None
+    since_compaction: int | None = None
+    compacted_to: int = 0
+
+    def before_send(self, count: int) -> GrowthLog:
+        """A new call's pre-send count: note how much the count grew since the previous one."""
+        recent = self.recent
+        if self.last_count is not None:
+            recent = (*recent, max(0, count - self.last_count))[-GROWTH_CALLS:]
+        since = self.since_compaction
+        if since is not None:
+            since = since + 1 if since + 1 < CLOSE_COMPACTIONS else None
+        return replace(self, recent=recent, last_count=count, since_compaction=since)
+
+    def after_compaction(self, info: CompressionInfo, count: int) -> GrowthLog:
+        """The count after an attempt; an effective automatic compaction starts the clock."""
+        if info.status is not CompressionStatus.COMPRESSED:
+            return self
+        effective = (
+            info.trigger is not CompressionTrigger.MANUAL
+            and not info.ineffective
+            and info.summary_failure is None  # already counted as a failure
+        )
+        return replace(
+            self,
+            last_count=count,
+            since_compaction=0 if effective else None,
+            compacted_to=count,
+        )
+
+    def expected_growth(self) -> int:
+        """The room a compaction should leave below *auto*: the session's typical pace,
+        :data:`CLOSE_COMPACTIONS` times the median growth of the recent calls (0 before any
+        call was seen). A burst beyond the typical pace is judged after the fact (outgrown)."""
+        if not self.recent:
+            return 0
+        return round(CLOSE_COMPACTIONS * statistics.median(self.recent))
+
+    @property
+    def outgrown(self) -> bool:
+        """Whether a compaction needed now would follow an effective one too closely."""
+        return self.since_compaction is not None
+
+    def judged(self) -> GrowthLog:
+        """The log once the last compaction was judged outgrown (it is judged only once)."""
+        return replace(self, since_compaction=None)
+
+
+def record_outgrown(
+    state: BreakerState, log: GrowthLog, thresholds: CompactionThresholds
+) -> BreakerState:
+    """The state once the last compaction is judged outgrown: counted like an ineffective one,
+    with its hold measured from the count it left (SPEC §10.2; design decision 60)."""
+    return BreakerState(
+        consecutive_failures=state.consecutive_failures + 1,
+        hold_until=round(log.compacted_to + HOLD_GROWTH_SHARE * thresholds.window),
     )

@@ -39,6 +39,7 @@ from autocompact.compaction.space import SpaceBreakdown, space_breakdown
 from autocompact.compaction.split import (
     COMPRESSION_PRESERVE_THRESHOLD,
     MIN_COMPRESSION_FRACTION,
+    exact_tokens,
     find_split_point,
 )
 from autocompact.content import Message, Usage, as_message
@@ -152,6 +153,10 @@ class CompressOptions:
             queries are sized with ``max(1, token_scale)``.
         clear_at_least_tokens: clearing acts only when it frees at least this much
             (``None``: :data:`CLEAR_AT_LEAST_SHARE` of the window).
+        growth_room_tokens: the room to leave below *auto* for the session's expected growth
+            (:meth:`GrowthLog.expected_growth`): the kept tail shrinks, down to keeping only
+            what must be kept, so the count after is at most ``auto − growth_room_tokens``, and
+            clearing alone is enough only when it leaves that room (design decision 60).
     """
 
     context_window: int
@@ -171,6 +176,7 @@ class CompressOptions:
     summarizer_window: int | None = None
     token_scale: float = 1.0
     clear_at_least_tokens: int | None = None
+    growth_room_tokens: int = 0
 
     def __post_init__(self) -> None:
         if not 0 <= self.keep_share < 1:
@@ -450,6 +456,31 @@ _Prepared: TypeAlias = tuple[
 ]
 
 
+def _room_target(options: CompressOptions, auto: float) -> float:
+    """The count a compaction aims to stay at or below: *auto* less the expected growth."""
+    return max(0.0, auto - options.growth_room_tokens)
+
+
+def _keep_share_for_room(
+    working: tuple[Message, ...], base: int, options: CompressOptions, auto: float
+) -> float:
+    """``keep_share``, lowered (down to 0) so the count after is at most the room target.
+
+    The count after is ``base − compressed + summary`` (SPEC §6); the summary is expected at its
+    target, else at :data:`DEFAULT_SUMMARY_SHARE` of what it summarizes.
+    """
+    whole = sum(exact_tokens(m.stats, options.image_token_estimate) for m in working)
+    if whole <= 0:
+        return options.keep_share
+    excess = base + _pending_tokens(options) - _room_target(options, auto)
+    if options.summary_target_tokens is not None:
+        must_compress = excess + options.summary_target_tokens
+    else:
+        must_compress = excess / (1 - DEFAULT_SUMMARY_SHARE)
+    keep = (whole - must_compress) / whole
+    return min(options.keep_share, max(0.0, keep))
+
+
 def _clear_at_least(options: CompressOptions) -> int:
     if options.clear_at_least_tokens is not None:
         return options.clear_at_least_tokens
@@ -500,14 +531,18 @@ def _prepare(
         )
         if clearing.tokens_saved > 0 and clearing.tokens_saved >= _clear_at_least(options):
             working, base = clearing.history, max(0, original - clearing.tokens_saved)
-            # Clearing alone is enough only when it buys room: below warn (SPEC §10.2).
-            if base + _pending_tokens(options) < thresholds.warn:
+            # Clearing alone is enough only when it buys room: below warn (SPEC §10.2) and
+            # room for the expected growth (design decision 60).
+            after = base + _pending_tokens(options)
+            if after < thresholds.warn and after <= _room_target(options, thresholds.auto):
                 return _cleared_result(clearing, options, original, base)
         else:
             clearing = None
 
     split = find_split_point(
-        working, options.keep_share, image_token_estimate=options.image_token_estimate
+        working,
+        _keep_share_for_room(working, base, options, thresholds.auto),
+        image_token_estimate=options.image_token_estimate,
     )
     to_compress, to_keep = working[:split], working[split:]
     total_chars = estimate_content_chars(working, options.image_token_estimate)

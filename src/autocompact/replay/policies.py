@@ -13,10 +13,13 @@ from itertools import pairwise
 from typing import Any
 
 from autocompact.compaction.accounting import (
+    CLOSE_COMPACTIONS,
     HOLD_GROWTH_SHARE,
     BreakerState,
+    GrowthLog,
     automatic_trigger,
     record_attempt,
+    record_outgrown,
 )
 from autocompact.compaction.fallback import SIZE_MARGIN, ProviderScale, TrimResult, trim_request
 from autocompact.compaction.plan import (
@@ -142,6 +145,8 @@ class _Sim:
         self.stale = 0  # the size the provider reported for the previous request
         self.plain_growth = 0  # the plain estimate of what was added since the previous call
         self.state = BreakerState()  # ladder: the breaker's count and the hold (SPEC §10.2)
+        self.growth = GrowthLog()  # ladder: the recent growth and the last compaction's age
+        self.outgrown = 0
         self.disabled = False  # legacy: one failure stops automatic compaction for good
         self.sizes: list[int] = []
         self.events: list[PolicyEvent] = []
@@ -198,6 +203,7 @@ class _Sim:
             trigger=trigger,
             image_token_estimate=self.options.image_token_estimate,
             clear_tool_outputs=self.name == "ladder",
+            growth_room_tokens=self.growth.expected_growth() if self.name == "ladder" else 0,
         )
         side_queries = self.summaries.calls
         try:
@@ -225,6 +231,8 @@ class _Sim:
             if info.summary_failure is not None:
                 self.failed += 1
             self._hold_on_simulated_size()
+            if self.name == "ladder":
+                self.growth = self.growth.after_compaction(info, self.estimate())
             self.event(step, "compacted", trigger.value, before, self.size)
             return True
         self.failed += 1
@@ -233,6 +241,20 @@ class _Sim:
         self._hold_on_simulated_size()
         self.event(step, "failed", trigger.value, before, before)
         return False
+
+    def judge_outgrown(self, step: _Step) -> None:
+        """The engine's after-the-fact judgment (design decision 60): a compaction needed again
+        fewer than :data:`CLOSE_COMPACTIONS` calls after an effective one makes that one
+        outgrown — reported, counted like an ineffective one, its hold measured from the count
+        it left."""
+        if self.name != "ladder" or not self.growth.outgrown:
+            return
+        self.state = record_outgrown(self.state, self.growth, self.thresholds)
+        self.growth = self.growth.judged()
+        self.outgrown += 1
+        call, _ = self.compacted_at[-1]
+        self.compacted_at[-1] = (call, True)
+        self.event(step, "outgrown", None, self.size, self.size)
 
     def _hold_on_simulated_size(self) -> None:
         """A hold counts growth from the simulated size (the engine's own count here)."""
@@ -313,6 +335,7 @@ class _Sim:
             self.oversized += 1
             self.peak = max(self.peak, sent)
             self.event(step, "oversized", None, sent, sent)
+            self.judge_outgrown(step)
             if self.compact(step, CompressionTrigger.REACTIVE):
                 sent, trim = self.size, None
                 if sent > self.options.window:
@@ -359,7 +382,12 @@ class _Sim:
     def check(self, step: _Step) -> None:
         """The pre-send decision of the policy."""
         if self.name == "ladder":
-            trigger = automatic_trigger(self.estimate(), self.thresholds, self.state)
+            estimate = self.estimate()
+            self.growth = self.growth.before_send(estimate)
+            trigger = automatic_trigger(estimate, self.thresholds, self.state)
+            if trigger is not None and self.growth.outgrown:
+                self.judge_outgrown(step)
+                trigger = automatic_trigger(estimate, self.thresholds, self.state)
             if trigger is not None:
                 self.compact(step, trigger)
         elif not self.disabled and self.stale >= DEFAULT_PCT * self.options.window:
@@ -387,6 +415,7 @@ class _Sim:
             prompt_tokens_sent=self.sent_tokens,
             mean_fill_at_compaction=statistics.fmean(self.fills) if self.fills else None,
             ineffective_compactions=self.ineffective,
+            outgrown_compactions=self.outgrown,
             compaction_calls=tuple(call for call, _ in self.compacted_at),
             close_compactions=_close_pairs(self.compacted_at),
             cache_write_tokens=self.cache_write,
@@ -394,13 +423,10 @@ class _Sim:
         )
 
 
-CLOSE_COMPACTIONS = 5
-"""Two compactions fewer calls apart than this are thrash unless the first was ineffective."""
-
-
 def _close_pairs(compacted_at: Sequence[tuple[int, bool]]) -> int:
     """Pairs of consecutive compactions < 5 calls apart whose first one was not ineffective
-    (an ineffective one is reported and starts a hold; a close pair after it is explained)."""
+    (an ineffective or outgrown one is reported and starts a hold; a close pair after it is
+    explained)."""
     return sum(
         1
         for (call, ineffective), (following, _) in pairwise(compacted_at)

@@ -159,14 +159,15 @@ class PolicyEvent:
 
     Attributes:
         call: 1-based call number.
-        kind: ``compacted``, ``failed``, ``trimmed``, ``oversized`` or ``refused`` (a message
-            alone larger than the window: the engine refuses it before sending).
+        kind: ``compacted``, ``failed``, ``trimmed``, ``oversized``, ``refused`` (a message
+            alone larger than the window: the engine refuses it before sending) or ``outgrown``
+            (the previous compaction judged outgrown: needed again within 5 calls).
         trigger: ``auto``, ``hard`` or ``reactive`` for compactions.
         tokens_before, tokens_after: the simulated size before and after.
     """
 
     call: int
-    kind: Literal["compacted", "failed", "trimmed", "oversized", "refused"]
+    kind: Literal["compacted", "failed", "trimmed", "oversized", "refused", "outgrown"]
     trigger: str | None
     tokens_before: int
     tokens_after: int
@@ -192,8 +193,11 @@ class PolicyResult:
         mean_fill_at_compaction: the mean of size ÷ window when a compaction was triggered
             (``None`` when none was).
         ineffective_compactions: compactions that left the count at or above *warn*.
+        outgrown_compactions: effective compactions judged outgrown after the fact: another
+            was needed fewer than 5 calls later (reported and counted like ineffective ones).
         compaction_calls: the call before which each compaction happened.
-        close_compactions: consecutive compactions < 5 calls apart, the first not ineffective.
+        close_compactions: consecutive compactions < 5 calls apart, the first neither
+            ineffective nor reported outgrown (thrash nobody was told about).
         cache_write_tokens, cache_read_tokens: prompt-cache tokens of the main requests: a
             request that begins with the previous one unchanged reads it from the cache and
             writes the rest; after a compaction or a trimmed request only the system prompt
@@ -212,6 +216,7 @@ class PolicyResult:
     mean_fill_at_compaction: float | None
     refused_requests: int = 0
     ineffective_compactions: int = 0
+    outgrown_compactions: int = 0
     compaction_calls: tuple[int, ...] = ()
     close_compactions: int = 0
     cache_write_tokens: int = 0
@@ -228,6 +233,7 @@ class PolicyResult:
         gaps = self.calls_between_compactions
         return {
             "ineffective_compactions": self.ineffective_compactions,
+            "outgrown_compactions": self.outgrown_compactions,
             "mean_calls_between_compactions": statistics.fmean(gaps) if gaps else None,
             "min_calls_between_compactions": min(gaps) if gaps else None,
             "close_compactions": self.close_compactions,
