@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from autocompact import FunctionCallPart, FunctionResponsePart, Message
 from autocompact.chat import ChatSession
-from autocompact.cli.render import describe_info
+from autocompact.cli.render import describe_event, describe_info
 from autocompact.compaction import (
     CompressionService,
     CompressionStatus,
@@ -287,3 +289,133 @@ def test_clearing_protects_at_most_a_fifth_of_a_small_window() -> None:
     )
     result = CompressionService(FakeProvider()).compress(history, options)
     assert result.info.cleared_tool_outputs >= 7
+
+
+# -- design decision 60: room for the session's pace, and outgrown compactions ---------------
+
+
+def _paced_session(fake: FakeProvider, events: list[object]) -> ChatSession:
+    """64K (auto 44.8K) with a 26K system prompt, as in the recorded Claude Code sessions."""
+    session = ChatSession(
+        fake,
+        context_window=64_000,
+        system_instruction="s" * 104_000,
+        history=text_history(10_000),
+        clear_tool_outputs=False,
+    )
+    session.add_hook(events.append)
+    return session
+
+
+def _compaction_calls(session: ChatSession, sends: list[str]) -> list[int]:
+    """The send (1-based) before which each automatic compaction ran."""
+    calls = []
+    for number, text in enumerate(sends, start=1):
+        before = len(session.compactions)
+        session.send(text)
+        calls.extend(number for _ in range(len(session.compactions) - before))
+    return calls
+
+
+def test_a_compaction_leaves_room_for_five_calls_at_the_sessions_pace() -> None:
+    """Steady growth of 3.5K a call: the kept tail shrinks so the next compaction is ≥ 5 calls
+    away (with the fixed 30 % tail it came 4 calls later), and nothing is judged outgrown."""
+    from autocompact.events import CompactionOutgrown
+
+    events: list[object] = []
+    session = _paced_session(FakeProvider(), events)
+    calls = _compaction_calls(session, ["p" * 4 * 3_500] * 30)
+    assert len(calls) >= 3
+    assert min(b - a for a, b in zip(calls, calls[1:], strict=False)) >= 5
+    assert not any(isinstance(e, CompactionOutgrown) for e in events)
+    auto = session.thresholds.auto
+    for info in session.compactions:
+        assert info.status is S.COMPRESSED
+        assert info.new_token_count <= auto - 5 * 3_500 + 1_000  # the room, give or take
+
+
+def test_growth_room_shrinks_the_kept_tail_down_to_nothing() -> None:
+    """``growth_room_tokens`` lowers the count after to ``auto − room`` where the history
+    allows; more room than can be bought keeps only what must be kept."""
+    history = text_history(40_000)
+    base = CompressOptions(context_window=64_000, force=True, trigger=CompressionTrigger.HARD)
+    fake = FakeProvider()
+    plain = CompressionService(fake).compress(history, base)
+    roomy = CompressionService(fake).compress(history, replace(base, growth_room_tokens=35_000))
+    auto = compute_thresholds(64_000).auto
+    assert plain.info.new_token_count > auto - 35_000  # the 30 % tail alone leaves less room
+    assert roomy.info.new_token_count <= auto - 35_000
+    assert roomy.info.kept_messages < plain.info.kept_messages
+    everything = CompressionService(fake).compress(
+        history, replace(base, growth_room_tokens=64_000)
+    )
+    assert everything.info.kept_messages == 0
+
+
+def test_clearing_alone_must_leave_room_for_the_pace() -> None:
+    """Clearing that gets below warn but not ``auto − room`` is followed by the summary."""
+    history = agent_history(calls=30, result_tokens=1_000)
+    options = CompressOptions(
+        context_window=64_000,
+        force=True,
+        trigger=CompressionTrigger.HARD,
+        protect_tool_tokens=2_000,
+        last_prompt_token_count=44_000,
+    )
+    alone = CompressionService(FakeProvider()).compress(history, options)
+    assert alone.info.method == "clearing"
+    room = round(compute_thresholds(64_000).auto - alone.info.new_token_count) + 1
+    paced = CompressionService(FakeProvider()).compress(
+        history, replace(options, growth_room_tokens=room)
+    )
+    assert paced.info.method == "summary"
+    assert paced.info.cleared_tool_outputs > 0
+
+
+def test_a_burst_after_a_compaction_judges_it_outgrown() -> None:
+    """A burst no call foretold brings the count back to auto 2 calls after an effective
+    compaction: that one is reported outgrown, counted toward the breaker, its hold measured
+    from the count it left; the compaction that follows is explained, not thrash."""
+    from autocompact.events import CompactionOutgrown
+
+    events: list[object] = []
+    session = _paced_session(FakeProvider(), events)
+    sends = ["p" * 4 * 500] * 12 + ["b" * 4 * 9_000] * 3 + ["p" * 4 * 500] * 6
+    calls = _compaction_calls(session, sends)
+    outgrown = [e for e in events if isinstance(e, CompactionOutgrown)]
+    assert len(outgrown) == 1
+    judged = outgrown[0]
+    assert judged.calls < 5
+    assert judged.tokens >= session.thresholds.auto
+    assert judged.hold_until == round(judged.compacted_to + HOLD_GROWTH_SHARE * 64_000)
+    first, second = calls[0], calls[1]
+    assert second - first < 5  # the close pair happened, and was reported
+    # Counted like an ineffective compaction; the effective one after it reset the count.
+    assert session.consecutive_failures == 0
+    line = describe_event(judged)  # type: ignore[arg-type]
+    assert line is not None and "outgrown" in line
+
+
+def test_growth_log_judges_only_within_five_calls() -> None:
+    """The clock starts at an effective automatic compaction and stops after 5 calls; a manual
+    or ineffective compaction starts none."""
+    from autocompact.compaction.accounting import GrowthLog
+    from autocompact.compaction.plan import CompressionInfo
+
+    done = CompressionInfo(
+        status=S.COMPRESSED,
+        trigger=CompressionTrigger.HARD,
+        original_token_count=50,
+        new_token_count=20,
+    )
+    log = GrowthLog().before_send(10).before_send(13).after_compaction(done, 20)
+    assert log.outgrown and log.compacted_to == 20
+    for _ in range(4):
+        log = log.before_send(30)
+        assert log.outgrown
+    assert not log.before_send(30).outgrown
+    assert log.expected_growth() == 5 * 0  # median of (3, 10, 0, 0, 0): 0
+    manual = replace(done, trigger=CompressionTrigger.MANUAL)
+    assert not GrowthLog().after_compaction(manual, 20).outgrown
+    assert not GrowthLog().after_compaction(replace(done, ineffective=True), 20).outgrown
+    assert GrowthLog(recent=(1_000, 3_000, 2_000)).expected_growth() == 10_000

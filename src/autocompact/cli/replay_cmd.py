@@ -261,6 +261,7 @@ _POLICY_METRICS = (
     ("mean_calls_between_compactions", "mean calls between"),
     ("min_calls_between_compactions", "min calls between"),
     ("close_compactions", "< 5 calls apart (unexplained)"),
+    ("orphaned_pairs", "orphaned tool results sent"),
     ("cache_write_tokens", "cache-write tokens"),
     ("cache_read_tokens", "cache-read tokens"),
 )

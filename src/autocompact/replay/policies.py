@@ -147,6 +147,8 @@ class _Sim:
         self.state = BreakerState()  # ladder: the breaker's count and the hold (SPEC §10.2)
         self.growth = GrowthLog()  # ladder: the recent growth and the last compaction's age
         self.outgrown = 0
+        self.orphans: set[str] = set()  # ids of tool results sent without their call
+        self.pairs_checked: object = None
         self.disabled = False  # legacy: one failure stops automatic compaction for good
         self.sizes: list[int] = []
         self.events: list[PolicyEvent] = []
@@ -355,6 +357,7 @@ class _Sim:
                     self.oversized += 1
         self.peak = max(self.peak, sent)
         self.sizes.append(sent)
+        self._check_pairs(step, trim)
         if sent <= self.options.window:
             self.sent_tokens += sent
             # Prompt caching: an unchanged prefix is read, the rest written (the system prompt
@@ -364,6 +367,22 @@ class _Sim:
             self.cache_write += sent - read
             self.last_sent, self.prefix_kept = sent, True
         self._count_after(step, sent, trim)
+
+    def _check_pairs(self, step: _Step, trim: TrimResult | None) -> None:
+        """Note every tool result sent without its call in the same request (an orphaned pair).
+        Only a compaction or a trim can orphan one, so a request is checked when its beginning
+        changed since the last check."""
+        key = (id(trim) if trim is not None else None, tuple(map(id, self.head)), self.start)
+        if key == self.pairs_checked:
+            return
+        self.pairs_checked = key
+        messages = trim.messages if trim is not None else self.live(step.stop)
+        calls: set[str] = set()
+        for message in messages:
+            calls.update(call.id for call in message.function_calls)
+            for response in message.function_responses:
+                if response.id not in calls:
+                    self.orphans.add(response.id)
 
     def _count_after(self, step: _Step, sent: int, trim: TrimResult | None) -> None:
         """What the engine keeps as the count after a send: the reported size, plus what a
@@ -416,6 +435,7 @@ class _Sim:
             mean_fill_at_compaction=statistics.fmean(self.fills) if self.fills else None,
             ineffective_compactions=self.ineffective,
             outgrown_compactions=self.outgrown,
+            orphaned_pairs=len(self.orphans),
             compaction_calls=tuple(call for call, _ in self.compacted_at),
             close_compactions=_close_pairs(self.compacted_at),
             cache_write_tokens=self.cache_write,

@@ -196,6 +196,8 @@ class PolicyResult:
         outgrown_compactions: effective compactions judged outgrown after the fact: another
             was needed fewer than 5 calls later (reported and counted like ineffective ones).
         compaction_calls: the call before which each compaction happened.
+        orphaned_pairs: tool results sent without their call in the same request (distinct
+            ids; a compaction's cut or a trim must never orphan one).
         close_compactions: consecutive compactions < 5 calls apart, the first neither
             ineffective nor reported outgrown (thrash nobody was told about).
         cache_write_tokens, cache_read_tokens: prompt-cache tokens of the main requests: a
@@ -217,6 +219,7 @@ class PolicyResult:
     refused_requests: int = 0
     ineffective_compactions: int = 0
     outgrown_compactions: int = 0
+    orphaned_pairs: int = 0
     compaction_calls: tuple[int, ...] = ()
     close_compactions: int = 0
     cache_write_tokens: int = 0
@@ -237,6 +240,7 @@ class PolicyResult:
             "mean_calls_between_compactions": statistics.fmean(gaps) if gaps else None,
             "min_calls_between_compactions": min(gaps) if gaps else None,
             "close_compactions": self.close_compactions,
+            "orphaned_pairs": self.orphaned_pairs,
             "cache_write_tokens": self.cache_write_tokens,
             "cache_read_tokens": self.cache_read_tokens,
             "compactions": self.compactions,
