@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import pairwise
 
 from autocompact import FunctionCallPart, FunctionResponsePart, Message
 from autocompact.chat import ChatSession
@@ -326,7 +327,7 @@ def test_a_compaction_leaves_room_for_five_calls_at_the_sessions_pace() -> None:
     session = _paced_session(FakeProvider(), events)
     calls = _compaction_calls(session, ["p" * 4 * 3_500] * 30)
     assert len(calls) >= 3
-    assert min(b - a for a, b in zip(calls, calls[1:], strict=False)) >= 5
+    assert min(b - a for a, b in pairwise(calls)) >= 5
     assert not any(isinstance(e, CompactionOutgrown) for e in events)
     auto = session.thresholds.auto
     for info in session.compactions:
@@ -393,7 +394,8 @@ def test_a_burst_after_a_compaction_judges_it_outgrown() -> None:
     # Counted like an ineffective compaction; the effective one after it reset the count.
     assert session.consecutive_failures == 0
     line = describe_event(judged)  # type: ignore[arg-type]
-    assert line is not None and "outgrown" in line
+    assert line is not None
+    assert "outgrown" in line
 
 
 def test_growth_log_judges_only_within_five_calls() -> None:
@@ -409,7 +411,8 @@ def test_growth_log_judges_only_within_five_calls() -> None:
         new_token_count=20,
     )
     log = GrowthLog().before_send(10).before_send(13).after_compaction(done, 20)
-    assert log.outgrown and log.compacted_to == 20
+    assert log.outgrown
+    assert log.compacted_to == 20
     for _ in range(4):
         log = log.before_send(30)
         assert log.outgrown
