@@ -22,8 +22,8 @@ def reopen(store: SessionStore, **options: Any) -> SessionStore:
     """Another connection to the same database (another worker)."""
     if isinstance(store, SqliteStore):
         return SqliteStore(store.path, **options)
-    assert isinstance(store, PostgresStore)
-    return open_store(store._dsn, **options)
+    assert isinstance(store, PostgresStore) or hasattr(store, "inner")  # conftest.BlockingAsync
+    return open_store(store._dsn, **options)  # type: ignore[attr-defined]
 
 
 def fill(store: SessionStore, sid: str, n: int) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import random
+import time
 from pathlib import Path
 
 from autocompact.errors import SessionFileError, SessionInUseError
@@ -27,8 +29,14 @@ def open_append(path: Path) -> int:
         ) from exc
 
 
-def lock_session(path: Path) -> int:
+def lock_session(path: Path, *, wait: float = 0.0) -> int:
     """Take the exclusive lock of a session file (``<file>.lock``); returns the lock's fd.
+
+    Args:
+        path: the session file.
+        wait: seconds to keep trying while another process holds it (0: fail at once). The
+            session stores hold it for one write at a time, so they wait; a chat holds it for
+            its whole life, so a second chat is told at once.
 
     Raises:
         SessionInUseError: another process (or writer) holds it: the session is in use.
@@ -42,8 +50,16 @@ def lock_session(path: Path) -> int:
             f"cannot create the session's lock file {lock_path.name}: {exc.strerror or exc}",
             path=str(path),
         ) from exc
+    deadline = time.monotonic() + wait
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(random.uniform(0.0005, 0.003))
     except OSError:
         holder = os.read(fd, 32).decode("ascii", "replace").strip()
         os.close(fd)

@@ -114,6 +114,9 @@ class SavedSession:
         warnings: what was wrong with the file and what was done about it.
         damaged: whether a damaged tail was dropped (the file needs a repair before appending).
         good_lines: how many leading lines were readable (the header included).
+        hold_until: the breaker's hold (SPEC §10.2), when a store recorded one.
+        turn_ids: the turn ids a store recorded with its turns (``{turn id: message number}``).
+        clears: how many times the conversation was cleared.
     """
 
     header: SessionHeader
@@ -126,6 +129,9 @@ class SavedSession:
     warnings: tuple[str, ...] = ()
     damaged: bool = False
     good_lines: int = 1
+    hold_until: int | None = None
+    turn_ids: Mapping[str, int] = field(default_factory=dict)
+    clears: int = 0
 
     @property
     def id(self) -> str:
@@ -333,6 +339,9 @@ def load_session(path: Path) -> SavedSession:
         warnings=tuple(warnings),
         damaged=damaged,
         good_lines=good,
+        hold_until=state.hold_until,
+        turn_ids=state.turn_ids,
+        clears=state.clears,
     )
 
 
@@ -412,6 +421,9 @@ class _ReplayState:
     calibration: Any = None
     compactions: list[JsonDict] = field(default_factory=list)
     model: dict[str, Any] = field(default_factory=dict)
+    hold_until: int | None = None
+    turn_ids: dict[str, int] = field(default_factory=dict)
+    clears: int = 0
 
 
 def _replay(records: Sequence[JsonDict], path: Path, warnings: list[str]) -> _ReplayState:
@@ -425,10 +437,15 @@ def _replay(records: Sequence[JsonDict], path: Path, warnings: list[str]) -> _Re
                 if saved is not None:
                     seed_stats(message, saved)
                 state.history.append(message)
+                turn_id = record.get("turn_id")  # written by the JSONL session store
+                if isinstance(turn_id, str):
+                    state.turn_ids.setdefault(turn_id, len(state.history))
             elif kind == "state":
                 state.last_prompt_token_count = _int(record, "last_prompt_token_count")
                 state.consecutive_failures = _int(record, "consecutive_failures")
                 state.calibration = record.get("calibration")
+                hold = record.get("hold_until")
+                state.hold_until = hold if isinstance(hold, int) and hold >= 0 else None
             elif kind == "compaction":
                 info = record.get("info")
                 state.compactions.append(dict(info) if isinstance(info, Mapping) else {})
@@ -453,6 +470,8 @@ def _replay(records: Sequence[JsonDict], path: Path, warnings: list[str]) -> _Re
                 state.history = []
                 state.last_prompt_token_count = 0
                 state.consecutive_failures = 0
+                state.hold_until = None
+                state.clears += 1
             else:
                 warnings.append(f"record type {kind!r} is unknown to this build; skipped")
         except ContentError as exc:

@@ -58,6 +58,7 @@ class SessionWriter:
         state: the ``(last_prompt_token_count, consecutive_failures, calibration)`` already in
             the file.
         lock_fd: the session's lock, when the caller took it already (see :func:`lock_session`).
+        hold_until: the breaker's hold already in the file.
 
     A writer holds the session's lock (``<id>.jsonl.lock``, ``fcntl.flock``) until
     :meth:`close`: a second writer on the same session gets a :class:`SessionFileError` saying
@@ -75,12 +76,14 @@ class SessionWriter:
         history: Sequence[Message] = (),
         state: tuple[int, int, Any] | None = None,
         lock_fd: int | None = None,
+        hold_until: int | None = None,
     ) -> None:
         self.path = path
         self.header = header
         self._redact = secrets_to_redact(redact)
         self._history: tuple[Message, ...] = tuple(history)
         self._state = state
+        self._hold_until = hold_until
         self.notices: list[str] = []
         self._lock_fd: int | None = lock_fd if lock_fd is not None else lock_session(path)
         try:
@@ -104,30 +107,41 @@ class SessionWriter:
 
     # -- records -----------------------------------------------------------------------------
 
-    def append_messages(self, messages: Sequence[Message]) -> None:
-        """Append messages (one turn) in a single write."""
+    def append_messages(self, messages: Sequence[Message], *, turn_id: str | None = None) -> None:
+        """Append messages (one turn) in a single write (``turn_id``: kept on each record, so
+        a session store recognizes a retried turn from any process)."""
         if not messages:
             return
-        self._write([message_record(m) for m in messages])
+        records = [message_record(m) for m in messages]
+        if turn_id is not None:
+            for record in records:
+                record["turn_id"] = turn_id
+        self._write(records)
         self._history = self._history + tuple(messages)
 
     def record_state(
-        self, *, last_prompt_token_count: int, consecutive_failures: int, calibration: Any = None
+        self,
+        *,
+        last_prompt_token_count: int,
+        consecutive_failures: int,
+        calibration: Any = None,
+        hold_until: int | None = None,
     ) -> None:
-        """Record the counters needed to resume (written only when they changed)."""
+        """Record the counters needed to resume (written only when they changed; ``hold_until``:
+        the breaker's hold, which a session store keeps)."""
         state = (last_prompt_token_count, consecutive_failures, calibration)
-        if state == self._state:
+        if state == self._state and hold_until == self._hold_until:
             return
-        self._write(
-            [
-                {
-                    "type": "state",
-                    "last_prompt_token_count": last_prompt_token_count,
-                    "consecutive_failures": consecutive_failures,
-                    "calibration": calibration,
-                }
-            ]
-        )
+        record: JsonDict = {
+            "type": "state",
+            "last_prompt_token_count": last_prompt_token_count,
+            "consecutive_failures": consecutive_failures,
+            "calibration": calibration,
+        }
+        if hold_until is not None:
+            record["hold_until"] = hold_until
+        self._write([record])
+        self._hold_until = hold_until
         self._state = state
 
     def record_compaction(self, info: object, history: Sequence[Message] | None = None) -> None:
@@ -366,8 +380,11 @@ class SessionStore:
             os.close(fd)
         return SessionWriter(path, header, redact=self.redact)
 
-    def open_for_append(self, session_id: str) -> tuple[SavedSession, SessionWriter]:
-        """Load a session and get a writer that appends to it (holding the session's lock).
+    def open_for_append(
+        self, session_id: str, *, wait: float = 0.0
+    ) -> tuple[SavedSession, SessionWriter]:
+        """Load a session and get a writer that appends to it (holding the session's lock;
+        ``wait``: seconds to wait for it, see :func:`lock_session`).
 
         A damaged file (a truncated last line, an unreadable record) is first copied to
         ``<id>.jsonl.bak`` and then rewritten with its readable lines only, through a temporary
@@ -375,7 +392,7 @@ class SessionStore:
         """
         path = self.path_of(self.resolve(session_id))
         # Locked before it is read: what this writer appends follows what it read.
-        lock_fd = lock_session(path)
+        lock_fd = lock_session(path, wait=wait)
         try:
             saved = load_session(path)
             if saved.damaged:
@@ -391,6 +408,7 @@ class SessionStore:
                     saved.calibration,
                 ),
                 lock_fd=lock_fd,
+                hold_until=saved.hold_until,
             )
         except BaseException:
             unlock(lock_fd)

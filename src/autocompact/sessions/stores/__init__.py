@@ -8,7 +8,9 @@ the compaction lease, the compare-and-swap commit) are written once in
 - ``postgresql://user:password@host:5432/dbname`` (``pip install "autocompact[postgres]"``),
 - ``jsonl:///path/to/dir`` or a plain directory path: the one-user session files.
 
-See ``docs/sessions.md`` for the semantics.
+:func:`open_async_store` gives the asyncio form of the same store: a real async driver for
+PostgreSQL, the synchronous store in a worker thread for SQLite and JSONL (see
+:mod:`autocompact.sessions.stores.aio`). See ``docs/sessions.md`` for the semantics.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from autocompact.errors import SessionStoreError
-from autocompact.sessions.stores.aio import AsyncStore
+from autocompact.sessions.stores.aio import AsyncSessionStore, AsyncStore
 from autocompact.sessions.stores.base import (
     AppendResult,
     Attempt,
@@ -35,6 +37,7 @@ from autocompact.sessions.stores.sqlite import SqliteStore
 __all__ = [
     "LATEST_SCHEMA",
     "AppendResult",
+    "AsyncSessionStore",
     "AsyncStore",
     "Attempt",
     "CommitResult",
@@ -45,6 +48,7 @@ __all__ = [
     "SessionStore",
     "Snapshot",
     "SqliteStore",
+    "open_async_store",
     "open_store",
     "redact_address",
 ]
@@ -85,3 +89,21 @@ def open_store(address: str, **options: Any) -> SessionStore:
         "of JSONL session files",
         store=shown,
     )
+
+
+def open_async_store(address: str, **options: Any) -> AsyncSessionStore:
+    """The asyncio form of :func:`open_store`'s store at ``address`` (same addresses, options).
+
+    PostgreSQL gets :class:`~autocompact.sessions.stores.postgres.AsyncPostgresStore` (psycopg's
+    async pool: every statement awaited); SQLite and JSONL, whose drivers only block, get the
+    synchronous store wrapped in :class:`AsyncStore` (each call in a worker thread).
+
+    Raises:
+        SessionStoreError: the address names no known kind of store.
+    """
+    scheme, sep, _ = address.partition("://")
+    if sep and scheme.lower() in ("postgresql", "postgres"):
+        from autocompact.sessions.stores.postgres import AsyncPostgresStore
+
+        return AsyncPostgresStore(address, **options)
+    return AsyncStore(open_store(address, **options))

@@ -1,15 +1,22 @@
-"""The store protocol for asyncio code: every call of a store, awaited in a worker thread.
+"""The store protocol for asyncio code (:class:`AsyncSessionStore`) and its two implementations.
 
-``AsyncStore(open_store(address))`` gives the same methods as coroutines, so an async server
-can list, load, append and export without blocking its event loop. Each call runs in
-:func:`asyncio.to_thread`; the backend's own locking (a lock per SQLite connection, a
-PostgreSQL connection pool) makes concurrent calls safe.
+- PostgreSQL has a real async driver: :class:`~autocompact.sessions.stores.postgres.
+  AsyncPostgresStore` awaits every statement on psycopg's ``AsyncConnectionPool`` (the same
+  statements as the synchronous store, see :mod:`autocompact.sessions.stores.sql`).
+- SQLite and the JSONL files have none (the standard library's ``sqlite3`` and file I/O block):
+  :class:`AsyncStore` runs each call of the synchronous store in a worker thread
+  (:func:`asyncio.to_thread`), so the event loop runs on while the call waits for the database's
+  write lock or the disk. The backend's own locking (a lock per SQLite connection, a lock per
+  JSONL store) makes concurrent calls safe.
+
+:func:`autocompact.sessions.stores.open_async_store` picks the right one from an address.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 from autocompact.content import Message
 from autocompact.sessions.stores.base import (
@@ -25,11 +32,81 @@ from autocompact.sessions.stores.base import (
     Snapshot,
 )
 
-__all__ = ["AsyncStore"]
+__all__ = ["AsyncSessionStore", "AsyncStore"]
+
+
+@runtime_checkable
+class AsyncSessionStore(Protocol):
+    """:class:`~autocompact.sessions.stores.base.SessionStore` with every call a coroutine."""
+
+    @property
+    def address(self) -> str:
+        """The store's address with any password replaced by ``***``."""
+        ...
+
+    async def ensure(self, session_id: str, meta: JsonDict) -> None: ...
+
+    async def exists(self, session_id: str) -> bool: ...
+
+    async def load(self, session_id: str, *, after: Snapshot | None = None) -> Snapshot: ...
+
+    async def append_turn(
+        self,
+        session_id: str,
+        turn_id: str,
+        messages: Sequence[Message],
+        *,
+        usage: JsonDict | None = None,
+        calibration: JsonDict | None = None,
+        owner: str | None = None,
+    ) -> AppendResult: ...
+
+    async def get_turn(self, session_id: str, turn_id: str) -> Entry | None: ...
+
+    async def acquire_lease(
+        self, session_id: str, owner: str, ttl: float | None = None
+    ) -> Lease | None: ...
+
+    async def release_lease(self, lease: Lease) -> None: ...
+
+    async def commit_compaction(
+        self,
+        base: Snapshot,
+        history: Sequence[Message],
+        info: JsonDict,
+        *,
+        lease: Lease | None = None,
+        owner: str | None = None,
+        breaker: BreakerEffect = "reset",
+        hold_until: int | None = None,
+    ) -> CommitResult: ...
+
+    async def record_attempt(
+        self,
+        session_id: str,
+        info: JsonDict,
+        *,
+        counted: bool,
+        epoch: int,
+        lease: Lease | None = None,
+        owner: str | None = None,
+        hold_until: int | None = None,
+    ) -> int: ...
+
+    async def clear(self, session_id: str, *, owner: str | None = None) -> None: ...
+
+    async def entries(self, session_id: str) -> tuple[Entry, ...]: ...
+
+    async def attempts(self, session_id: str) -> tuple[Attempt, ...]: ...
+
+    async def list_sessions(self) -> list[SessionListing]: ...
+
+    async def close(self) -> None: ...
 
 
 class AsyncStore:
-    """Awaitable calls over a :class:`SessionStore` (see the protocol for each method)."""
+    """Awaitable calls over a :class:`SessionStore`, each in a worker thread (see the protocol
+    for each method): the async form of the SQLite and JSONL stores."""
 
     def __init__(self, store: SessionStore) -> None:
         self.store = store

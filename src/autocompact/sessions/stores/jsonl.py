@@ -1,21 +1,25 @@
-"""The JSONL backend: the existing session files (one user, one machine) behind the store protocol.
+"""The JSONL backend: the session files (one user, one machine) behind the store protocol.
 
 It wraps :class:`autocompact.sessions.store.SessionStore` (the file format, its crash safety
-and its repairs stay there) and keeps the store semantics within one process: turn ids are
-remembered for the life of the store object, the lease is held in memory, and the
-compare-and-swap compares the number of compactions and clears this process has seen. For
-several processes or machines, use SQLite or PostgreSQL (``autocompact sessions import`` moves
-these files there).
+and its repairs stay there). Every call holds the session's lock file (``<id>.jsonl.lock``,
+``fcntl.flock``) for its duration, so several processes of one machine sharing the directory
+keep the store semantics: the file is read under the lock, a turn's id is written with its
+messages (a retried turn is recognized by any process), the compaction lease is kept in
+``<id>.jsonl.lease`` beside it, and the compare-and-swap compares the number of compactions and
+clears in the file. ``flock`` locks are local to one machine (not reliable over NFS): for
+workers on several machines, use PostgreSQL (``autocompact sessions import`` moves these files
+there).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,14 +47,20 @@ from autocompact.sessions.stores.base import (
 
 __all__ = ["JsonlStore"]
 
+LOCK_WAIT_SECONDS = 30.0
+"""How long a call waits for another process's write on the same session before giving up."""
+
 
 class JsonlStore:
     """Sessions as ``<id>.jsonl`` files in one directory.
 
     Args:
         root: the directory.
-        lease_seconds: how long an in-process lease lasts.
-        clock: seconds, for lease expiry.
+        lease_seconds: how long a lease lasts.
+        max_turn_bytes: the largest turn accepted (JSON bytes).
+        clock: seconds, for lease expiry (every process sharing the directory must agree).
+        lock_wait: seconds a call waits for the session's lock (another process's write, or a
+            chat that holds the session) before it fails with a :class:`SessionStoreError`.
     """
 
     def __init__(
@@ -60,17 +70,16 @@ class JsonlStore:
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         max_turn_bytes: int = DEFAULT_MAX_TURN_BYTES,
         clock: Callable[[], float] = time.time,
+        lock_wait: float = LOCK_WAIT_SECONDS,
         **_ignored: Any,
     ) -> None:
         self.root = Path(root)
         self.max_turn_bytes = max_turn_bytes
         self._dir = JsonlDirectory(self.root)
         self.lease_seconds = lease_seconds
+        self.lock_wait = lock_wait
         self._clock = clock
         self._lock = threading.RLock()
-        self._writers: dict[str, SessionWriter] = {}
-        self._turn_ids: dict[str, dict[str, int]] = {}
-        self._leases: dict[str, Lease] = {}
 
     @property
     def address(self) -> str:
@@ -89,20 +98,72 @@ class JsonlStore:
         except SessionFileError as exc:
             raise self._fail(exc, session_id) from None
 
-    def _writer(self, session_id: str) -> SessionWriter:
-        writer = self._writers.get(session_id)
-        if writer is None:
+    @contextlib.contextmanager
+    def _locked(self, session_id: str) -> Iterator[tuple[SavedSession, SessionWriter]]:
+        """The session as read under its lock and a writer; the lock is held until the end."""
+        check_session_id(session_id, self.address)
+        with self._lock:
             try:
-                _, writer = self._dir.open_for_append(session_id)
+                saved, writer = self._dir.open_for_append(session_id, wait=self.lock_wait)
             except SessionFileError as exc:
                 raise self._fail(exc, session_id) from None
-            self._writers[session_id] = writer
-        return writer
+            try:
+                yield saved, writer
+            except SessionFileError as exc:
+                raise self._fail(exc, session_id) from None
+            finally:
+                writer.close()  # releases the lock
+
+    def _lease_path(self, saved: SavedSession) -> Path:
+        return saved.path.with_name(saved.path.name + ".lease")
+
+    def _held_lease(self, saved: SavedSession) -> Lease | None:
+        """The lease recorded beside the file (read under the session's lock)."""
+        try:
+            data = json.loads(self._lease_path(saved).read_text(encoding="utf-8"))
+            return Lease(
+                session_id=saved.id,
+                owner=str(data["owner"]),
+                token=str(data["token"]),
+                expires=float(data["expires"]),
+            )
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # unreadable: as good as lapsed (it is rewritten on the next take)
+
+    def _write_lease(self, saved: SavedSession, lease: Lease | None) -> None:
+        path = self._lease_path(saved)
+        try:
+            if lease is None:
+                path.unlink(missing_ok=True)
+                return
+            tmp = path.with_name(path.name + ".tmp")
+            data = {"owner": lease.owner, "token": lease.token, "expires": lease.expires}
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                os.write(fd, json.dumps(data).encode("utf-8"))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise SessionStoreError(
+                f"cannot write the compaction lease {path}: {exc.strerror or exc}; check the "
+                "directory's permissions",
+                store=self.address,
+                session_id=saved.id,
+            ) from None
+
+    def _release_in(self, saved: SavedSession, lease: Lease) -> None:
+        held = self._held_lease(saved)
+        if held is not None and held.token == lease.token:
+            self._write_lease(saved, None)
 
     # -- the protocol ------------------------------------------------------------------------
 
     def ensure(self, session_id: str, meta: JsonDict) -> None:
-        """Create the file when missing."""
+        """Create the file when missing (two processes creating it at once make one)."""
         with self._lock:
             if self.exists(session_id):
                 return
@@ -116,8 +177,10 @@ class JsonlStore:
                     session_id=session_id,
                 )
             except SessionFileError as exc:
+                if self.exists(session_id):  # another process created it first
+                    return
                 raise self._fail(exc, session_id) from None
-            self._writers[session_id] = writer
+            writer.close()
 
     def exists(self, session_id: str) -> bool:
         """Whether ``<id>.jsonl`` exists."""
@@ -128,35 +191,12 @@ class JsonlStore:
             return False
 
     def load(self, session_id: str, *, after: Snapshot | None = None) -> Snapshot:
-        """The file's history, one entry per message (read whole: ``after`` is not used)."""
-        with self._lock:
-            saved = self._open(session_id)
-            entries = tuple(
-                Entry(seq=i + 1, pos=i + 1, kind="turn", turn_id=None, messages=(m,))
-                for i, m in enumerate(saved.history)
-            )
-            if entries and saved.last_prompt_token_count > 0:
-                entries = (
-                    *entries[:-1],
-                    Entry(
-                        seq=len(entries),
-                        pos=len(entries),
-                        kind="turn",
-                        turn_id=None,
-                        messages=entries[-1].messages,
-                        usage={"prompt_tokens": saved.last_prompt_token_count, "since": 0},
-                    ),
-                )
-            return Snapshot(
-                session_id=saved.id,
-                meta=_meta(saved),
-                entries=entries,
-                epoch=sum(1 for c in saved.compactions if info_succeeded(c)),
-                last_seq=len(entries),
-                consecutive_failures=saved.consecutive_failures,
-                calibration=saved.calibration,
-                created=saved.header.created,
-            )
+        """The file's history, one entry per message (read whole: ``after`` is not used).
+
+        Read without the lock: a write is one ``write`` of whole lines, and a line still being
+        written reads as an incomplete tail, which is left out (the turn is not there yet).
+        """
+        return _snapshot(self._open(session_id))
 
     def append_turn(
         self,
@@ -168,35 +208,39 @@ class JsonlStore:
         calibration: JsonDict | None = None,
         owner: str | None = None,
     ) -> AppendResult:
-        """Append the turn's messages (once per turn id within this process)."""
-        with self._lock:
-            seen = self._turn_ids.setdefault(session_id, {})
-            if turn_id in seen:
-                return AppendResult(seq=seen[turn_id], duplicate=True)
-            check_turn_size(messages, self.max_turn_bytes, self.address, session_id)
-            writer = self._writer(session_id)
-            saved = self._open(session_id)
-            try:
-                writer.append_messages(messages)
-                writer.record_state(
-                    last_prompt_token_count=int((usage or {}).get("prompt_tokens", 0)),
-                    consecutive_failures=saved.consecutive_failures,
-                    calibration=calibration if calibration is not None else saved.calibration,
-                )
-            except SessionFileError as exc:
-                raise self._fail(exc, session_id) from None
-            seen[turn_id] = len(saved.history) + len(messages)
-            return AppendResult(seq=seen[turn_id], duplicate=False)
+        """Append the turn's messages with its id, once per id (checked under the lock)."""
+        check_session_id(session_id, self.address)
+        check_turn_size(messages, self.max_turn_bytes, self.address, session_id)
+        with self._locked(session_id) as (saved, writer):
+            if turn_id in saved.turn_ids:
+                return AppendResult(seq=saved.turn_ids[turn_id], duplicate=True)
+            writer.append_messages(messages, turn_id=turn_id)
+            writer.record_state(
+                last_prompt_token_count=int((usage or {}).get("prompt_tokens", 0)),
+                consecutive_failures=saved.consecutive_failures,
+                calibration=calibration if calibration is not None else saved.calibration,
+                hold_until=saved.hold_until,
+            )
+            return AppendResult(seq=len(saved.history) + 1, duplicate=False)
 
     def get_turn(self, session_id: str, turn_id: str) -> Entry | None:
-        """Not kept in the files: a retried turn is recognized by :meth:`append_turn` only."""
-        return None
+        """The messages stored under ``turn_id`` (live or compacted away), if any."""
+        saved = self._open(session_id)
+        if turn_id not in saved.turn_ids:
+            return None
+        messages = tuple(
+            message_from_dict(record["message"])
+            for record in self._records(saved)
+            if record.get("type") == "message" and record.get("turn_id") == turn_id
+        )
+        seq = saved.turn_ids[turn_id]
+        return Entry(seq=seq, pos=seq, kind="turn", turn_id=turn_id, messages=messages)
 
     def acquire_lease(self, session_id: str, owner: str, ttl: float | None = None) -> Lease | None:
-        """An in-process lease."""
-        with self._lock:
+        """Take the lease (``<id>.jsonl.lease``) when it is free, lapsed or ``owner``'s."""
+        with self._locked(session_id) as (saved, _):
             now = self._clock()
-            held = self._leases.get(session_id)
+            held = self._held_lease(saved)
             if held is not None and held.owner != owner and held.expires > now:
                 return None
             lease = Lease(
@@ -205,14 +249,13 @@ class JsonlStore:
                 token=secrets.token_hex(8),
                 expires=now + (self.lease_seconds if ttl is None else ttl),
             )
-            self._leases[session_id] = lease
+            self._write_lease(saved, lease)
             return lease
 
     def release_lease(self, lease: Lease) -> None:
         """Drop the lease if it is still this one."""
-        with self._lock:
-            if self._leases.get(lease.session_id) == lease:
-                del self._leases[lease.session_id]
+        with self._locked(lease.session_id) as (saved, _):
+            self._release_in(saved, lease)
 
     def commit_compaction(
         self,
@@ -226,34 +269,31 @@ class JsonlStore:
         hold_until: int | None = None,
     ) -> CommitResult:
         """Record the compaction with the history it left plus the turns appended since."""
-        with self._lock:
-            current = self.load(base.session_id)
-            writer = self._writer(base.session_id)
-            try:
-                if current.epoch != base.epoch:
-                    writer.record_compaction({**info, "status": "superseded"})
-                    result = CommitResult(
-                        committed=False,
-                        seq=current.last_seq,
-                        consecutive_failures=current.consecutive_failures,
-                    )
-                else:
-                    later = current.history[len(base.history) :]
-                    failures = current.consecutive_failures
-                    after = {"reset": 0, "add": failures + 1, "keep": failures}[breaker]
-                    writer.record_compaction(info, (*history, *later))
-                    writer.record_state(
-                        last_prompt_token_count=int(info.get("new_token_count", 0) or 0),
-                        consecutive_failures=after,
-                        calibration=current.calibration,
-                    )
-                    result = CommitResult(
-                        committed=True, seq=current.last_seq + 1, consecutive_failures=after
-                    )
-            except SessionFileError as exc:
-                raise self._fail(exc, base.session_id) from None
+        with self._locked(base.session_id) as (saved, writer):
+            current = _snapshot(saved)
+            if current.epoch != base.epoch:
+                writer.record_compaction({**info, "status": "superseded"})
+                result = CommitResult(
+                    committed=False,
+                    seq=current.last_seq,
+                    consecutive_failures=current.consecutive_failures,
+                )
+            else:
+                later = current.history[len(base.history) :]
+                failures = current.consecutive_failures
+                after = {"reset": 0, "add": failures + 1, "keep": failures}[breaker]
+                writer.record_compaction(info, (*history, *later))
+                writer.record_state(
+                    last_prompt_token_count=int(info.get("new_token_count", 0) or 0),
+                    consecutive_failures=after,
+                    calibration=current.calibration,
+                    hold_until=hold_until,
+                )
+                result = CommitResult(
+                    committed=True, seq=current.last_seq + 1, consecutive_failures=after
+                )
             if lease is not None:
-                self.release_lease(lease)
+                self._release_in(saved, lease)
             return result
 
     def record_attempt(
@@ -267,48 +307,53 @@ class JsonlStore:
         owner: str | None = None,
         hold_until: int | None = None,
     ) -> int:
-        """Record a failed or no-op attempt and the breaker's new count."""
-        with self._lock:
-            saved = self._open(session_id)
+        """Record a failed or no-op attempt, the breaker's new count and its hold."""
+        with self._locked(session_id) as (saved, writer):
             failures = saved.consecutive_failures + (1 if counted else 0)
-            writer = self._writer(session_id)
-            try:
-                writer.record_compaction(info)
-                writer.record_state(
-                    last_prompt_token_count=saved.last_prompt_token_count,
-                    consecutive_failures=failures,
-                    calibration=saved.calibration,
-                )
-            except SessionFileError as exc:
-                raise self._fail(exc, session_id) from None
+            writer.record_compaction(info)
+            writer.record_state(
+                last_prompt_token_count=saved.last_prompt_token_count,
+                consecutive_failures=failures,
+                calibration=saved.calibration,
+                hold_until=hold_until,
+            )
             if lease is not None:
-                self.release_lease(lease)
+                self._release_in(saved, lease)
             return failures
 
     def clear(self, session_id: str, *, owner: str | None = None) -> None:
         """Record a clear."""
-        with self._lock:
-            try:
-                self._writer(session_id).record_clear()
-            except SessionFileError as exc:
-                raise self._fail(exc, session_id) from None
+        with self._locked(session_id) as (_, writer):
+            writer.record_clear()
 
-    def entries(self, session_id: str) -> tuple[Entry, ...]:
-        """Every message record and every successful compaction's history, in file order."""
-        saved = self._open(session_id)
-        out: list[Entry] = []
+    def _records(self, saved: SavedSession) -> list[JsonDict]:
+        """The file's readable records after its header."""
         try:
             lines = saved.path.read_text(encoding="utf-8").splitlines()
         except OSError as exc:
             raise SessionStoreError(
                 f"cannot read {saved.path}: {exc.strerror or exc}", store=self.address
             ) from None
-        for line in lines[1 : saved.good_lines]:
-            record = json.loads(line)
+        return [json.loads(line) for line in lines[1 : saved.good_lines] if line.strip()]
+
+    def entries(self, session_id: str) -> tuple[Entry, ...]:
+        """Every message record and every successful compaction's history, in file order."""
+        saved = self._open(session_id)
+        out: list[Entry] = []
+        for record in self._records(saved):
             seq = len(out) + 1
             if record.get("type") == "message":
                 message = message_from_dict(record["message"])
-                out.append(Entry(seq=seq, pos=seq, kind="turn", turn_id=None, messages=(message,)))
+                turn_id = record.get("turn_id")
+                out.append(
+                    Entry(
+                        seq=seq,
+                        pos=seq,
+                        kind="turn",
+                        turn_id=turn_id if isinstance(turn_id, str) else None,
+                        messages=(message,),
+                    )
+                )
             elif record.get("type") == "compaction" and "history" in record:
                 history = tuple(message_from_dict(m) for m in record["history"])
                 out.append(Entry(seq=seq, pos=seq, kind="summary", turn_id=None, messages=history))
@@ -363,11 +408,39 @@ class JsonlStore:
         ]
 
     def close(self) -> None:
-        """Close the open files."""
-        with self._lock:
-            for writer in self._writers.values():
-                writer.close()
-            self._writers.clear()
+        """Nothing to release: every call opens and closes the files it needs."""
+
+
+def _snapshot(saved: SavedSession) -> Snapshot:
+    """A session file as a store snapshot: one entry per message; the epoch counts the
+    successful compactions and the clears (what the compare-and-swap compares)."""
+    entries = tuple(
+        Entry(seq=i + 1, pos=i + 1, kind="turn", turn_id=None, messages=(m,))
+        for i, m in enumerate(saved.history)
+    )
+    if entries and saved.last_prompt_token_count > 0:
+        entries = (
+            *entries[:-1],
+            Entry(
+                seq=len(entries),
+                pos=len(entries),
+                kind="turn",
+                turn_id=None,
+                messages=entries[-1].messages,
+                usage={"prompt_tokens": saved.last_prompt_token_count, "since": 0},
+            ),
+        )
+    return Snapshot(
+        session_id=saved.id,
+        meta=_meta(saved),
+        entries=entries,
+        epoch=sum(1 for c in saved.compactions if info_succeeded(c)) + saved.clears,
+        last_seq=len(entries),
+        consecutive_failures=saved.consecutive_failures,
+        calibration=saved.calibration,
+        hold_until=saved.hold_until,
+        created=saved.header.created,
+    )
 
 
 def _meta(saved: SavedSession) -> JsonDict:

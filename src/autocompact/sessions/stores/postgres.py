@@ -5,24 +5,38 @@ For agent servers whose workers run on several machines. Writes lock the session
 so a snapshot's entries and counters agree. Migrations hold a transaction-scoped advisory lock,
 so workers starting together create the schema once. psycopg is imported on first use only.
 
+Two stores share everything but the driver calls: :class:`PostgresStore` (psycopg's
+``Connection`` and ``ConnectionPool``) and :class:`AsyncPostgresStore` (``AsyncConnection`` and
+``AsyncConnectionPool``, for asyncio servers: every statement is awaited, so waiting for the
+server or for another worker's row lock never blocks the event loop). Both run the plans of
+:mod:`autocompact.sessions.stores.sql`, so they send the same statements.
+
 The connection string's password never leaves this module: :attr:`address` shows ``***`` and
 every error message is scrubbed of it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import importlib
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from autocompact.errors import MissingDependencyError, SessionStoreError
 from autocompact.sessions.stores.base import redact_address, scrub
-from autocompact.sessions.stores.sql import Cursor, SqlStore
+from autocompact.sessions.stores.sql import AsyncCursor, AsyncSqlStore, Cursor, SqlStore
 
-__all__ = ["PostgresStore"]
+__all__ = ["AsyncPostgresStore", "PostgresStore"]
 
 _SCHEMA_LOCK_KEY = 7_215_020_114  # any constant: the advisory lock migrations take
+
+
+@functools.lru_cache(maxsize=256)
+def _placeholders(sql: str) -> str:
+    """The rules' ``?`` placeholders as psycopg's ``%s`` (no statement holds a literal ``?``)."""
+    return sql.replace("?", "%s")
 
 
 class _Cursor:
@@ -32,7 +46,7 @@ class _Cursor:
         self._cur = cur
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        return self._cur.execute(sql.replace("?", "%s"), tuple(params))
+        return self._cur.execute(_placeholders(sql), tuple(params))
 
     def fetchone(self) -> Any:
         return self._cur.fetchone()
@@ -41,14 +55,87 @@ class _Cursor:
         return self._cur.fetchall()
 
 
-class PostgresStore(SqlStore):
+class _AsyncCursor:
+    """A psycopg async cursor that takes the rules' ``?`` placeholders."""
+
+    def __init__(self, cur: Any) -> None:
+        self._cur = cur
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return await self._cur.execute(_placeholders(sql), tuple(params))
+
+    async def fetchone(self) -> Any:
+        return await self._cur.fetchone()
+
+    async def fetchall(self) -> Any:
+        return await self._cur.fetchall()
+
+
+class _Postgres:
+    """What both PostgreSQL stores share: the address, the SQL dialect, the error messages."""
+
+    table_exists_sql = (
+        "SELECT 1 FROM information_schema.tables "
+        "WHERE table_schema = current_schema() AND table_name = ?"
+    )
+    schema_lock_sql: str | None = f"SELECT pg_advisory_xact_lock({_SCHEMA_LOCK_KEY})"
+    lock_suffix = " FOR UPDATE"
+
+    _address: str
+    _secrets: tuple[str, ...]
+
+    @staticmethod
+    def _modules() -> tuple[Any, Any]:
+        try:
+            return importlib.import_module("psycopg"), importlib.import_module("psycopg_pool")
+        except ImportError:
+            raise MissingDependencyError("psycopg", "postgres") from None
+
+    def _error(self, exc: BaseException) -> SessionStoreError:
+        text = scrub(" ".join(str(exc).split()), self._secrets) or type(exc).__name__
+        name = type(exc).__name__
+        address = self._address
+        if name == "ReadOnlySqlTransaction":
+            what = (
+                f"the PostgreSQL database at {address} is read-only ({text}); point "
+                "--store at a primary, or turn off default_transaction_read_only"
+            )
+        elif name == "InsufficientPrivilege":
+            what = (
+                f"the PostgreSQL user may not do this at {address} ({text}); grant it "
+                "CREATE and write rights on the schema, or use another user"
+            )
+        elif name in ("OperationalError", "PoolTimeout", "ConnectionTimeout", "InterfaceError"):
+            what = (
+                f"cannot reach the PostgreSQL server at {address} ({text}); check that "
+                "it is running and that the address, user and password are right"
+            )
+        elif name in ("ProgramLimitExceeded", "OutOfMemory", "DiskFull"):
+            what = (
+                f"the PostgreSQL server at {address} refused the write ({text}); "
+                "shorten the turn or give the server more room"
+            )
+        else:
+            what = f"the PostgreSQL server at {address} failed: {text}"
+        return SessionStoreError(what, store=address)
+
+    def _driver_error(self, exc: Exception, psycopg: Any) -> SessionStoreError | None:
+        """The store error for a driver or pool exception (``None``: not the driver's)."""
+        if isinstance(exc, SessionStoreError):
+            return None
+        if isinstance(exc, psycopg.Error) or type(exc).__module__.startswith("psycopg_pool"):
+            return self._error(exc)
+        return None
+
+
+class PostgresStore(_Postgres, SqlStore):
     """Sessions in a PostgreSQL database.
 
     Args:
         dsn: ``postgresql://user:password@host:port/dbname`` (or any libpq connection string).
         pool_size: the most connections this process opens.
         connect_timeout: seconds to wait for the server before giving up with an error.
-        **options: see :class:`~autocompact.sessions.stores.sql.SqlStore`.
+        **options: see :class:`~autocompact.sessions.stores.sql.SqlRules`.
     """
 
     def __init__(
@@ -65,11 +152,7 @@ class PostgresStore(SqlStore):
     def _open(self) -> Any:
         if self._pool is not None:
             return self._pool
-        try:
-            psycopg = importlib.import_module("psycopg")
-            pool_module = importlib.import_module("psycopg_pool")
-        except ImportError:
-            raise MissingDependencyError("psycopg", "postgres") from None
+        psycopg, pool_module = self._modules()
         self._psycopg = psycopg
         timeout = max(1, int(self._connect_timeout))
         try:
@@ -97,63 +180,102 @@ class PostgresStore(SqlStore):
     @contextlib.contextmanager
     def _transaction(self, *, write: bool) -> Iterator[Cursor]:
         pool = self._open()
-        psycopg = self._psycopg
         try:
             with pool.connection() as conn, conn.cursor() as cur:
                 if not write:
                     cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 yield _Cursor(cur)
-        except SessionStoreError:
-            raise
-        except psycopg.Error as exc:
-            raise self._error(exc) from None
         except Exception as exc:
-            if type(exc).__module__.startswith("psycopg_pool"):
-                raise self._error(exc) from None
-            raise
-
-    def _lock_schema(self, cur: Cursor) -> None:
-        cur.execute("SELECT pg_advisory_xact_lock(?)", (_SCHEMA_LOCK_KEY,))
-
-    def _table_exists(self, cur: Cursor, name: str) -> bool:
-        cur.execute(
-            "SELECT 1 FROM information_schema.tables "
-            "WHERE table_schema = current_schema() AND table_name = ?",
-            (name,),
-        )
-        return cur.fetchone() is not None
-
-    lock_suffix = " FOR UPDATE"
-
-    def _error(self, exc: BaseException) -> SessionStoreError:
-        text = scrub(" ".join(str(exc).split()), self._secrets) or type(exc).__name__
-        name = type(exc).__name__
-        if name == "ReadOnlySqlTransaction":
-            what = (
-                f"the PostgreSQL database at {self.address} is read-only ({text}); point "
-                "--store at a primary, or turn off default_transaction_read_only"
-            )
-        elif name == "InsufficientPrivilege":
-            what = (
-                f"the PostgreSQL user may not do this at {self.address} ({text}); grant it "
-                "CREATE and write rights on the schema, or use another user"
-            )
-        elif name in ("OperationalError", "PoolTimeout", "ConnectionTimeout", "InterfaceError"):
-            what = (
-                f"cannot reach the PostgreSQL server at {self.address} ({text}); check that "
-                "it is running and that the address, user and password are right"
-            )
-        elif name in ("ProgramLimitExceeded", "OutOfMemory", "DiskFull"):
-            what = (
-                f"the PostgreSQL server at {self.address} refused the write ({text}); "
-                "shorten the turn or give the server more room"
-            )
-        else:
-            what = f"the PostgreSQL server at {self.address} failed: {text}"
-        return SessionStoreError(what, store=self.address)
+            error = self._driver_error(exc, self._psycopg)
+            if error is None:
+                raise
+            raise error from None
 
     def close(self) -> None:
         """Close the pool."""
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+
+
+class AsyncPostgresStore(_Postgres, AsyncSqlStore):
+    """Sessions in a PostgreSQL database, for asyncio code (every method is a coroutine).
+
+    The pool opens on the first call, in the running event loop; a store serves that loop
+    (make one per loop, as with any asyncio connection pool). ``await store.close()`` (or
+    ``async with``) closes it.
+
+    Args:
+        dsn: ``postgresql://user:password@host:port/dbname`` (or any libpq connection string).
+        pool_size: the most connections this process opens.
+        connect_timeout: seconds to wait for the server before giving up with an error.
+        **options: see :class:`~autocompact.sessions.stores.sql.SqlRules`.
+    """
+
+    def __init__(
+        self, dsn: str, *, pool_size: int = 4, connect_timeout: float = 10.0, **options: Any
+    ) -> None:
+        address, self._secrets = redact_address(dsn)
+        super().__init__(address, **options)
+        self._dsn = dsn
+        self._pool_size = pool_size
+        self._connect_timeout = connect_timeout
+        self._pool: Any = None
+        self._psycopg: Any = None
+        self._opening: asyncio.Lock | None = None
+
+    async def _open(self) -> Any:
+        if self._pool is not None:
+            return self._pool
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:  # two first calls at once open one pool
+            if self._pool is None:
+                self._pool = await self._new_pool()
+        return self._pool
+
+    async def _new_pool(self) -> Any:
+        psycopg, pool_module = self._modules()
+        self._psycopg = psycopg
+        timeout = max(1, int(self._connect_timeout))
+        try:
+            # One direct connection first: its error says why (refused, password, no such db).
+            conn = await psycopg.AsyncConnection.connect(self._dsn, connect_timeout=timeout)
+            await conn.close()
+        except psycopg.Error as exc:
+            raise self._error(exc) from None
+        pool = pool_module.AsyncConnectionPool(
+            self._dsn,
+            min_size=1,
+            max_size=self._pool_size,
+            kwargs={"connect_timeout": timeout},
+            timeout=self._connect_timeout,
+            open=False,
+            name="autocompact-async",
+        )
+        try:
+            await pool.open(wait=True, timeout=self._connect_timeout)
+        except Exception as exc:
+            await pool.close()
+            raise self._error(exc) from None
+        return pool
+
+    @contextlib.asynccontextmanager
+    async def _transaction(self, *, write: bool) -> AsyncIterator[AsyncCursor]:
+        pool = await self._open()
+        try:
+            async with pool.connection() as conn, conn.cursor() as cur:
+                if not write:
+                    await cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                yield _AsyncCursor(cur)
+        except Exception as exc:
+            error = self._driver_error(exc, self._psycopg)
+            if error is None:
+                raise
+            raise error from None
+
+    async def close(self) -> None:
+        """Close the pool."""
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()

@@ -1,8 +1,13 @@
 """The store rules, written once for every SQL backend: schema, appends, lease, compare-and-swap.
 
-A backend (:mod:`.sqlite`, :mod:`.postgres`) only says how to open a transaction, how to lock a
-session's row for the rest of it, and how to turn its driver's errors into
-:class:`~autocompact.errors.SessionStoreError`. Everything else is here:
+The rules are sans-I/O: each operation is a **plan**, a generator that yields the
+:class:`Query` objects it needs run (SQL with ``?`` placeholders, and whether to fetch one row,
+all rows or none) and receives their results. :class:`SqlStore` runs plans on a DB-API cursor,
+:class:`AsyncSqlStore` awaits them on an async cursor, so the synchronous and the asyncio stores
+send the very same statements in the very same order. A backend (:mod:`.sqlite`,
+:mod:`.postgres`) only says how to open a transaction, the SQL that tells whether a table exists
+and that serializes migrations, how a session's row is locked for the rest of a transaction, and
+how its driver's errors become :class:`~autocompact.errors.SessionStoreError`. The rules:
 
 - **schema**: ``autocompact_schema`` holds the version; :data:`MIGRATIONS` upgrades version
   ``n`` to ``n + 1`` in order, inside one transaction, on first use. A database written by a
@@ -23,9 +28,11 @@ import json
 import secrets
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from enum import Enum
+from typing import Any, Generic, Protocol, TypeAlias, TypeVar
 
 from autocompact.content import Message
 from autocompact.errors import SessionStoreError
@@ -48,7 +55,23 @@ from autocompact.sessions.stores.base import (
     encode_messages,
 )
 
-__all__ = ["LATEST_SCHEMA", "MIGRATIONS", "Cursor", "SqlStore"]
+__all__ = [
+    "LATEST_SCHEMA",
+    "MIGRATIONS",
+    "AsyncCursor",
+    "AsyncSqlStore",
+    "Cursor",
+    "Fetch",
+    "Op",
+    "Plan",
+    "Query",
+    "SqlRules",
+    "SqlStore",
+    "arun_plan",
+    "run_plan",
+]
+
+_T = TypeVar("_T")
 
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # version 0 -> 1: sessions, their entries and their compaction attempts.
@@ -118,6 +141,85 @@ class Cursor(Protocol):
     def fetchall(self) -> Any: ...
 
 
+class AsyncCursor(Protocol):
+    """The same, awaited (a psycopg ``AsyncCursor`` behind a ``?`` to ``%s`` wrapper)."""
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
+
+    async def fetchone(self) -> Any: ...
+
+    async def fetchall(self) -> Any: ...
+
+
+class Fetch(Enum):
+    """What a plan wants back from a statement."""
+
+    NONE = "none"
+    ONE = "one"
+    ALL = "all"
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One statement a plan asks its runner to execute (``?`` placeholders)."""
+
+    sql: str
+    params: tuple[Any, ...] = ()
+    fetch: Fetch = Fetch.NONE
+
+
+Plan: TypeAlias = Generator[Query, Any, _T]
+"""An operation's rules: yields statements, receives their rows, returns the result."""
+
+
+@dataclass(frozen=True, slots=True)
+class Op(Generic[_T]):
+    """A plan and the kind of transaction it runs in (``write``: the session row is locked)."""
+
+    plan: Plan[_T]
+    write: bool
+
+
+def run_plan(plan: Plan[_T], cur: Cursor) -> _T:
+    """Run a plan's statements on a cursor, inside the caller's transaction."""
+    result: Any = None
+    try:
+        while True:
+            query = plan.send(result)
+            cur.execute(query.sql, query.params)
+            if query.fetch is Fetch.ONE:
+                result = cur.fetchone()
+            elif query.fetch is Fetch.ALL:
+                result = cur.fetchall()
+            else:
+                result = None
+    except StopIteration as stop:
+        value: _T = stop.value
+        return value
+    finally:
+        plan.close()
+
+
+async def arun_plan(plan: Plan[_T], cur: AsyncCursor) -> _T:
+    """:func:`run_plan`, each statement awaited (the event loop runs on meanwhile)."""
+    result: Any = None
+    try:
+        while True:
+            query = plan.send(result)
+            await cur.execute(query.sql, query.params)
+            if query.fetch is Fetch.ONE:
+                result = await cur.fetchone()
+            elif query.fetch is Fetch.ALL:
+                result = await cur.fetchall()
+            else:
+                result = None
+    except StopIteration as stop:
+        value: _T = stop.value
+        return value
+    finally:
+        plan.close()
+
+
 def _now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
@@ -130,8 +232,8 @@ def _load(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
-class SqlStore(ABC):
-    """The rules above; subclasses provide the transactions.
+class SqlRules:
+    """The rules above as plans; :class:`SqlStore` and :class:`AsyncSqlStore` run them.
 
     Args:
         address: the redacted address (errors and listings show it).
@@ -160,18 +262,12 @@ class SqlStore(ABC):
 
     # -- what a backend provides -------------------------------------------------------------
 
-    @abstractmethod
-    def _transaction(self, *, write: bool) -> contextlib.AbstractContextManager[Cursor]:
-        """A transaction (committed on success, rolled back on error); driver errors become
-        :class:`SessionStoreError`."""
+    table_exists_sql = ""
+    """A statement with one ``?`` (the table's name) that returns a row when the table exists."""
 
-    @abstractmethod
-    def _lock_schema(self, cur: Cursor) -> None:
-        """Serialize migrations between processes (inside the write transaction)."""
-
-    @abstractmethod
-    def _table_exists(self, cur: Cursor, name: str) -> bool:
-        """Whether a table exists."""
+    schema_lock_sql: str | None = None
+    """A statement that serializes migrations between processes inside the write transaction
+    (``None``: the write transaction already does)."""
 
     lock_suffix = ""
     """Appended to the session-row SELECT of a write (``" FOR UPDATE"`` where rows lock)."""
@@ -181,53 +277,35 @@ class SqlStore(ABC):
         """The store's address, password replaced by ``***``."""
         return self._address
 
-    @abstractmethod
-    def close(self) -> None:
-        """Release connections."""
-
-    def __enter__(self) -> SqlStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # -- schema ------------------------------------------------------------------------------
 
-    def _ensure_schema(self) -> None:
-        if self._schema_checked:
-            return
-        with self._transaction(write=False) as cur:
-            version = self._version(cur)
-        if version < LATEST_SCHEMA:
-            with self._transaction(write=True) as cur:
-                self._lock_schema(cur)
-                cur.execute(
-                    "CREATE TABLE IF NOT EXISTS autocompact_schema "
-                    "(id INTEGER PRIMARY KEY, version INTEGER NOT NULL)"
-                )
-                version = self._version(cur)
-                self._check_not_newer(version)
-                for statements in MIGRATIONS[version:]:
-                    for statement in statements:
-                        cur.execute(statement)
-                if version == 0:
-                    cur.execute(
-                        "INSERT INTO autocompact_schema (id, version) VALUES (1, ?)",
-                        (LATEST_SCHEMA,),
-                    )
-                elif version < LATEST_SCHEMA:
-                    cur.execute(
-                        "UPDATE autocompact_schema SET version = ? WHERE id = 1", (LATEST_SCHEMA,)
-                    )
-        self._check_not_newer(version)
-        self._schema_checked = True
-
-    def _version(self, cur: Cursor) -> int:
-        if not self._table_exists(cur, "autocompact_schema"):
+    def _version_plan(self) -> Plan[int]:
+        found = yield Query(self.table_exists_sql, ("autocompact_schema",), Fetch.ONE)
+        if found is None:
             return 0
-        cur.execute("SELECT version FROM autocompact_schema WHERE id = 1")
-        row = cur.fetchone()
+        row = yield Query("SELECT version FROM autocompact_schema WHERE id = 1", (), Fetch.ONE)
         return 0 if row is None else int(row[0])
+
+    def _migrate_plan(self) -> Plan[int]:
+        """Upgrade to :data:`LATEST_SCHEMA` (in a write transaction); returns the version found."""
+        if self.schema_lock_sql is not None:
+            yield Query(self.schema_lock_sql)
+        yield Query(
+            "CREATE TABLE IF NOT EXISTS autocompact_schema "
+            "(id INTEGER PRIMARY KEY, version INTEGER NOT NULL)"
+        )
+        version = yield from self._version_plan()
+        self._check_not_newer(version)
+        for statements in MIGRATIONS[version:]:
+            for statement in statements:
+                yield Query(statement)
+        if version == 0:
+            yield Query(
+                "INSERT INTO autocompact_schema (id, version) VALUES (1, ?)", (LATEST_SCHEMA,)
+            )
+        elif version < LATEST_SCHEMA:
+            yield Query("UPDATE autocompact_schema SET version = ? WHERE id = 1", (LATEST_SCHEMA,))
+        return version
 
     def _check_not_newer(self, version: int) -> None:
         if version > LATEST_SCHEMA:
@@ -238,21 +316,18 @@ class SqlStore(ABC):
                 store=self._address,
             )
 
-    @contextlib.contextmanager
-    def _write(self, session_id: str) -> Iterator[tuple[Cursor, tuple[Any, ...]]]:
-        """A write transaction with the session's row locked: yields the cursor and the row
+    def _lock_row(self, session_id: str) -> Plan[tuple[Any, ...]]:
+        """Lock the session's row for the rest of the write; returns
         ``(epoch, last_seq, failures, lease_owner, lease_token, lease_expires)``."""
-        self._ensure_schema()
-        with self._transaction(write=True) as cur:
-            cur.execute(
-                "SELECT epoch, last_seq, failures, lease_owner, lease_token, lease_expires "
-                "FROM ac_sessions WHERE id = ?" + self.lock_suffix,
-                (session_id,),
-            )
-            row = cur.fetchone()
-            if row is None:
-                raise self._missing(session_id)
-            yield cur, tuple(row)
+        row = yield Query(
+            "SELECT epoch, last_seq, failures, lease_owner, lease_token, lease_expires "
+            "FROM ac_sessions WHERE id = ?" + self.lock_suffix,
+            (session_id,),
+            Fetch.ONE,
+        )
+        if row is None:
+            raise self._missing(session_id)
+        return tuple(row)
 
     def _missing(self, session_id: str) -> SessionStoreError:
         return SessionStoreError(
@@ -268,53 +343,49 @@ class SqlStore(ABC):
 
     # -- sessions ----------------------------------------------------------------------------
 
-    def ensure(self, session_id: str, meta: JsonDict) -> None:
-        """Create the session if it does not exist (``meta`` is kept from the first call)."""
+    def _ensure_op(self, session_id: str, meta: JsonDict) -> Op[None]:
         check_session_id(session_id, self._address)
-        self._ensure_schema()
+        return Op(self._ensure_plan(session_id, meta), write=True)
+
+    def _ensure_plan(self, session_id: str, meta: JsonDict) -> Plan[None]:
         now = _now_iso()
-        with self._transaction(write=True) as cur:
-            cur.execute(
-                "INSERT INTO ac_sessions (id, meta, created, updated) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (id) DO NOTHING",
-                (session_id, _dump(meta), now, now),
-            )
+        yield Query(
+            "INSERT INTO ac_sessions (id, meta, created, updated) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (id) DO NOTHING",
+            (session_id, _dump(meta), now, now),
+        )
 
-    def exists(self, session_id: str) -> bool:
-        """Whether the session exists."""
+    def _exists_op(self, session_id: str) -> Op[bool]:
         check_session_id(session_id, self._address)
-        self._ensure_schema()
-        with self._transaction(write=False) as cur:
-            cur.execute("SELECT 1 FROM ac_sessions WHERE id = ?", (session_id,))
-            return cur.fetchone() is not None
+        return Op(self._exists_plan(session_id), write=False)
 
-    def load(self, session_id: str, *, after: Snapshot | None = None) -> Snapshot:
-        """The live history and shared state, read by one statement (one consistent view).
+    def _exists_plan(self, session_id: str) -> Plan[bool]:
+        row = yield Query("SELECT 1 FROM ac_sessions WHERE id = ?", (session_id,), Fetch.ONE)
+        return row is not None
 
-        With ``after`` (an earlier snapshot of this session) and no summary or clear since,
-        only the entries written after it are read and decoded.
-        """
+    def _load_op(self, session_id: str, after: Snapshot | None) -> Op[Snapshot]:
         check_session_id(session_id, self._address)
-        self._ensure_schema()
-        snapshot = self._read(session_id, after)
+        return Op(self._load_plan(session_id, after), write=False)
+
+    def _load_plan(self, session_id: str, after: Snapshot | None) -> Plan[Snapshot]:
+        snapshot = yield from self._read_plan(session_id, after)
         if snapshot is None:  # the epoch moved on since ``after``: read everything
-            snapshot = self._read(session_id, None)
+            snapshot = yield from self._read_plan(session_id, None)
         assert snapshot is not None
         return snapshot
 
-    def _read(self, session_id: str, after: Snapshot | None) -> Snapshot | None:
+    def _read_plan(self, session_id: str, after: Snapshot | None) -> Plan[Snapshot | None]:
         since, epoch = (after.last_seq, after.epoch) if after is not None else (-1, -1)
         columns = ", ".join(f"e.{c.strip()}" for c in _ENTRY_COLUMNS.split(","))
-        with self._transaction(write=False) as cur:
-            cur.execute(
-                "SELECT s.meta, s.created, s.updated, s.epoch, s.last_seq, s.failures, "
-                f"s.calibration, s.usage, s.hold_until, {columns} FROM ac_sessions s "
-                "LEFT JOIN ac_entries e ON e.session_id = s.id AND e.replaced_by IS NULL "
-                "AND e.seq > ? AND (? < 0 OR s.epoch = ?) "
-                "WHERE s.id = ? ORDER BY e.pos, e.seq",
-                (since, epoch, epoch, session_id),
-            )
-            rows = cur.fetchall()
+        rows = yield Query(
+            "SELECT s.meta, s.created, s.updated, s.epoch, s.last_seq, s.failures, "
+            f"s.calibration, s.usage, s.hold_until, {columns} FROM ac_sessions s "
+            "LEFT JOIN ac_entries e ON e.session_id = s.id AND e.replaced_by IS NULL "
+            "AND e.seq > ? AND (? < 0 OR s.epoch = ?) "
+            "WHERE s.id = ? ORDER BY e.pos, e.seq",
+            (since, epoch, epoch, session_id),
+            Fetch.ALL,
+        )
         if not rows:
             raise self._missing(session_id)
         head = rows[0][:9]
@@ -336,6 +407,382 @@ class SqlStore(ABC):
             updated=updated,
         )
 
+    def _append_op(
+        self,
+        session_id: str,
+        turn_id: str,
+        messages: Sequence[Message],
+        usage: JsonDict | None,
+        calibration: JsonDict | None,
+        owner: str | None,
+    ) -> Op[AppendResult]:
+        check_session_id(session_id, self._address)
+        if not isinstance(turn_id, str) or not turn_id or len(turn_id) > 256:
+            raise SessionStoreError(
+                f"a turn id must be a string of 1–256 characters, not {turn_id!r:.40}",
+                store=self._address,
+                session_id=session_id,
+            )
+        payload = check_turn_size(messages, self.max_turn_bytes, self._address, session_id)
+        plan = self._append_plan(session_id, turn_id, payload, usage, calibration, owner)
+        return Op(plan, write=True)
+
+    def _append_plan(
+        self,
+        session_id: str,
+        turn_id: str,
+        payload: str,
+        usage: JsonDict | None,
+        calibration: JsonDict | None,
+        owner: str | None,
+    ) -> Plan[AppendResult]:
+        row = yield from self._lock_row(session_id)
+        found = yield Query(
+            "SELECT seq FROM ac_entries WHERE session_id = ? AND turn_id = ?",
+            (session_id, turn_id),
+            Fetch.ONE,
+        )
+        if found is not None:
+            return AppendResult(seq=int(found[0]), duplicate=True)
+        seq = int(row[1]) + 1
+        now = _now_iso()
+        yield Query(
+            f"INSERT INTO ac_entries ({_ENTRY_COLUMNS}, session_id) "
+            "VALUES (?, ?, 'turn', ?, ?, ?, ?, NULL, ?, ?)",
+            (seq, seq, turn_id, owner, payload, _dump(usage), now, session_id),
+        )
+        yield Query(
+            "UPDATE ac_sessions SET last_seq = ?, updated = ?, usage = ?, "
+            "calibration = COALESCE(?, calibration) WHERE id = ?",
+            (seq, now, _dump(usage), _dump(calibration), session_id),
+        )
+        self._step("append:written")
+        return AppendResult(seq=seq, duplicate=False)
+
+    def _get_turn_op(self, session_id: str, turn_id: str) -> Op[Entry | None]:
+        check_session_id(session_id, self._address)
+        return Op(self._get_turn_plan(session_id, turn_id), write=False)
+
+    def _get_turn_plan(self, session_id: str, turn_id: str) -> Plan[Entry | None]:
+        row = yield Query(
+            f"SELECT {_ENTRY_COLUMNS} FROM ac_entries WHERE session_id = ? AND turn_id = ?",
+            (session_id, turn_id),
+            Fetch.ONE,
+        )
+        return None if row is None else _entry(row)
+
+    # -- the compaction lease ----------------------------------------------------------------
+
+    def _acquire_op(self, session_id: str, owner: str, ttl: float | None) -> Op[Lease | None]:
+        check_session_id(session_id, self._address)
+        return Op(self._acquire_plan(session_id, owner, ttl), write=True)
+
+    def _acquire_plan(self, session_id: str, owner: str, ttl: float | None) -> Plan[Lease | None]:
+        row = yield from self._lock_row(session_id)
+        now = self._clock()
+        holder, expires = row[3], row[5]
+        if holder is not None and holder != owner and expires is not None and expires > now:
+            return None
+        lease = Lease(
+            session_id=session_id,
+            owner=owner,
+            token=secrets.token_hex(8),
+            expires=now + (self.lease_seconds if ttl is None else ttl),
+        )
+        yield Query(
+            "UPDATE ac_sessions SET lease_owner = ?, lease_token = ?, lease_expires = ? "
+            "WHERE id = ?",
+            (owner, lease.token, lease.expires, session_id),
+        )
+        self._step("lease:written")
+        return lease
+
+    def _release_op(self, lease: Lease) -> Op[None]:
+        return Op(self._release_plan(lease), write=True)
+
+    def _release_plan(self, lease: Lease) -> Plan[None]:
+        yield _release(lease)
+
+    # -- compare-and-swap commit -------------------------------------------------------------
+
+    def _commit_op(
+        self,
+        base: Snapshot,
+        history: Sequence[Message],
+        info: JsonDict,
+        lease: Lease | None,
+        owner: str | None,
+        breaker: BreakerEffect,
+        hold_until: int | None,
+    ) -> Op[CommitResult]:
+        payload = encode_messages(history)
+        plan = self._commit_plan(base, payload, info, lease, owner, breaker, hold_until)
+        return Op(plan, write=True)
+
+    def _commit_plan(
+        self,
+        base: Snapshot,
+        payload: str,
+        info: JsonDict,
+        lease: Lease | None,
+        owner: str | None,
+        breaker: BreakerEffect,
+        hold_until: int | None,
+    ) -> Plan[CommitResult]:
+        trigger = str(info.get("trigger", ""))
+        row = yield from self._lock_row(base.session_id)
+        epoch, last_seq, failures = int(row[0]), int(row[1]), int(row[2])
+        now = _now_iso()
+        if epoch != base.epoch:
+            seq = last_seq + 1
+            yield Query(
+                "INSERT INTO ac_attempts (session_id, seq, owner, trigger, status, counted, "
+                "failures_after, epoch, summary_seq, info, created) "
+                "VALUES (?, ?, ?, ?, 'superseded', 0, ?, ?, NULL, ?, ?)",
+                (base.session_id, seq, owner, trigger, failures, base.epoch, _dump(info), now),
+            )
+            yield Query(
+                "UPDATE ac_sessions SET last_seq = ?, updated = ? WHERE id = ?",
+                (seq, now, base.session_id),
+            )
+            if lease is not None:
+                yield _release(lease)
+            self._step("commit:superseded")
+            return CommitResult(committed=False, seq=seq, consecutive_failures=failures)
+        summary_seq = last_seq + 1
+        after = {"reset": 0, "add": failures + 1, "keep": failures}[breaker]
+        usage = {"prompt_tokens": int(info.get("new_token_count", 0) or 0), "since": 0}
+        yield Query(
+            f"INSERT INTO ac_entries ({_ENTRY_COLUMNS}, session_id) "
+            "VALUES (?, ?, 'summary', NULL, ?, ?, ?, NULL, ?, ?)",
+            (summary_seq, base.last_seq, owner, payload, _dump(usage), now, base.session_id),
+        )
+        yield Query(
+            "UPDATE ac_entries SET replaced_by = ? WHERE session_id = ? "
+            "AND replaced_by IS NULL AND seq <= ?",
+            (summary_seq, base.session_id, base.last_seq),
+        )
+        yield Query(
+            "INSERT INTO ac_attempts (session_id, seq, owner, trigger, status, counted, "
+            "failures_after, epoch, summary_seq, info, created) "
+            "VALUES (?, ?, ?, ?, 'compressed', ?, ?, ?, ?, ?, ?)",
+            (
+                base.session_id,
+                summary_seq + 1,
+                owner,
+                trigger,
+                _EFFECT_CODES[breaker],
+                after,
+                base.epoch,
+                summary_seq,
+                _dump(info),
+                now,
+            ),
+        )
+        yield Query(
+            "UPDATE ac_sessions SET epoch = epoch + 1, last_seq = ?, failures = ?, "
+            "hold_until = ?, updated = ? WHERE id = ?",
+            (summary_seq + 1, after, hold_until, now, base.session_id),
+        )
+        if lease is not None:
+            yield _release(lease)
+        self._step("commit:written")
+        return CommitResult(committed=True, seq=summary_seq, consecutive_failures=after)
+
+    def _attempt_op(
+        self,
+        session_id: str,
+        info: JsonDict,
+        counted: bool,
+        epoch: int,
+        lease: Lease | None,
+        owner: str | None,
+        hold_until: int | None,
+    ) -> Op[int]:
+        plan = self._attempt_plan(session_id, info, counted, epoch, lease, owner, hold_until)
+        return Op(plan, write=True)
+
+    def _attempt_plan(
+        self,
+        session_id: str,
+        info: JsonDict,
+        counted: bool,
+        epoch: int,
+        lease: Lease | None,
+        owner: str | None,
+        hold_until: int | None,
+    ) -> Plan[int]:
+        row = yield from self._lock_row(session_id)
+        last_seq, failures = int(row[1]), int(row[2]) + (1 if counted else 0)
+        seq, now = last_seq + 1, _now_iso()
+        yield Query(
+            "INSERT INTO ac_attempts (session_id, seq, owner, trigger, status, counted, "
+            "failures_after, epoch, summary_seq, info, created) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?)",
+            (
+                session_id,
+                seq,
+                owner,
+                str(info.get("trigger", "")),
+                str(info.get("status", "")),
+                1 if counted else 0,
+                failures,
+                epoch,
+                _dump(info),
+                now,
+            ),
+        )
+        yield Query(
+            "UPDATE ac_sessions SET last_seq = ?, failures = ?, hold_until = ?, updated = ? "
+            "WHERE id = ?",
+            (seq, failures, hold_until, now, session_id),
+        )
+        if lease is not None:
+            yield _release(lease)
+        self._step("attempt:written")
+        return failures
+
+    def _clear_op(self, session_id: str, owner: str | None) -> Op[None]:
+        return Op(self._clear_plan(session_id, owner), write=True)
+
+    def _clear_plan(self, session_id: str, owner: str | None) -> Plan[None]:
+        row = yield from self._lock_row(session_id)
+        seq, now = int(row[1]) + 1, _now_iso()
+        yield Query(
+            f"INSERT INTO ac_entries ({_ENTRY_COLUMNS}, session_id) "
+            "VALUES (?, ?, 'clear', NULL, ?, '[]', NULL, NULL, ?, ?)",
+            (seq, seq - 1, owner, now, session_id),
+        )
+        yield Query(
+            "UPDATE ac_entries SET replaced_by = ? WHERE session_id = ? "
+            "AND replaced_by IS NULL AND seq < ?",
+            (seq, session_id, seq),
+        )
+        yield Query(
+            "UPDATE ac_sessions SET epoch = epoch + 1, last_seq = ?, failures = 0, "
+            "hold_until = NULL, usage = NULL, updated = ? WHERE id = ?",
+            (seq, now, session_id),
+        )
+
+    # -- reading everything ------------------------------------------------------------------
+
+    def _entries_op(self, session_id: str) -> Op[tuple[Entry, ...]]:
+        check_session_id(session_id, self._address)
+        return Op(self._entries_plan(session_id), write=False)
+
+    def _entries_plan(self, session_id: str) -> Plan[tuple[Entry, ...]]:
+        rows = yield Query(
+            f"SELECT {_ENTRY_COLUMNS} FROM ac_entries WHERE session_id = ? ORDER BY seq",
+            (session_id,),
+            Fetch.ALL,
+        )
+        return tuple(_entry(r) for r in rows)
+
+    def _attempts_op(self, session_id: str) -> Op[tuple[Attempt, ...]]:
+        check_session_id(session_id, self._address)
+        return Op(self._attempts_plan(session_id), write=False)
+
+    def _attempts_plan(self, session_id: str) -> Plan[tuple[Attempt, ...]]:
+        rows = yield Query(
+            "SELECT seq, owner, trigger, status, counted, failures_after, epoch, "
+            "summary_seq, info, created FROM ac_attempts WHERE session_id = ? ORDER BY seq",
+            (session_id,),
+            Fetch.ALL,
+        )
+        return tuple(
+            Attempt(
+                seq=int(r[0]),
+                owner=r[1],
+                trigger=r[2],
+                status=r[3],
+                counted=int(r[4]) > 0,
+                reset=int(r[4]) < 0,
+                failures_after=int(r[5]),
+                epoch=int(r[6]),
+                summary_seq=None if r[7] is None else int(r[7]),
+                info=_load(r[8]) or {},
+                created=r[9],
+            )
+            for r in rows
+        )
+
+    def _list_op(self) -> Op[list[SessionListing]]:
+        return Op(self._list_plan(), write=False)
+
+    def _list_plan(self) -> Plan[list[SessionListing]]:
+        rows = yield Query(
+            "SELECT s.id, s.meta, s.created, s.updated, "
+            "(SELECT COUNT(*) FROM ac_entries e WHERE e.session_id = s.id "
+            "AND e.kind = 'turn'), "
+            "(SELECT COUNT(*) FROM ac_entries e WHERE e.session_id = s.id "
+            "AND e.kind = 'summary') "
+            "FROM ac_sessions s ORDER BY s.updated DESC, s.id",
+            (),
+            Fetch.ALL,
+        )
+        return [
+            SessionListing(
+                session_id=r[0],
+                meta=_load(r[1]) or {},
+                created=r[2],
+                updated=r[3],
+                turns=int(r[4]),
+                compactions=int(r[5]),
+            )
+            for r in rows
+        ]
+
+
+class SqlStore(SqlRules, ABC):
+    """The rules run on a DB-API connection (see :class:`SessionStore` for each method)."""
+
+    @abstractmethod
+    def _transaction(self, *, write: bool) -> contextlib.AbstractContextManager[Cursor]:
+        """A transaction (committed on success, rolled back on error); driver errors become
+        :class:`SessionStoreError`."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections."""
+
+    def __enter__(self) -> SqlStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _ensure_schema(self) -> None:
+        if self._schema_checked:
+            return
+        with self._transaction(write=False) as cur:
+            version = run_plan(self._version_plan(), cur)
+        if version < LATEST_SCHEMA:
+            with self._transaction(write=True) as cur:
+                version = run_plan(self._migrate_plan(), cur)
+        self._check_not_newer(version)
+        self._schema_checked = True
+
+    def _run(self, op: Op[_T]) -> _T:
+        self._ensure_schema()
+        with self._transaction(write=op.write) as cur:
+            return run_plan(op.plan, cur)
+
+    def ensure(self, session_id: str, meta: JsonDict) -> None:
+        """Create the session if it does not exist (``meta`` is kept from the first call)."""
+        self._run(self._ensure_op(session_id, meta))
+
+    def exists(self, session_id: str) -> bool:
+        """Whether the session exists."""
+        return self._run(self._exists_op(session_id))
+
+    def load(self, session_id: str, *, after: Snapshot | None = None) -> Snapshot:
+        """The live history and shared state, read in one transaction (one consistent view).
+
+        With ``after`` (an earlier snapshot of this session) and no summary or clear since,
+        only the entries written after it are read and decoded.
+        """
+        return self._run(self._load_op(session_id, after))
+
     def append_turn(
         self,
         session_id: str,
@@ -347,80 +794,19 @@ class SqlStore(ABC):
         owner: str | None = None,
     ) -> AppendResult:
         """Append one turn once (see the module docstring); durable when this returns."""
-        check_session_id(session_id, self._address)
-        if not isinstance(turn_id, str) or not turn_id or len(turn_id) > 256:
-            raise SessionStoreError(
-                f"a turn id must be a string of 1–256 characters, not {turn_id!r:.40}",
-                store=self._address,
-                session_id=session_id,
-            )
-        payload = check_turn_size(messages, self.max_turn_bytes, self._address, session_id)
-        with self._write(session_id) as (cur, row):
-            cur.execute(
-                "SELECT seq FROM ac_entries WHERE session_id = ? AND turn_id = ?",
-                (session_id, turn_id),
-            )
-            found = cur.fetchone()
-            if found is not None:
-                return AppendResult(seq=int(found[0]), duplicate=True)
-            seq = int(row[1]) + 1
-            now = _now_iso()
-            cur.execute(
-                f"INSERT INTO ac_entries ({_ENTRY_COLUMNS}, session_id) "
-                "VALUES (?, ?, 'turn', ?, ?, ?, ?, NULL, ?, ?)",
-                (seq, seq, turn_id, owner, payload, _dump(usage), now, session_id),
-            )
-            cur.execute(
-                "UPDATE ac_sessions SET last_seq = ?, updated = ?, usage = ?, "
-                "calibration = COALESCE(?, calibration) WHERE id = ?",
-                (seq, now, _dump(usage), _dump(calibration), session_id),
-            )
-            self._step("append:written")
-        return AppendResult(seq=seq, duplicate=False)
+        return self._run(self._append_op(session_id, turn_id, messages, usage, calibration, owner))
 
     def get_turn(self, session_id: str, turn_id: str) -> Entry | None:
         """The turn stored under ``turn_id`` (live or replaced), if any."""
-        check_session_id(session_id, self._address)
-        self._ensure_schema()
-        with self._transaction(write=False) as cur:
-            cur.execute(
-                f"SELECT {_ENTRY_COLUMNS} FROM ac_entries WHERE session_id = ? AND turn_id = ?",
-                (session_id, turn_id),
-            )
-            row = cur.fetchone()
-        return None if row is None else _entry(row)
-
-    # -- the compaction lease ----------------------------------------------------------------
+        return self._run(self._get_turn_op(session_id, turn_id))
 
     def acquire_lease(self, session_id: str, owner: str, ttl: float | None = None) -> Lease | None:
         """Take the compaction lease when it is free, expired or already ``owner``'s."""
-        check_session_id(session_id, self._address)
-        now = self._clock()
-        with self._write(session_id) as (cur, row):
-            holder, expires = row[3], row[5]
-            if holder is not None and holder != owner and expires is not None and expires > now:
-                return None
-            lease = Lease(
-                session_id=session_id,
-                owner=owner,
-                token=secrets.token_hex(8),
-                expires=now + (self.lease_seconds if ttl is None else ttl),
-            )
-            cur.execute(
-                "UPDATE ac_sessions SET lease_owner = ?, lease_token = ?, lease_expires = ? "
-                "WHERE id = ?",
-                (owner, lease.token, lease.expires, session_id),
-            )
-            self._step("lease:written")
-        return lease
+        return self._run(self._acquire_op(session_id, owner, ttl))
 
     def release_lease(self, lease: Lease) -> None:
         """Give the lease back (nothing happens when it lapsed and someone else holds it)."""
-        self._ensure_schema()
-        with self._transaction(write=True) as cur:
-            _release(cur, lease)
-
-    # -- compare-and-swap commit -------------------------------------------------------------
+        self._run(self._release_op(lease))
 
     def commit_compaction(
         self,
@@ -439,74 +825,8 @@ class SqlStore(ABC):
         summary resets it; an ineffective one adds one); ``hold_until``: the session's hold after
         it. A superseded attempt changes neither.
         """
-        payload = encode_messages(history)
-        trigger = str(info.get("trigger", ""))
-        with self._write(base.session_id) as (cur, row):
-            epoch, last_seq, failures = int(row[0]), int(row[1]), int(row[2])
-            now = _now_iso()
-            if epoch != base.epoch:
-                seq = last_seq + 1
-                cur.execute(
-                    "INSERT INTO ac_attempts (session_id, seq, owner, trigger, status, counted, "
-                    "failures_after, epoch, summary_seq, info, created) "
-                    "VALUES (?, ?, ?, ?, 'superseded', 0, ?, ?, NULL, ?, ?)",
-                    (base.session_id, seq, owner, trigger, failures, base.epoch, _dump(info), now),
-                )
-                cur.execute(
-                    "UPDATE ac_sessions SET last_seq = ?, updated = ? WHERE id = ?",
-                    (seq, now, base.session_id),
-                )
-                if lease is not None:
-                    _release(cur, lease)
-                self._step("commit:superseded")
-                return CommitResult(committed=False, seq=seq, consecutive_failures=failures)
-            summary_seq = last_seq + 1
-            after = {"reset": 0, "add": failures + 1, "keep": failures}[breaker]
-            usage = {"prompt_tokens": int(info.get("new_token_count", 0) or 0), "since": 0}
-            cur.execute(
-                f"INSERT INTO ac_entries ({_ENTRY_COLUMNS}, session_id) "
-                "VALUES (?, ?, 'summary', NULL, ?, ?, ?, NULL, ?, ?)",
-                (
-                    summary_seq,
-                    base.last_seq,
-                    owner,
-                    payload,
-                    _dump(usage),
-                    now,
-                    base.session_id,
-                ),
-            )
-            cur.execute(
-                "UPDATE ac_entries SET replaced_by = ? WHERE session_id = ? "
-                "AND replaced_by IS NULL AND seq <= ?",
-                (summary_seq, base.session_id, base.last_seq),
-            )
-            cur.execute(
-                "INSERT INTO ac_attempts (session_id, seq, owner, trigger, status, counted, "
-                "failures_after, epoch, summary_seq, info, created) "
-                "VALUES (?, ?, ?, ?, 'compressed', ?, ?, ?, ?, ?, ?)",
-                (
-                    base.session_id,
-                    summary_seq + 1,
-                    owner,
-                    trigger,
-                    _EFFECT_CODES[breaker],
-                    after,
-                    base.epoch,
-                    summary_seq,
-                    _dump(info),
-                    now,
-                ),
-            )
-            cur.execute(
-                "UPDATE ac_sessions SET epoch = epoch + 1, last_seq = ?, failures = ?, "
-                "hold_until = ?, updated = ? WHERE id = ?",
-                (summary_seq + 1, after, hold_until, now, base.session_id),
-            )
-            if lease is not None:
-                _release(cur, lease)
-            self._step("commit:written")
-        return CommitResult(committed=True, seq=summary_seq, consecutive_failures=after)
+        op = self._commit_op(base, history, info, lease, owner, breaker, hold_until)
+        return self._run(op)
 
     def record_attempt(
         self,
@@ -523,123 +843,153 @@ class SqlStore(ABC):
 
         ``hold_until``: the session's hold after it (see ``compaction.accounting``).
         """
-        with self._write(session_id) as (cur, row):
-            last_seq, failures = int(row[1]), int(row[2]) + (1 if counted else 0)
-            seq, now = last_seq + 1, _now_iso()
-            cur.execute(
-                "INSERT INTO ac_attempts (session_id, seq, owner, trigger, status, counted, "
-                "failures_after, epoch, summary_seq, info, created) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?)",
-                (
-                    session_id,
-                    seq,
-                    owner,
-                    str(info.get("trigger", "")),
-                    str(info.get("status", "")),
-                    1 if counted else 0,
-                    failures,
-                    epoch,
-                    _dump(info),
-                    now,
-                ),
-            )
-            cur.execute(
-                "UPDATE ac_sessions SET last_seq = ?, failures = ?, hold_until = ?, updated = ? "
-                "WHERE id = ?",
-                (seq, failures, hold_until, now, session_id),
-            )
-            if lease is not None:
-                _release(cur, lease)
-            self._step("attempt:written")
-        return failures
+        op = self._attempt_op(session_id, info, counted, epoch, lease, owner, hold_until)
+        return self._run(op)
 
     def clear(self, session_id: str, *, owner: str | None = None) -> None:
         """Replace the live history by an empty one; the breaker and usage start over."""
-        with self._write(session_id) as (cur, row):
-            seq, now = int(row[1]) + 1, _now_iso()
-            cur.execute(
-                f"INSERT INTO ac_entries ({_ENTRY_COLUMNS}, session_id) "
-                "VALUES (?, ?, 'clear', NULL, ?, '[]', NULL, NULL, ?, ?)",
-                (seq, seq - 1, owner, now, session_id),
-            )
-            cur.execute(
-                "UPDATE ac_entries SET replaced_by = ? WHERE session_id = ? "
-                "AND replaced_by IS NULL AND seq < ?",
-                (seq, session_id, seq),
-            )
-            cur.execute(
-                "UPDATE ac_sessions SET epoch = epoch + 1, last_seq = ?, failures = 0, "
-                "hold_until = NULL, usage = NULL, updated = ? WHERE id = ?",
-                (seq, now, session_id),
-            )
-
-    # -- reading everything ------------------------------------------------------------------
+        self._run(self._clear_op(session_id, owner))
 
     def entries(self, session_id: str) -> tuple[Entry, ...]:
         """Every entry in write order (replaced ones included)."""
-        check_session_id(session_id, self._address)
-        self._ensure_schema()
-        with self._transaction(write=False) as cur:
-            cur.execute(
-                f"SELECT {_ENTRY_COLUMNS} FROM ac_entries WHERE session_id = ? ORDER BY seq",
-                (session_id,),
-            )
-            return tuple(_entry(r) for r in cur.fetchall())
+        return self._run(self._entries_op(session_id))
 
     def attempts(self, session_id: str) -> tuple[Attempt, ...]:
         """Every compaction attempt in write order."""
-        check_session_id(session_id, self._address)
-        self._ensure_schema()
-        with self._transaction(write=False) as cur:
-            cur.execute(
-                "SELECT seq, owner, trigger, status, counted, failures_after, epoch, "
-                "summary_seq, info, created FROM ac_attempts WHERE session_id = ? ORDER BY seq",
-                (session_id,),
-            )
-            return tuple(
-                Attempt(
-                    seq=int(r[0]),
-                    owner=r[1],
-                    trigger=r[2],
-                    status=r[3],
-                    counted=int(r[4]) > 0,
-                    reset=int(r[4]) < 0,
-                    failures_after=int(r[5]),
-                    epoch=int(r[6]),
-                    summary_seq=None if r[7] is None else int(r[7]),
-                    info=_load(r[8]) or {},
-                    created=r[9],
-                )
-                for r in cur.fetchall()
-            )
+        return self._run(self._attempts_op(session_id))
 
     def list_sessions(self) -> list[SessionListing]:
         """Every session, most recently updated first."""
-        self._ensure_schema()
-        with self._transaction(write=False) as cur:
-            cur.execute(
-                "SELECT s.id, s.meta, s.created, s.updated, "
-                "(SELECT COUNT(*) FROM ac_entries e WHERE e.session_id = s.id "
-                "AND e.kind = 'turn'), "
-                "(SELECT COUNT(*) FROM ac_entries e WHERE e.session_id = s.id "
-                "AND e.kind = 'summary') "
-                "FROM ac_sessions s ORDER BY s.updated DESC, s.id"
-            )
-            return [
-                SessionListing(
-                    session_id=r[0],
-                    meta=_load(r[1]) or {},
-                    created=r[2],
-                    updated=r[3],
-                    turns=int(r[4]),
-                    compactions=int(r[5]),
-                )
-                for r in cur.fetchall()
-            ]
+        return self._run(self._list_op())
 
 
-def _release(cur: Cursor, lease: Lease) -> None:
-    cur.execute(
+class AsyncSqlStore(SqlRules, ABC):
+    """The same rules awaited on an async driver (see :class:`SessionStore` for each method).
+
+    Every statement is awaited, so the event loop runs other tasks while one waits for the
+    server (a row lock held by another worker included).
+    """
+
+    @abstractmethod
+    def _transaction(self, *, write: bool) -> contextlib.AbstractAsyncContextManager[AsyncCursor]:
+        """An async transaction (committed on success, rolled back on error); driver errors
+        become :class:`SessionStoreError`."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Release connections."""
+
+    async def __aenter__(self) -> AsyncSqlStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _ensure_schema(self) -> None:
+        if self._schema_checked:
+            return
+        async with self._transaction(write=False) as cur:
+            version = await arun_plan(self._version_plan(), cur)
+        if version < LATEST_SCHEMA:
+            async with self._transaction(write=True) as cur:
+                version = await arun_plan(self._migrate_plan(), cur)
+        self._check_not_newer(version)
+        self._schema_checked = True
+
+    async def _run(self, op: Op[_T]) -> _T:
+        await self._ensure_schema()
+        async with self._transaction(write=op.write) as cur:
+            return await arun_plan(op.plan, cur)
+
+    async def ensure(self, session_id: str, meta: JsonDict) -> None:
+        """See :meth:`SqlStore.ensure`."""
+        await self._run(self._ensure_op(session_id, meta))
+
+    async def exists(self, session_id: str) -> bool:
+        """See :meth:`SqlStore.exists`."""
+        return await self._run(self._exists_op(session_id))
+
+    async def load(self, session_id: str, *, after: Snapshot | None = None) -> Snapshot:
+        """See :meth:`SqlStore.load`."""
+        return await self._run(self._load_op(session_id, after))
+
+    async def append_turn(
+        self,
+        session_id: str,
+        turn_id: str,
+        messages: Sequence[Message],
+        *,
+        usage: JsonDict | None = None,
+        calibration: JsonDict | None = None,
+        owner: str | None = None,
+    ) -> AppendResult:
+        """See :meth:`SqlStore.append_turn`."""
+        op = self._append_op(session_id, turn_id, messages, usage, calibration, owner)
+        return await self._run(op)
+
+    async def get_turn(self, session_id: str, turn_id: str) -> Entry | None:
+        """See :meth:`SqlStore.get_turn`."""
+        return await self._run(self._get_turn_op(session_id, turn_id))
+
+    async def acquire_lease(
+        self, session_id: str, owner: str, ttl: float | None = None
+    ) -> Lease | None:
+        """See :meth:`SqlStore.acquire_lease`."""
+        return await self._run(self._acquire_op(session_id, owner, ttl))
+
+    async def release_lease(self, lease: Lease) -> None:
+        """See :meth:`SqlStore.release_lease`."""
+        await self._run(self._release_op(lease))
+
+    async def commit_compaction(
+        self,
+        base: Snapshot,
+        history: Sequence[Message],
+        info: JsonDict,
+        *,
+        lease: Lease | None = None,
+        owner: str | None = None,
+        breaker: BreakerEffect = "reset",
+        hold_until: int | None = None,
+    ) -> CommitResult:
+        """See :meth:`SqlStore.commit_compaction`."""
+        op = self._commit_op(base, history, info, lease, owner, breaker, hold_until)
+        return await self._run(op)
+
+    async def record_attempt(
+        self,
+        session_id: str,
+        info: JsonDict,
+        *,
+        counted: bool,
+        epoch: int,
+        lease: Lease | None = None,
+        owner: str | None = None,
+        hold_until: int | None = None,
+    ) -> int:
+        """See :meth:`SqlStore.record_attempt`."""
+        op = self._attempt_op(session_id, info, counted, epoch, lease, owner, hold_until)
+        return await self._run(op)
+
+    async def clear(self, session_id: str, *, owner: str | None = None) -> None:
+        """See :meth:`SqlStore.clear`."""
+        await self._run(self._clear_op(session_id, owner))
+
+    async def entries(self, session_id: str) -> tuple[Entry, ...]:
+        """See :meth:`SqlStore.entries`."""
+        return await self._run(self._entries_op(session_id))
+
+    async def attempts(self, session_id: str) -> tuple[Attempt, ...]:
+        """See :meth:`SqlStore.attempts`."""
+        return await self._run(self._attempts_op(session_id))
+
+    async def list_sessions(self) -> list[SessionListing]:
+        """See :meth:`SqlStore.list_sessions`."""
+        return await self._run(self._list_op())
+
+
+def _release(lease: Lease) -> Query:
+    return Query(
         "UPDATE ac_sessions SET lease_owner = NULL, lease_token = NULL, lease_expires = NULL "
         "WHERE id = ? AND lease_token = ?",
         (lease.session_id, lease.token),

@@ -109,12 +109,8 @@ class SqliteStore(SqlStore):
         finally:
             conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_SECONDS * 1000)}")
 
-    def _lock_schema(self, cur: Cursor) -> None:
-        """``BEGIN IMMEDIATE`` already holds the database's write lock."""
-
-    def _table_exists(self, cur: Cursor, name: str) -> bool:
-        cur.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
-        return cur.fetchone() is not None
+    table_exists_sql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+    schema_lock_sql = None  # ``BEGIN IMMEDIATE`` already holds the database's write lock
 
     def _error(self, exc: BaseException) -> SessionStoreError:
         text = str(exc)
