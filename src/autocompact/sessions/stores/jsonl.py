@@ -215,8 +215,12 @@ class JsonlStore:
             if turn_id in saved.turn_ids:
                 return AppendResult(seq=saved.turn_ids[turn_id], duplicate=True)
             writer.append_messages(messages, turn_id=turn_id)
+            # The file keeps one count: the provider's plus the tokens added after it (the
+            # reply), so a worker reading it back estimates what the writer would have.
+            counted = (usage or {}).get("prompt_tokens", 0) or 0
+            since = (usage or {}).get("since", 0) or 0 if counted else 0
             writer.record_state(
-                last_prompt_token_count=int((usage or {}).get("prompt_tokens", 0)),
+                last_prompt_token_count=int(counted) + int(since),
                 consecutive_failures=saved.consecutive_failures,
                 calibration=calibration if calibration is not None else saved.calibration,
                 hold_until=saved.hold_until,
