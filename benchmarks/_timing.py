@@ -36,9 +36,22 @@ class Contender:
     ops: int = 1
 
 
-def rounds(contenders: Sequence[Contender], n_rounds: int) -> dict[str, list[float]]:
-    """Seconds per operation of each contender, one entry per round, rotating the order."""
+def rounds(
+    contenders: Sequence[Contender],
+    n_rounds: int,
+    cpu: dict[str, list[float]] | None = None,
+) -> dict[str, list[float]]:
+    """Seconds per operation of each contender, one entry per round, rotating the order.
+
+    With ``cpu``, it also receives each contender's CPU seconds per operation from the same
+    runs (``time.process_time``: every thread of this process, as tiktoken encodes a batch on a
+    thread pool). On a shared machine a contender descheduled part-way is not charged there for
+    other processes' work (a short contender fits a time slice more often than a long one,
+    which skews wall-time ratios under load).
+    """
     times: dict[str, list[float]] = {c.name: [] for c in contenders}
+    if cpu is not None:
+        cpu.update({c.name: [] for c in contenders})
     n = len(contenders)
     for r in range(n_rounds):
         for c in [*contenders[r % n :], *contenders[: r % n]]:
@@ -46,12 +59,16 @@ def rounds(contenders: Sequence[Contender], n_rounds: int) -> dict[str, list[flo
             gc.collect()
             gc.disable()
             try:
+                start_cpu = time.process_time()
                 start = time.perf_counter()
                 c.run(arg)
                 elapsed = time.perf_counter() - start
+                elapsed_cpu = time.process_time() - start_cpu
             finally:
                 gc.enable()
             times[c.name].append(elapsed / c.ops)
+            if cpu is not None:
+                cpu[c.name].append(elapsed_cpu / c.ops)
     return times
 
 

@@ -1,22 +1,33 @@
 """Restore and per-send benchmarks of issue 11 (fast restores), printed as Markdown.
 
-    .venv/bin/python benchmarks/restore.py            # 1M restore, 10K vs 4M per-send (~1 min)
+    .venv/bin/python benchmarks/restore.py            # 100K and 1M restores, 10K vs 4M per-send
     .venv/bin/python benchmarks/restore.py --quick    # 100K restore, 10K vs 400K per-send
+    .venv/bin/python benchmarks/restore.py --report-only   # exit 0 even when a target is missed
 
-(1) *Restore + first cold estimate* at 1M tokens, a real agent's shape on both sides: a ~12K
-character system prompt and 16 realistic tool declarations. The session file is written once by
-the session store (untimed); each round loads it again (``SessionStore.open``: fresh message
-objects, statistics seeded from the file), untimed, then times ``ChatSession(...)`` (history
-validation, the statistics sum, the tool declarations measured once) plus its first cold
-``estimate_tokens(pending)``. Against, on the same messages built untimed: LangChain's
-``count_tokens_approximately`` (system message and ``tools=`` included) and exact tiktoken
-``o200k_base`` over the same text (system prompt and tool JSON included). The load itself (JSON
-parsing of the file, the same for any reader) is reported separately.
+It exits 1 when a target of issue 11 is missed (checked at the largest restore measured: 1M in
+a full run), so it can gate a release; ``--report-only`` only reports.
+
+(1) *Restore + first cold estimate* at 100K and 1M tokens, a real agent's shape on both
+sides: a ~12K character system prompt and 16 realistic tool declarations. The session file is
+written once by the session store (untimed); each round loads it again (``SessionStore.open``:
+fresh message objects, statistics seeded from the file), untimed, then times
+``ChatSession(...)`` (history validation and the statistics sum in one pass, the tool
+declarations measured once) plus its first cold ``estimate_tokens(pending)``. Against, on the
+same messages built untimed: LangChain's ``count_tokens_approximately`` (system message and
+``tools=`` included) and exact tiktoken ``o200k_base`` over the same text (system prompt and
+tool JSON included). The load itself (JSON parsing of the file, the same for any reader) is
+reported separately.
 
 (2) *Per-send time* of a warm ``ChatSession.send`` at 10K and at 4M tokens (provider cost
 subtracted, as in ``run.py``): the ratio 4M / 10K.
 
-Ratios are medians of same-round ratios (``_timing.py``). Nothing here is a test.
+Every run is timed twice at once: wall time and this process's CPU time
+(``time.process_time``, every thread: tiktoken encodes a batch on a thread pool). The verdicts
+use CPU time: the machines these run on are shared, and under load a 1 ms contender is charged
+a whole time slice of someone else's work whenever it is descheduled (wall times of the same
+code spread over 1.5–30 ms at load 10 on 2 cores), while CPU time counts only the work
+measured. Both are printed. Ratios are medians of same-round ratios
+(``_timing.py``). Nothing here is a test.
 """
 
 from __future__ import annotations
@@ -175,38 +186,36 @@ def restore_section(report: Report, tokens: int, n_rounds: int) -> dict[str, flo
             ),
             Contender("load", lambda _: store.open(sid)),
         ]
-        times = rounds(contenders, n_rounds)
-    ours_t = statistics.median(times["autocompact"])
-    vs_lc = median_ratio(times["langchain"], times["autocompact"])
-    vs_tk = median_ratio(times["tiktoken"], times["autocompact"])
+        cpu: dict[str, list[float]] = {}
+        times = rounds(contenders, n_rounds, cpu)
+    vs_lc = median_ratio(cpu["langchain"], cpu["autocompact"])
+    vs_tk = median_ratio(cpu["tiktoken"], cpu["autocompact"])
     figures.update(restore_vs_langchain=vs_lc, restore_vs_tiktoken=vs_tk)
     report.heading(
         f"(1) Restore + first cold estimate, {hist.tokens:,} tokens"
         f" ({len(hist):,} messages, {source})"
     )
+
+    def row(label: str, name: str) -> list[str]:
+        wall = median_ratio(times[name], times["autocompact"])
+        cpu_ratio = median_ratio(cpu[name], cpu["autocompact"])
+        return [
+            label,
+            fmt_time(statistics.median(cpu[name])),
+            fmt_time(statistics.median(times[name])),
+            "–" if name in ("autocompact", "load") else fmt_ratio(cpu_ratio),
+            "–" if name in ("autocompact", "load") else fmt_ratio(wall),
+        ]
+
     report.table(
-        ["contender", "median time", "autocompact is faster by"],
+        ["contender", "CPU time", "wall time", "faster by (CPU)", "faster by (wall)"],
         [
-            [
-                "autocompact: ChatSession(history, system, tools) + estimate_tokens",
-                fmt_time(ours_t),
-                "–",
-            ],
-            [
-                "LangChain count_tokens_approximately (system + tools)",
-                fmt_time(statistics.median(times["langchain"])),
-                fmt_ratio(vs_lc),
-            ],
-            [
-                "tiktoken o200k_base (system + tools JSON + text)",
-                fmt_time(statistics.median(times["tiktoken"])),
-                fmt_ratio(vs_tk),
-            ],
-            [
-                "(the file's load itself: SessionStore.open)",
-                fmt_time(statistics.median(times["load"])),
-                "–",
-            ],
+            row(
+                "autocompact: ChatSession(history, system, tools) + estimate_tokens", "autocompact"
+            ),
+            row("LangChain count_tokens_approximately (system + tools)", "langchain"),
+            row("tiktoken o200k_base (system + tools JSON + text)", "tiktoken"),
+            row("(the file's load itself: SessionStore.open)", "load"),
         ],
     )
     return figures
@@ -217,6 +226,7 @@ def send_section(report: Report, small: int, large: int, n_rounds: int, ops: int
     pool, source = load_pool()
     pending_pool = [{"role": "user", "parts": [{"kind": "text", "text": "Run the tests."}]}]
     per: dict[int, list[float]] = {}
+    per_cpu: dict[int, list[float]] = {}
     for size in (small, large):
         hist = build_history(pool, size, source)
         seen = history_from_dicts(hist.dicts)
@@ -239,52 +249,74 @@ def send_section(report: Report, small: int, large: int, n_rounds: int, ops: int
                 ops=ops,
             ),  # type: ignore[arg-type]
         ]
-        times = rounds(contenders, n_rounds)
+        cpu: dict[str, list[float]] = {}
+        times = rounds(contenders, n_rounds, cpu)
         per[size] = [w - p for w, p in zip(times["warm"], times["provider"], strict=True)]
-    growth = median_ratio(per[large], per[small])
+        per_cpu[size] = [w - p for w, p in zip(cpu["warm"], cpu["provider"], strict=True)]
+    growth = median_ratio(per_cpu[large], per_cpu[small])
+    wall_growth = median_ratio(per[large], per[small])
     report.heading("(2) Warm per-send time")
     report.table(
-        ["history", "per send"],
+        ["history", "per send (CPU)", "per send (wall)"],
         [
-            [f"{small:,}", fmt_time(statistics.median(per[small]))],
-            [f"{large:,}", fmt_time(statistics.median(per[large]))],
+            [f"{n:,}", fmt_time(statistics.median(per_cpu[n])), fmt_time(statistics.median(per[n]))]
+            for n in (small, large)
         ],
     )
-    report.line(f"Per-send time {large:,} / {small:,} (same rounds): {growth:.2f}")
+    report.line(
+        f"Per-send time {large:,} / {small:,}: {growth:.2f} (CPU), {wall_growth:.2f} (wall);"
+        " medians of the two sizes' ratios over the rounds"
+    )
     return growth
+
+
+LC_TARGET, TIKTOKEN_TARGET, GROWTH_TARGET = 5.0, 20.0, 1.5
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--quick", action="store_true", help="100K restore, 10K vs 400K per-send, 3 rounds"
+    )
+    parser.add_argument("--rounds", type=int, help="interleaved rounds (default 7, quick 3)")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="always exit 0 (default: exit 1 when a target of issue 11 is missed)",
+    )
     args = parser.parse_args(argv)
     report = Report(print)
-    restore_tokens, large, n_rounds = (
-        (100_000, 400_000, 3) if args.quick else (1_000_000, 4_000_000, 7)
-    )
-    figures = restore_section(report, restore_tokens, n_rounds)
+    sizes, large = ((100_000,), 400_000) if args.quick else ((100_000, 1_000_000), 4_000_000)
+    n_rounds = args.rounds or (3 if args.quick else 7)
+    figures = {size: restore_section(report, size, n_rounds) for size in sizes}
     growth = send_section(report, 10_000, large, n_rounds, 50 if args.quick else 200)
+    # The targets are stated at 1M tokens (the largest restore measured in --quick).
+    at = sizes[-1]
+    restore = figures[at]
+    checks = [
+        (
+            f"restore + first cold estimate at {at:,} tokens ≥ {LC_TARGET:g}× faster than "
+            "count_tokens_approximately",
+            fmt_ratio(restore["restore_vs_langchain"]),
+            restore["restore_vs_langchain"] >= LC_TARGET,
+        ),
+        (
+            f"restore + first cold estimate at {at:,} tokens ≥ {TIKTOKEN_TARGET:g}× faster than "
+            "tiktoken",
+            fmt_ratio(restore["restore_vs_tiktoken"]),
+            restore["restore_vs_tiktoken"] >= TIKTOKEN_TARGET,
+        ),
+        (f"per-send time {large:,} / 10,000 ≤ {GROWTH_TARGET:g}", f"{growth:.2f}", growth <= 1.5),
+    ]
     report.heading("Targets (issue 11)")
     report.table(
         ["target", "figure", "verdict"],
-        [
-            [
-                "restore + first cold estimate ≥ 5× faster than count_tokens_approximately",
-                fmt_ratio(figures["restore_vs_langchain"]),
-                "met" if figures["restore_vs_langchain"] >= 5 else "NOT met",
-            ],
-            [
-                "restore + first cold estimate ≥ 20× faster than tiktoken",
-                fmt_ratio(figures["restore_vs_tiktoken"]),
-                "met" if figures["restore_vs_tiktoken"] >= 20 else "NOT met",
-            ],
-            [
-                f"per-send time {large:,} / 10,000 ≤ 1.5",
-                f"{growth:.2f}",
-                "met" if growth <= 1.5 else "NOT met",
-            ],
-        ],
+        [[name, figure, "met" if ok else "NOT met"] for name, figure, ok in checks],
     )
+    missed = [name for name, _, ok in checks if not ok]
+    if missed and not args.report_only:
+        print(f"\n{len(missed)} target(s) of issue 11 missed (--report-only to exit 0)")
+        return 1
     return 0
 
 

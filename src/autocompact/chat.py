@@ -68,8 +68,8 @@ from autocompact.compaction.service import (
     drive_flow_async,
 )
 from autocompact.compaction.space import SpaceBreakdown, space_breakdown
-from autocompact.compaction.split import COMPRESSION_PRESERVE_THRESHOLD, validate_history
-from autocompact.content import CharStats, Message, Part, as_message, json_length
+from autocompact.compaction.split import COMPRESSION_PRESERVE_THRESHOLD
+from autocompact.content import CharStats, Message, Part, as_message, json_lengths_total
 from autocompact.errors import (
     ConfigError,
     ContextOverflowError,
@@ -101,6 +101,7 @@ from autocompact.events import (
     ThresholdCrossed,
     WindowLearned,
 )
+from autocompact.history import MessageLog
 from autocompact.providers.base import (
     ChatRequest,
     Completion,
@@ -120,10 +121,9 @@ from autocompact.thresholds import (
 )
 from autocompact.validation import (
     check_count,
-    check_history,
     check_optional_str,
     check_outgoing,
-    check_tool_pairs,
+    scan_history,
 )
 
 if TYPE_CHECKING:
@@ -175,9 +175,8 @@ class _SessionCore:
         self.clear_tool_outputs = clear_tool_outputs
         self.context_window = parse_window(context_window, name="context_window", minimum=1)
         self.thresholds: CompactionThresholds = compute_thresholds(self.context_window)
-        history = check_history(history, tool_pairs=False)
-        validate_history(history)
-        check_tool_pairs(history)
+        # One pass: messages only, tool pairs whole, the statistics summed (issue 11).
+        messages, history_stats = scan_history(history)
         check_optional_str(system_instruction, "system_instruction")
         check_count(image_token_estimate, "image_token_estimate")
         check_count(max_output_tokens, "max_output_tokens", positive=True, optional=True)
@@ -188,7 +187,8 @@ class _SessionCore:
         self.image_token_estimate = image_token_estimate
         self.max_output_tokens = max_output_tokens
         # What the provider counts besides the messages: the system prompt and tool schemas.
-        tools_chars = sum(json_length(tool.as_json()) for tool in self.tools)  # measured once
+        # Measured once, in one serialization (issue 11).
+        tools_chars = json_lengths_total([tool.as_json() for tool in self.tools])
         self._fixed_stats = CharStats(
             text_chars=len(system_instruction or ""), json_chars=tools_chars
         )
@@ -202,10 +202,11 @@ class _SessionCore:
         # A lower bound on that ratio learned from a "too long" rejection (no count comes back).
         self._scale_floor: float | None = None
         self.compression = compression_service or CompressionService(provider)
-        self._history: tuple[Message, ...] = tuple(history)
+        # Append-only: a send appends the turn, never copies the history (issue 11).
+        self._log = MessageLog(messages)
         # The history's character statistics, kept up to date turn by turn so that no send
         # walks the whole history (recomputed only when a compaction replaces it).
-        self._history_stats = content_stats(self._history)
+        self._history_stats = history_stats
         self.last_prompt_token_count = max(0, int(last_prompt_token_count))
         # Tokens appended after the provider's last count (the model's reply), so the main path
         # covers the whole history, not only what the provider counted.
@@ -232,8 +233,8 @@ class _SessionCore:
     def _adopt(self, snapshot: Snapshot) -> None:
         """Take the stored history and shared counters (another worker may have moved on)."""
         history = snapshot.history
-        if history != self._history:
-            self._history = history
+        if not self._log.same_as(history):
+            self._log.replace(history)
             self._history_stats = content_stats(history)
         self.last_prompt_token_count, self._since_count = snapshot.count_base
         self.consecutive_failures = snapshot.consecutive_failures
@@ -248,8 +249,12 @@ class _SessionCore:
 
     @property
     def history(self) -> tuple[Message, ...]:
-        """The conversation so far (compacted where a compaction ran)."""
-        return self._history
+        """The conversation so far (compacted where a compaction ran).
+
+        A tuple built on the first read after a change and cached until the next one: a send
+        itself copies nothing.
+        """
+        return self._log.snapshot()
 
     @property
     def tier(self) -> Tier:
@@ -264,7 +269,7 @@ class _SessionCore:
     def space(self) -> SpaceBreakdown:
         """What holds the space in the context now, by category (``/context``)."""
         return space_breakdown(
-            self._history,
+            self.history,
             system_instruction=self.system_instruction,
             tools=self.tools,
             image_token_estimate=self.image_token_estimate,
@@ -309,7 +314,7 @@ class _SessionCore:
         self._generation += 1
         if self.store is not None:  # nothing is deleted: the stored history is replaced
             self.store.clear()
-        self._history = ()
+        self._log.replace(())
         self._history_stats = CharStats()
         self.last_prompt_token_count = 0
         self._since_count = 0
@@ -373,7 +378,7 @@ class _SessionCore:
             self._scale_floor = max(self._scale_floor or 0.0, self.context_window / plain)
 
     def turn_flow(self, message: Message, turn_id: str | None = None) -> _Flow:
-        check_outgoing(self._history, message)
+        check_outgoing(self._log.view(), message)
         if self.store is not None:
             stored = self.store.find_turn(turn_id) if turn_id else None
             if stored is not None and len(stored.messages) == 2:  # a retry of a stored turn
@@ -506,7 +511,7 @@ class _SessionCore:
         self._emit(CompactionStarted(trigger=trigger, tokens=self.estimate_tokens(message)))
         generation = self._generation
         try:
-            result: CompressionResult = yield from self.compression.flow(self._history, options)
+            result: CompressionResult = yield from self.compression.flow(self.history, options)
         except BaseException as exc:
             if self.store is not None:
                 self.store.abandon()
@@ -545,7 +550,7 @@ class _SessionCore:
         self.consecutive_failures, self.hold_until = state.consecutive_failures, state.hold_until
         if info.status is CompressionStatus.COMPRESSED:
             # Also a clearing that stands after a failed summary (SPEC §10.3).
-            self._history = result.history
+            self._log.replace(result.history)
             self._history_stats = content_stats(result.history)
             self.last_prompt_token_count = self._count_after_compaction(info.new_token_count)
             self._since_count = 0
@@ -576,11 +581,11 @@ class _SessionCore:
         else:
             plain = estimate_stats_tokens(self._history_stats, self.image_token_estimate)
             size = scale.tokens(plain + pending + self._fixed_plain, scale="trigger")
-        messages: tuple[Message, ...] = (*self._history, message)
+        messages: Sequence[Message] = self._log.view(message)  # no copy of the history
         trim: TrimResult | None = None
         if size >= self.thresholds.hard:
             trimmed = trim_request(
-                self._history,
+                self.history,
                 message,
                 target=self.thresholds.auto,
                 image_token_estimate=self.image_token_estimate,
@@ -643,7 +648,7 @@ class _SessionCore:
         turn_id: str | None = None,
     ) -> None:
         saved = (
-            self._history,
+            len(self._log),
             self._history_stats,
             self.calibration,
             self.last_prompt_token_count,
@@ -656,7 +661,7 @@ class _SessionCore:
             if trim is None
             else content_stats(request.messages)  # a trimmed request: what it carried
         )
-        self._history = (*self._history, message, completion.message)
+        self._log.append(message, completion.message)
         self._history_stats = self._history_stats + message.stats + completion.message.stats
         usage = completion.usage
         reply_tokens = estimate_content_tokens([completion.message], self.image_token_estimate)
@@ -697,7 +702,7 @@ class _SessionCore:
                 )
             except BaseException:
                 (
-                    self._history,
+                    saved_length,
                     self._history_stats,
                     self.calibration,
                     self.last_prompt_token_count,
@@ -705,6 +710,7 @@ class _SessionCore:
                     self._last_ratio,
                     self._scale_floor,
                 ) = saved
+                self._log.truncate(saved_length)
                 raise
         self._note_tier(self.estimate_tokens())
 

@@ -36,6 +36,7 @@ __all__ = [
     "as_message",
     "json_form",
     "json_length",
+    "json_lengths_total",
     "portable_history",
 ]
 
@@ -86,6 +87,18 @@ def json_length(value: object) -> int:
     if not isinstance(value, str):
         return len(json_form(value))
     return len(_encode_basestring(value))
+
+
+def json_lengths_total(values: Sequence[object]) -> int:
+    """``sum(json_length(v) for v in values)``, in one serialization of the whole list.
+
+    ``json_form([a, b, ...])`` is ``"[" + ",".join(json_form(v) ...) + "]"``: its length less
+    the brackets and commas is the sum. One encoder call instead of one per value: the tool
+    declarations of a session are measured this way when it starts (issue 11).
+    """
+    if not values:
+        return 0
+    return len(json_form(list(values))) - len(values) - 1
 
 
 class _Sized:

@@ -244,7 +244,7 @@ class ContextGuard:
             request, trim = core._request_for(pending)
         return GuardResult(
             history=(*core.history, pending),
-            request=request.messages,
+            request=tuple(request.messages),
             compactions=tuple(core.compactions),
             state=_state_of(core),
             tokens=tokens,
@@ -271,7 +271,7 @@ class ContextGuard:
         request, trim = core._request_for(pending)
         return GuardResult(
             history=tuple(messages),
-            request=request.messages,
+            request=tuple(request.messages),
             compactions=(),
             state=state,
             tokens=tokens,

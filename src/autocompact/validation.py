@@ -14,9 +14,9 @@ requires the next message to answer every one of them.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
-from autocompact.content import FunctionCallPart, FunctionResponsePart, Message
+from autocompact.content import CharStats, FunctionResponsePart, Message, Part
 from autocompact.errors import ConfigError, ContentError
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "check_optional_str",
     "check_outgoing",
     "check_tool_pairs",
+    "scan_history",
 ]
 
 
@@ -59,6 +60,51 @@ def check_optional_str(value: object, name: str) -> str | None:
     return value
 
 
+def scan_history(history: object, *, name: str = "history") -> tuple[list[Message], CharStats]:
+    """Check a history and sum its character statistics, visiting each message once.
+
+    The checks of :func:`check_history` (messages only, well-formed tool pairs, pending calls of
+    a final model message allowed) plus the one compaction needs (the history does not start
+    with a function response), fused with the statistics sum the session keeps: a restored
+    1M-token session is validated and measured in one pass (issue 11).
+
+    Returns:
+        The messages as a new list, and the sum of their statistics.
+
+    Raises:
+        ContentError: not a sequence of :class:`Message` (a str, dicts), the first message is
+            a function response, or a tool call is never answered / a tool result answers no
+            call (names the index and the id).
+    """
+    items = _as_list(history, name)
+    text = json_chars = media = 0
+    open_calls: dict[str, int] = {}
+    # This loop is the restore's cost (issue 11, measured with cProfile): it reads the cached
+    # statistics slot rather than the property, and a part's ``kind`` rather than isinstance
+    # (a failed isinstance and a property call each cost several attribute reads).
+    for index, message in enumerate(items):
+        if type(message) is not Message and not isinstance(message, Message):
+            _not_a_message(name, index, message)
+        stats = message._stats
+        if stats is None:
+            stats = message.stats
+        text += stats.text_chars
+        json_chars += stats.json_chars
+        media += stats.media_parts
+        parts = message.parts
+        if len(parts) == 1:  # the common case (a coding agent's turns): no list to build
+            part = parts[0]
+            if part.kind == "function_response":
+                if open_calls.pop(part.id, None) is None:
+                    _orphaned(name, index, part)
+            elif part.kind == "function_call":
+                open_calls[part.id] = index
+        else:
+            _pair_parts(name, index, parts, open_calls)
+    _dangling(name, items, open_calls)
+    return items, CharStats(text_chars=text, json_chars=json_chars, media_parts=media)
+
+
 def check_history(
     history: object, *, name: str = "history", tool_pairs: bool = True
 ) -> tuple[Message, ...]:
@@ -68,24 +114,13 @@ def check_history(
         ContentError: not a sequence of :class:`Message` (a str, dicts), or a tool call is
             never answered / a tool result answers no call (names the index and the id).
     """
-    if isinstance(history, str | bytes | Mapping) or not isinstance(history, Iterable):
-        raise ContentError(
-            f"{name} must be a sequence of Message objects, got {type(history).__name__}: "
-            "build messages with Message.user(...) / Message.model(...), or read dicts with "
-            "autocompact.codec.history_from_dicts"
-        )
-    items = tuple(history)
+    if tool_pairs:
+        return tuple(scan_history(history, name=name)[0])
+    items = _as_list(history, name)
     for index, message in enumerate(items):
         if not isinstance(message, Message):
-            raise ContentError(
-                f"{name}[{index}] must be a Message, got {type(message).__name__}: build it "
-                "with Message.user(...) / Message.model(...), or read dicts with "
-                "autocompact.codec.history_from_dicts",
-                index=index,
-            )
-    if tool_pairs:
-        check_tool_pairs(items, name=name)
-    return items
+            _not_a_message(name, index, message)
+    return tuple(items)
 
 
 def check_tool_pairs(history: Sequence[Message], *, name: str = "history") -> None:
@@ -97,23 +132,65 @@ def check_tool_pairs(history: Sequence[Message], *, name: str = "history") -> No
         ContentError: an orphaned tool result or a dangling tool call (index and id named).
     """
     open_calls: dict[str, int] = {}
-    # One pass over the parts (not the function_calls / function_responses properties, which
-    # build two tuples per message): this runs on every restore, 25× faster at 1M tokens.
     for index, message in enumerate(history):
-        calls: list[str] = []
-        for part in message.parts:
-            if isinstance(part, FunctionResponsePart):
-                if open_calls.pop(part.id, None) is None:
-                    raise ContentError(
-                        f"{name}[{index}] holds a tool result (id {part.id!r}, "
-                        f"{part.name!r}) that answers no earlier tool call: every provider "
-                        "rejects it; include the model message with the call or drop the result",
-                        index=index,
-                    )
-            elif isinstance(part, FunctionCallPart):
-                calls.append(part.id)
-        for call_id in calls:
-            open_calls[call_id] = index
+        _pair_parts(name, index, message.parts, open_calls)
+    _dangling(name, history, open_calls)
+
+
+def _pair_parts(name: str, index: int, parts: Sequence[Part], open_calls: dict[str, int]) -> None:
+    """Match one message's parts against the open calls: responses first, then its calls.
+
+    One pass over the parts (not the function_calls / function_responses properties, which
+    build two tuples per message): this runs on every restore.
+    """
+    calls: list[str] = []
+    for part in parts:
+        if part.kind == "function_response":
+            if open_calls.pop(part.id, None) is None:
+                _orphaned(name, index, part)
+        elif part.kind == "function_call":
+            calls.append(part.id)
+    for call_id in calls:
+        open_calls[call_id] = index
+
+
+def _as_list(history: object, name: str) -> list[Any]:
+    if isinstance(history, str | bytes | Mapping) or not isinstance(history, Iterable):
+        raise ContentError(
+            f"{name} must be a sequence of Message objects, got {type(history).__name__}: "
+            "build messages with Message.user(...) / Message.model(...), or read dicts with "
+            "autocompact.codec.history_from_dicts"
+        )
+    return list(history)
+
+
+def _not_a_message(name: str, index: int, value: object) -> NoReturn:
+    raise ContentError(
+        f"{name}[{index}] must be a Message, got {type(value).__name__}: build it with "
+        "Message.user(...) / Message.model(...), or read dicts with "
+        "autocompact.codec.history_from_dicts",
+        index=index,
+    )
+
+
+def _orphaned(name: str, index: int, part: FunctionResponsePart) -> NoReturn:
+    if index == 0:
+        raise ContentError(
+            f"{name}[0] holds a tool result (id {part.id!r}, {part.name!r}) that answers no "
+            "earlier tool call: the history starts with a function response whose call is "
+            "missing; start the history with a user message, or include the model message "
+            "with the call",
+            index=0,
+        )
+    raise ContentError(
+        f"{name}[{index}] holds a tool result (id {part.id!r}, {part.name!r}) that answers no "
+        "earlier tool call: every provider rejects it; include the model message with the call "
+        "or drop the result",
+        index=index,
+    )
+
+
+def _dangling(name: str, history: Sequence[Message], open_calls: dict[str, int]) -> None:
     last = len(history) - 1
     for call_id, index in open_calls.items():
         if index == last and history[last].role == "model":

@@ -28,7 +28,7 @@ converted in :meth:`AnthropicProvider._convert_error`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -235,7 +235,7 @@ class AnthropicProvider:
 
     # -- native compaction (a summary backend) -------------------------------------------------
 
-    def _carries_block(self, messages: tuple[Message, ...]) -> bool:
+    def _carries_block(self, messages: Sequence[Message]) -> bool:
         return any(
             isinstance(p, OpaquePart) and p.readable_by(self.name, self.family)
             for m in messages
@@ -419,7 +419,7 @@ def _raw_json(raw: Any) -> Mapping[str, Any]:
     return data
 
 
-def _sendable(history: tuple[Message, ...]) -> list[Message]:
+def _sendable(history: Sequence[Message]) -> list[Message]:
     """The history without thinking the API cannot verify: unsigned, or signed by another API
     (an OpenAI Responses reasoning item)."""
     out = []

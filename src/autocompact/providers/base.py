@@ -10,7 +10,7 @@ Adapters convert every SDK exception to :mod:`autocompact.errors` in one place.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
@@ -82,7 +82,10 @@ class ChatRequest:
     """One request to a model.
 
     Attributes:
-        messages: the conversation to send (roles ``user`` / ``model``).
+        messages: the conversation to send (roles ``user`` / ``model``): a read-only sequence
+            (a tuple, or on a session's main request a :class:`~autocompact.history.HistoryView`
+            over the session's history plus the new message, so a send copies nothing). Read
+            it by iterating, indexing or slicing; call ``tuple(...)`` for a tuple.
         system_instruction: the system prompt, if any.
         tools: tool declarations.
         max_output_tokens: the output cap; ``None`` leaves the provider's default (omitted).
@@ -94,7 +97,7 @@ class ChatRequest:
             natively (:class:`NativeCompactor`); ``None`` elsewhere.
     """
 
-    messages: tuple[Message, ...]
+    messages: Sequence[Message]
     system_instruction: str | None = None
     tools: tuple[ToolSpec, ...] = ()
     max_output_tokens: int | None = None
