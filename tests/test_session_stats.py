@@ -8,9 +8,14 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autocompact import FunctionCallPart, FunctionResponsePart, Message
+from autocompact import ContentError, FunctionCallPart, FunctionResponsePart, Message, TextPart
+from autocompact.chat import ChatSession
+from autocompact.compaction.split import validate_history
 from autocompact.content import CharStats, json_form, json_length
+from autocompact.estimation import content_stats
 from autocompact.sessions.store import SessionStore
+from autocompact.testing import FakeProvider
+from autocompact.validation import check_history, check_tool_pairs, scan_history
 
 
 def _history() -> list[Message]:
@@ -75,3 +80,78 @@ def test_files_without_statistics_still_load_and_measure(tmp_path: Path) -> None
 def test_json_length_is_the_length_of_the_json_form(text: str) -> None:
     """The one-pass JSON length of a string equals len(json_form(text)) for any text."""
     assert json_length(text) == len(json_form(text))
+
+
+def _strip_stats(path: Path) -> None:
+    lines = path.read_text().splitlines()
+    out = [lines[0]]
+    for line in lines[1:]:
+        record = json.loads(line)
+        record.pop("stats", None)
+        out.append(json.dumps(record))
+    path.write_text("\n".join(out) + "\n")
+
+
+def test_an_old_file_restores_into_a_session_with_the_same_estimate(tmp_path: Path) -> None:
+    """A session file written before statistics were saved restores into a ChatSession whose
+    cold estimate equals that of the same session saved with statistics."""
+    store, path, sid = _saved(tmp_path)
+    with_stats = store.open(sid).history
+    _strip_stats(path)
+    without = store.open(sid).history
+    assert all(m._stats is None for m in without)  # nothing seeded: measured on demand
+
+    def estimate(history: tuple[Message, ...]) -> int:
+        return ChatSession(FakeProvider(), context_window=100_000, history=history).estimate_tokens(
+            "next"
+        )
+
+    assert without == with_stats
+    assert estimate(without) == estimate(with_stats) == estimate(tuple(_history()))
+
+
+_part = st.one_of(
+    st.builds(lambda t: TextPart(text=t), st.text(max_size=5)),
+    st.builds(lambda i: FunctionCallPart(id=i, name="f"), st.sampled_from("abc")),
+    st.builds(lambda i: FunctionResponsePart(id=i, name="f", response="r"), st.sampled_from("abc")),
+)
+_message = st.builds(
+    lambda role, parts: Message(role=role, parts=tuple(parts)),
+    st.sampled_from(["user", "model"]),
+    st.lists(_part, min_size=1, max_size=3),
+)
+
+
+def _old_checks(history: list[Message]) -> ContentError | None:
+    """The checks the constructor ran before they were fused (issue 16), as the oracle."""
+    try:
+        check_history(history, tool_pairs=False)
+        validate_history(history)
+        check_tool_pairs(history)
+    except ContentError as exc:
+        return exc
+    return None
+
+
+def _scan(history: list[Message]) -> ContentError | tuple[list[Message], CharStats]:
+    try:
+        return scan_history(history)
+    except ContentError as exc:
+        return exc
+
+
+@given(st.lists(_message, max_size=8))
+def test_the_fused_scan_accepts_and_refuses_what_the_separate_checks_did(
+    history: list[Message],
+) -> None:
+    """scan_history refuses exactly the histories the separate checks refused, naming the same
+    message index (and the same text past the first message), and sums the same statistics as
+    content_stats."""
+    old, new = _old_checks(history), _scan(history)
+    if old is None:
+        assert new == (history, content_stats(history))
+    else:
+        assert isinstance(new, ContentError)
+        assert new.index == old.index
+        if old.index != 0:
+            assert str(new) == str(old)
