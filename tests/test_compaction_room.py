@@ -292,7 +292,7 @@ def test_clearing_protects_at_most_a_fifth_of_a_small_window() -> None:
     assert result.info.cleared_tool_outputs >= 7
 
 
-# -- design decision 61: room for the session's pace, and outgrown compactions ---------------
+# -- design decision 63: room for the session's pace, and outgrown compactions ---------------
 
 
 def _paced_session(fake: FakeProvider, events: list[object]) -> ChatSession:

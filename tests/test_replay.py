@@ -470,7 +470,7 @@ def _bursty(calls: int = 30, burst_at: int = 4) -> Transcript:
 
 
 def test_a_compaction_outgrown_by_a_burst_is_reported_not_thrash() -> None:
-    """Design decision 61 in replay: the compaction the burst outgrew is reported (outgrown,
+    """Design decision 63 in replay: the compaction the burst outgrew is reported (outgrown,
     counted), so the close pair is explained; without the judgment it was unexplained thrash."""
     transcript = _bursty()
     ladder = simulate_policy("ladder", transcript, ReplayOptions(window=WINDOW))

@@ -169,7 +169,7 @@ class _SessionCore:
         self.summary_target_tokens = summary_target_tokens
         # SPEC §10.2/§10.7: no automatic side query while the count is below this.
         self.hold_until: int | None = None
-        # The recent growth of the count and the last compaction's age (design decision 61).
+        # The recent growth of the count and the last compaction's age (design decision 63).
         self._growth = GrowthLog()
         self.calibration = calibration or Calibration()
         self.clear_tool_outputs = clear_tool_outputs
@@ -417,7 +417,7 @@ class _SessionCore:
 
     def _judge_outgrown(self, tokens: int) -> None:
         """A compaction is needed again fewer than 5 calls after an effective one: judge that
-        one outgrown, count it, and hold from the count it left (design decision 61)."""
+        one outgrown, count it, and hold from the count it left (design decision 63)."""
         log = self._growth
         was_open = self.breaker_open
         state = record_outgrown(self._breaker_state(), log, self.thresholds)

@@ -86,7 +86,7 @@ class CompactionCancelled:
 class CompactionOutgrown:
     """A compaction is needed again fewer than 5 calls after an effective one: that one is
     judged outgrown, counted like an ineffective compaction, and its hold starts from the count
-    it left (SPEC §10.2; design decision 61).
+    it left (SPEC §10.2; design decision 63).
 
     Attributes:
         calls: calls made since that compaction.

@@ -15,7 +15,7 @@ Pure, and shared by the chat sessions and ``replay`` so both follow one rule (SP
   carries every request meanwhile. A manual ``/compress`` is never blocked and ends the hold;
 - an effective success resets the count and ends the hold.
 
-Room for growth (design decision 61, SPEC §10.2 extended): a compaction aims to leave the count
+Room for growth (design decision 63, SPEC §10.2 extended): a compaction aims to leave the count
 at most ``auto − expected growth`` (:meth:`GrowthLog.expected_growth`: the session's typical
 pace, :data:`CLOSE_COMPACTIONS` times the median growth of its recent calls), so that its own
 pace does not bring the next compaction within :data:`CLOSE_COMPACTIONS` calls. When it is
@@ -197,7 +197,7 @@ def record_outgrown(
     state: BreakerState, log: GrowthLog, thresholds: CompactionThresholds
 ) -> BreakerState:
     """The state once the last compaction is judged outgrown: counted like an ineffective one,
-    with its hold measured from the count it left (SPEC §10.2; design decision 61)."""
+    with its hold measured from the count it left (SPEC §10.2; design decision 63)."""
     return BreakerState(
         consecutive_failures=state.consecutive_failures + 1,
         hold_until=round(log.compacted_to + HOLD_GROWTH_SHARE * thresholds.window),

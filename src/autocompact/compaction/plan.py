@@ -156,7 +156,7 @@ class CompressOptions:
         growth_room_tokens: the room to leave below *auto* for the session's expected growth
             (:meth:`GrowthLog.expected_growth`): the kept tail shrinks, down to keeping only
             what must be kept, so the count after is at most ``auto − growth_room_tokens``, and
-            clearing alone is enough only when it leaves that room (design decision 61).
+            clearing alone is enough only when it leaves that room (design decision 63).
     """
 
     context_window: int
@@ -532,7 +532,7 @@ def _prepare(
         if clearing.tokens_saved > 0 and clearing.tokens_saved >= _clear_at_least(options):
             working, base = clearing.history, max(0, original - clearing.tokens_saved)
             # Clearing alone is enough only when it buys room: below warn (SPEC §10.2) and
-            # room for the expected growth (design decision 61).
+            # room for the expected growth (design decision 63).
             after = base + _pending_tokens(options)
             if after < thresholds.warn and after <= _room_target(options, thresholds.auto):
                 return _cleared_result(clearing, options, original, base)

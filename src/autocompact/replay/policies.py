@@ -245,7 +245,7 @@ class _Sim:
         return False
 
     def judge_outgrown(self, step: _Step) -> None:
-        """The engine's after-the-fact judgment (design decision 61): a compaction needed again
+        """The engine's after-the-fact judgment (design decision 63): a compaction needed again
         fewer than :data:`CLOSE_COMPACTIONS` calls after an effective one makes that one
         outgrown — reported, counted like an ineffective one, its hold measured from the count
         it left."""
