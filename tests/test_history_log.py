@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
 from pathlib import Path
 
 import pytest
@@ -142,6 +144,8 @@ def test_a_view_reads_as_the_tuple_it_stands_for(
         with pytest.raises(IndexError):
             view[index]
     log.append(Message.user("later"))
+    assert pickle.loads(pickle.dumps(view)) == expected
+    assert copy.deepcopy(view) == expected
     log.truncate(cut)
     log.append(Message.model("overwrite?"))
     log.replace([Message.user("new")])

@@ -77,6 +77,10 @@ class HistoryView(Sequence[Message]):
     def __repr__(self) -> str:
         return f"HistoryView({list(self)!r})"
 
+    def __reduce__(self) -> tuple[type[HistoryView], tuple[list[Message], int]]:
+        # Pickle (and deepcopy) what the view shows, not the messages appended after it.
+        return (HistoryView, (list(self), len(self)))
+
     def as_tuple(self) -> tuple[Message, ...]:
         """The messages as a tuple (a copy: O(n))."""
         return (*islice(self._items, self._length), *self._extra)
