@@ -15,10 +15,13 @@ from autocompact.estimation import (
     CALIBRATION_MIN_SAMPLES,
     LOW_SIDE_MARGIN,
     MIN_CALIBRATION_TOKENS,
+    MIX_TOLERANCE,
+    UNLEARNED_FACTOR,
     Calibration,
     calibrated_estimate,
     calibrated_tokens,
     estimate_stats_tokens,
+    learned_mix_tokens,
     update_calibration,
 )
 
@@ -29,7 +32,10 @@ stats_strategy = st.builds(
     media_parts=st.integers(0, 20),
 )
 calibration_strategy = st.builds(
-    Calibration, factor=st.floats(0.25, 4.0), samples=st.integers(0, 1000)
+    Calibration,
+    factor=st.floats(0.25, 4.0),
+    samples=st.integers(0, 1000),
+    json_share=st.none() | st.floats(0.0, 1.0),
 )
 
 
@@ -99,8 +105,10 @@ def test_dict_round_trip_and_errors() -> None:
 def test_calibration_lowers_only_once_learned_and_clamped(
     calibration: Calibration, stats: CharStats
 ) -> None:
-    """Before CALIBRATION_MIN_SAMPLES reports the estimate only rises; after, it follows the
-    clamped factor both ways, with the low-side margin, never below half the plain estimate."""
+    """Before CALIBRATION_MIN_SAMPLES reports the estimate only rises; after, content of the
+    learned mix follows the clamped factor both ways, with the low-side margin, and content
+    beyond that mix is sized at UNLEARNED_FACTOR: never below half the plain estimate, and
+    never below the plain estimate when the mix is far from the learned one."""
     plain = estimate_stats_tokens(stats)
     applied = calibrated_estimate(plain, calibration, stats)
     if calibration.samples < CALIBRATION_MIN_SAMPLES:
@@ -112,9 +120,23 @@ def test_calibration_lowers_only_once_learned_and_clamped(
     factor = min(high, max(low, calibration.factor))
     if factor < 1:
         factor = min(1.0, factor * (1 + LOW_SIDE_MARGIN))
-        assert applied <= plain
-    assert applied == math.ceil(factor * content + media)
+    matched = learned_mix_tokens(calibration, stats)
+    assert 0 <= matched <= content + 1e-6
+    expected = factor * matched + max(factor, UNLEARNED_FACTOR) * (content - matched)
+    assert applied == math.ceil(expected + media)
     assert applied >= math.floor(low * content + media)
+    share = stats.json_chars / 2 / content if content else None
+    learned_on = calibration.json_share
+    if share is None or learned_on is None or abs(share - learned_on) <= MIX_TOLERANCE:
+        assert matched == content
+        if factor <= 1:
+            assert applied <= plain
+    else:  # the matched part has the learned mix and takes all of the scarcer kind
+        text, json_tokens = stats.text_chars / 4, stats.json_chars / 2
+        scarce, scarce_share = (
+            (json_tokens, learned_on) if share < learned_on else (text, 1 - learned_on)
+        )
+        assert matched * scarce_share == pytest.approx(scarce, rel=1e-9, abs=1e-6)
 
 
 @given(
@@ -138,8 +160,10 @@ def test_update_keeps_a_valid_calibration(
 
 
 def test_a_low_factor_learned_on_json_is_not_applied_to_text() -> None:
-    """A factor below 1 learned on tool output (JSON) does not lower an estimate of mostly text;
-    it still lowers one of the same mix."""
+    """A factor below 1 learned on tool output (JSON) lowers an estimate of the same mix; the
+    text of content that is mostly text (a summary that replaced the tool output) is of a kind
+    the calibration never measured, and is sized at UNLEARNED_FACTOR: above the plain estimate,
+    never below it."""
     json_stats = CharStats(text_chars=400, json_chars=100_000)
     text_stats = CharStats(text_chars=200_000, json_chars=1_000)
     calibration = Calibration()
@@ -147,9 +171,42 @@ def test_a_low_factor_learned_on_json_is_not_applied_to_text() -> None:
         calibration = update_calibration(calibration, json_stats, 35_000)
     assert calibration.factor < 0.75
     plain_text = estimate_stats_tokens(text_stats)
-    assert calibrated_estimate(plain_text, calibration, text_stats) == plain_text
+    applied_text = calibrated_estimate(plain_text, calibration, text_stats)
+    assert applied_text > plain_text
+    # the JSON and the little text that goes with it in the learned mix keep the factor
+    assert calibration.json_share is not None
+    matched = 500 / calibration.json_share
+    factor = min(1.0, calibration.factor * (1 + LOW_SIDE_MARGIN))
+    unlearned = 50_000 + 500 - matched
+    assert applied_text == math.ceil(factor * matched + UNLEARNED_FACTOR * unlearned)
     plain_json = estimate_stats_tokens(json_stats)
     assert calibrated_estimate(plain_json, calibration, json_stats) < 0.8 * plain_json
+
+
+def test_a_factor_learned_on_text_sizes_new_json_at_the_unlearned_factor() -> None:
+    """The other way round: a factor learned on prose is applied to the prose part only; a large
+    tool output (JSON) it never measured is sized at UNLEARNED_FACTOR until reported."""
+    calibration = Calibration(factor=1.2, samples=5, json_share=0.0)
+    stats = CharStats(text_chars=40_000, json_chars=40_000)  # 10K text, 20K JSON
+    plain = estimate_stats_tokens(stats)
+    assert calibrated_estimate(plain, calibration, stats) == math.ceil(
+        1.2 * 10_000 + UNLEARNED_FACTOR * 20_000
+    )
+    # the next report teaches the new mix, and the factor applies to all of it again
+    learned = update_calibration(calibration, stats, 24_000)
+    assert calibrated_estimate(plain, learned, stats) == math.ceil(
+        min(1.0, 0.8 * (1 + LOW_SIDE_MARGIN)) * 30_000
+    )
+
+
+def test_within_the_tolerance_the_factor_applies_to_all_content() -> None:
+    """Small drifts of the mix (consecutive calls) keep the learned factor for everything."""
+    calibration = Calibration(factor=0.7, samples=5, json_share=0.9)
+    stats = CharStats(text_chars=4 * 3_500, json_chars=2 * 6_500)  # JSON share 0.65 (−0.25)
+    assert learned_mix_tokens(calibration, stats) == pytest.approx(10_000)
+    assert calibrated_estimate(estimate_stats_tokens(stats), calibration, stats) == math.ceil(
+        0.7 * (1 + LOW_SIDE_MARGIN) * 10_000
+    )
 
 
 def test_calibration_round_trips_its_json_share_and_old_files_load() -> None:

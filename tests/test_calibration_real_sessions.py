@@ -1,10 +1,11 @@
 """Calibration applied both ways, against real usage on every recorded session (issue 11).
 
 Replay's ``calibrated_applied`` is the cold estimate the engine actually applies. Pooled over
-``../shared/data`` (333 scored calls): 97.6 % within ±10 % of the reported size. The only calls
-more than 10 % under after the first five are the two first calls after a compaction recorded
-in the transcript, where even the plain estimate is 13–16 % low (the agent re-attached content
-the transcript does not show); they are listed, not hidden.
+``../shared/data`` (333 scored calls): 98.2 % within ±10 % of the reported size, and no call after
+the first five more than 10 % under (worst −8.6 %). The two first calls after a compaction
+recorded in the transcript were 13–16 % under while a factor learned on tool output was applied
+to the summary; content of a mix the calibration has not measured is now sized at
+``UNLEARNED_FACTOR`` (−2.4 % and −5.0 %).
 """
 
 from __future__ import annotations
@@ -39,17 +40,19 @@ def _scored() -> list[tuple[str, int, float, bool, float]]:
 
 
 def test_applied_estimate_within_10_percent_on_90_percent_of_calls() -> None:
-    """Pooled over the recorded sessions, ≥ 90 % of calls are within ±10 % (measured 97.6 %)."""
+    """Pooled over the recorded sessions, ≥ 90 % of calls are within ±10 % (measured 98.2 %)."""
     scored = _scored()
     within = sum(abs(error) <= 0.10 for _, _, error, _, _ in scored)
     assert len(scored) >= 300
     assert within / len(scored) >= 0.90
 
 
-def test_no_call_after_the_fifth_is_more_than_10_percent_under_except_where_plain_is() -> None:
-    """After the first five calls, an applied estimate more than 10 % under only happens where
-    the plain estimate itself is as low (content the transcript does not show): calibration
-    never makes an estimate more than 10 % low."""
-    late_under = [s for s in _scored() if s[1] >= 5 and s[2] < -0.10]
-    assert all(cold <= error + 1e-9 for _, _, error, _, cold in late_under), late_under
-    assert len(late_under) <= 2
+def test_no_call_after_the_fifth_is_more_than_10_percent_under() -> None:
+    """After the first five calls, no applied estimate is more than 10 % under the reported size
+    (measured worst: −8.6 %), including the first call after each recorded compaction."""
+    scored = _scored()
+    late_under = [s for s in scored if s[1] >= 5 and s[2] < -0.10]
+    assert late_under == []
+    after_compaction = [s for s in scored if s[3]]
+    assert len(after_compaction) >= 2  # the recorded compactions are in the data and scored
+    assert all(error >= -0.10 for _, _, error, _, _ in after_compaction), after_compaction

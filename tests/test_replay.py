@@ -325,7 +325,16 @@ def test_cli_json_has_exactly_the_documented_keys(
             "cache_write_tokens",
             "cache_read_tokens",
         }
-    assert set(entry["rows"][0]) == {"call", "reported", "estimate_cold", "estimate_warm", "tier"}
+    assert set(entry["rows"][0]) == {
+        "call",
+        "reported",
+        "estimate_cold",
+        "estimate_warm",
+        "estimate_calibrated",
+        "estimate_calibrated_applied",
+        "compacted_before",
+        "tier",
+    }
     assert [r["call"] for r in entry["rows"]] == list(range(1, 13))
 
 

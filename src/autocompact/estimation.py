@@ -298,32 +298,59 @@ APPLIED_FACTOR_BOUNDS = (0.5, 2.0)
 """The factor applied to a cold estimate is clamped here (real tokenizers measure 0.5–2.0)."""
 
 MIX_TOLERANCE = 0.25
-"""A factor below 1 is not applied (the estimate only rises) to content whose JSON share differs
-from the share it was learned on by more than this. On the recorded sessions, right after a
-compaction replaced tool output (JSON, counted ~0.7× the estimate) with a summary (text), the
-factor learned on the tool output would have put the estimate 16–19 % low; with this rule it
-stays at the plain estimate."""
+"""A factor is applied as learned to content whose JSON share is within this of the share it was
+learned on. Beyond it, only the part of the content that has the learned mix is scaled by the
+factor; the rest is of a kind the session has not measured and is sized at
+:data:`UNLEARNED_FACTOR` (see :func:`calibrated_estimate`)."""
+
+UNLEARNED_FACTOR = APPLIED_FACTOR_BOUNDS[1]
+"""Provider tokens per plain-estimate token assumed for content whose ratio the session has not
+measured: the top of the supported tokenizer range, the safe side (an estimate that errs high
+makes compaction fire early, one that errs low late). The same worst case sizes a trimmed
+request before anything is learned (``compaction.fallback.UNKNOWN_SCALE``). On the recorded
+sessions this covers the first call after a compaction, where a factor learned on tool output
+(JSON, ~0.7) put the estimate 13–16 % under; it is replaced by a measured factor at the next
+report (docs/design.md, issue 11: content the calibration has not seen)."""
 
 LOW_SIDE_MARGIN = 0.03
 """A factor below 1 is applied 3 % closer to 1: an estimate that errs low makes compaction fire
 late, one that errs high only early (SPEC §4)."""
 
 
-def applied_factor(calibration: Calibration, stats: CharStats | None = None) -> float | None:
-    """The factor a cold estimate of ``stats`` is scaled by in both directions, or None while
-    the calibration has too few reports to lower an estimate, or was learned on a very different
-    mix of text and JSON (it may still raise it)."""
+def applied_factor(calibration: Calibration) -> float | None:
+    """The factor a cold estimate of content of the learned mix is scaled by, both ways, or None
+    while the calibration has too few reports to lower an estimate (it may still raise it)."""
     if calibration.samples < CALIBRATION_MIN_SAMPLES:
         return None
     low, high = APPLIED_FACTOR_BOUNDS
     factor = min(high, max(low, calibration.factor))
     if factor < 1:
-        share = None if stats is None else _json_share(stats)
-        learned_on = calibration.json_share
-        if share is not None and learned_on is not None and abs(share - learned_on) > MIX_TOLERANCE:
-            return None
         factor = min(1.0, factor * (1 + LOW_SIDE_MARGIN))
     return factor
+
+
+def learned_mix_tokens(calibration: Calibration, stats: CharStats) -> float:
+    """Plain tokens of the part of ``stats`` that has the mix of text and JSON the calibration
+    was learned on (all of it within :data:`MIX_TOLERANCE`, or when the mix is unknown).
+
+    Content with more text than the learned mix keeps all its JSON and the text that goes with
+    it in the learned proportion; content with more JSON, the reverse. What is left over is of a
+    kind the calibration has not measured.
+    """
+    text = stats.text_chars / BYTES_PER_TOKEN
+    json_tokens = stats.json_chars / BYTES_PER_TOKEN_JSON
+    content = text + json_tokens
+    learned_on = calibration.json_share
+    if learned_on is None or content <= 0:
+        return content
+    share = json_tokens / content
+    if abs(share - learned_on) <= MIX_TOLERANCE:
+        return content
+    if share < learned_on:  # more text than learned on
+        portion = json_tokens / learned_on
+    else:  # more JSON than learned on
+        portion = text / (1 - learned_on) if learned_on < 1 else 0.0
+    return min(content, portion)
 
 
 def calibrated_estimate(
@@ -337,8 +364,11 @@ def calibrated_estimate(
 
     Once the calibration learned from :data:`CALIBRATION_MIN_SAMPLES` reports, the learned
     factor, clamped to :data:`APPLIED_FACTOR_BOUNDS` and with :data:`LOW_SIDE_MARGIN` when it
-    lowers, replaces the fixed ratios: the estimate may go below ``plain``. Before that it only
-    raises: ``max(plain, learned)``.
+    lowers, replaces the fixed ratios for the content of the mix it was learned on: the estimate
+    may go below ``plain``. Content beyond that mix (:func:`learned_mix_tokens`: the summary
+    that replaced tool output after a compaction) is sized at :data:`UNLEARNED_FACTOR` (or the
+    factor, if higher) until a report on the new mix teaches its ratio. Before enough reports the
+    calibration only raises: ``max(plain, learned)``.
 
     Args:
         plain: the plain estimate of ``stats`` (as from :func:`estimate_stats_tokens`).
@@ -346,11 +376,13 @@ def calibrated_estimate(
         stats: the character statistics ``plain`` was computed from.
         image_token_estimate: tokens per image or document.
     """
-    factor = applied_factor(calibration, stats)
+    factor = applied_factor(calibration)
     if factor is None:
         learned = calibrated_tokens(calibration, stats, image_token_estimate=image_token_estimate)
         return max(plain, learned)
-    exact = factor * _plain_content_tokens(stats)
+    content = _plain_content_tokens(stats)
+    matched = learned_mix_tokens(calibration, stats)
+    exact = factor * matched + max(factor, UNLEARNED_FACTOR) * (content - matched)
     return math.ceil(exact + stats.media_parts * image_token_estimate)
 
 
@@ -360,9 +392,11 @@ __all__ += [
     "LOW_SIDE_MARGIN",
     "MIN_CALIBRATION_TOKENS",
     "MIX_TOLERANCE",
+    "UNLEARNED_FACTOR",
     "Calibration",
     "applied_factor",
     "calibrated_estimate",
     "calibrated_tokens",
+    "learned_mix_tokens",
     "update_calibration",
 ]

@@ -95,6 +95,9 @@ class CallRow:
             "reported": self.reported,
             "estimate_cold": self.estimate_cold,
             "estimate_warm": self.estimate_warm,
+            "estimate_calibrated": self.estimate_calibrated,
+            "estimate_calibrated_applied": self.estimate_calibrated_applied,
+            "compacted_before": self.compacted_before,
             "tier": self.tier.value,
         }
 
