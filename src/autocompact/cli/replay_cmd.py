@@ -252,7 +252,7 @@ _POLICY_METRICS = (
     ("failed_attempts", "failed attempts"),
     ("side_queries", "side queries"),
     ("oversized_requests", "requests over the window"),
-    ("refused_requests", "refused (one message > window)"),
+    ("refused_requests", "refused (cannot fit the window)"),
     ("peak_prompt_tokens", "peak prompt"),
     ("prompt_tokens_sent", "prompt tokens sent"),
     ("mean_fill_at_compaction", "mean fill at compaction"),
