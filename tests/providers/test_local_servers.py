@@ -239,7 +239,7 @@ def test_stream_without_usage_is_counted_by_the_tokenize_endpoint(
     assert isinstance(first, StreamDone)
     assert isinstance(second, StreamDone)
     assert first.completion.usage is not None
-    assert first.completion.usage.prompt_tokens == 30 + 4
+    assert first.completion.usage.prompt_tokens == 30 + 5 + 3  # one message, its template tokens, the open model turn
     assert first.completion.usage.output_tokens == 1
     assert wire.sent[1].url.endswith("/extras/tokenize/count")
     assert wire.sent[1].json == {"input": "hello"}
@@ -260,7 +260,7 @@ def test_llama_server_tokenize_is_the_second_choice(wire: Wire) -> None:
     done = list(provider(wire).stream(CHAT))[-1]
     assert isinstance(done, StreamDone)
     assert done.completion.usage is not None
-    assert done.completion.usage.prompt_tokens == 3 + 4
+    assert done.completion.usage.prompt_tokens == 3 + 5 + 3
     assert wire.sent[2].url.endswith("/tokenize")
     assert wire.sent[2].json == {"content": "hello"}
 
@@ -296,7 +296,7 @@ async def test_async_stream_without_usage_is_counted(wire: Wire) -> None:
     done = events[-1]
     assert isinstance(done, StreamDone)
     assert done.completion.usage is not None
-    assert done.completion.usage.prompt_tokens == 14
+    assert done.completion.usage.prompt_tokens == 10 + 5 + 3
 
 
 # -- 9. what a user sees -------------------------------------------------------------------------

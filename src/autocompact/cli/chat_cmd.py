@@ -110,6 +110,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--base-url", help="the server's base URL (openai-compatible servers)")
     p.add_argument("--window", help="the context window in tokens, e.g. 131072, 128k, 1m")
     p.add_argument("--system", help="the system instruction")
+    p.add_argument(
+        "--max-tokens",
+        type=_positive_int,
+        metavar="N",
+        help="the output cap of each reply (default: the server's; a base model on a local "
+        "server may otherwise write until the window is full)",
+    )
     resume = p.add_mutually_exclusive_group()
     resume.add_argument(
         "--continue",
@@ -126,6 +133,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "shared with other workers (default: $AUTOCOMPACT_STORE, else the JSONL files)",
     )
     p.set_defaults(handler=run_chat)
+
+
+def _positive_int(text: str) -> int:
+    """``--max-tokens``: a whole number of 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}")
+    return value
 
 
 def data_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -261,6 +279,7 @@ def run_chat(args: argparse.Namespace) -> int:
         calibration=calibration,
         consecutive_failures=saved.consecutive_failures if saved is not None else 0,
         image_token_estimate=settings.image_token_estimate,
+        max_output_tokens=args.max_tokens,
         clear_tool_outputs=settings.tool_output_clearing,
         compression_service=CompressionService(
             provider, native_compaction=settings.native_compaction
@@ -320,6 +339,7 @@ def run_chat(args: argparse.Namespace) -> int:
             last_prompt_token_count=0,
             consecutive_failures=old.consecutive_failures,
             image_token_estimate=old.image_token_estimate,
+            max_output_tokens=old.max_output_tokens,
             clear_tool_outputs=old.clear_tool_outputs,
             compression_service=CompressionService(
                 provider, native_compaction=old.compression.native_compaction

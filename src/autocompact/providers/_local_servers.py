@@ -14,6 +14,7 @@ from typing import Any
 
 __all__ = [
     "MESSAGE_OVERHEAD_TOKENS",
+    "REPLY_OPENING_TOKENS",
     "TOKENIZE_ENDPOINTS",
     "prompt_text",
     "server_root",
@@ -26,9 +27,14 @@ TOKENIZE_ENDPOINTS: tuple[tuple[str, str], ...] = (
 )
 """Tokenize endpoints (path from the server's root, the body's text field), tried in order."""
 
-MESSAGE_OVERHEAD_TOKENS = 4
+MESSAGE_OVERHEAD_TOKENS = 5
 """Tokens a chat template adds around each message (role markers, turn separators): counting
-the messages' text alone would always err low, and a low count is the unsafe side."""
+the messages' text alone would always err low, and a low count is the unsafe side. Gemma's
+``<start_of_turn>user\n … <end_of_turn>\n`` is 5 (measured on llama_cpp.server), as are
+ChatML's and Llama 3's headers."""
+
+REPLY_OPENING_TOKENS = 3
+"""Tokens of the open model turn a template ends the prompt with (``<start_of_turn>model\n``)."""
 
 
 def server_root(base_url: str) -> str:

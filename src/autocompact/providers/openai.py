@@ -43,6 +43,7 @@ from autocompact.providers._common import (
 )
 from autocompact.providers._local_servers import (
     MESSAGE_OVERHEAD_TOKENS,
+    REPLY_OPENING_TOKENS,
     TOKENIZE_ENDPOINTS,
     prompt_text,
     server_root,
@@ -360,7 +361,7 @@ class OpenAIProvider:
             )
         output = count(completion.text) if completion.text else 0
         usage = Usage(
-            prompt_tokens=prompt_tokens + MESSAGE_OVERHEAD_TOKENS * messages,
+            prompt_tokens=prompt_tokens + MESSAGE_OVERHEAD_TOKENS * messages + REPLY_OPENING_TOKENS,
             output_tokens=output or 0,
         )
         return replace(completion, usage=usage)

@@ -1,0 +1,1 @@
+"""Tests against the real llama.cpp servers (issue 17)."""
