@@ -21,6 +21,7 @@ tokenized by the server itself (``/tokenize``, ``/extras/tokenize``).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import http.client
 import json
@@ -242,10 +243,8 @@ def _free_port() -> int:
 
 def _die_with_parent() -> None:
     """In the child: get SIGTERM when the test process dies, however it dies (Linux)."""
-    try:
+    with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 def http_json(url: str, body: object | None = None, timeout: float = REQUEST_TIMEOUT) -> Any:
@@ -363,7 +362,7 @@ def _launch(kind: str, argv: list[str], port: int, log: Path) -> LlamaServer:
         stdout=handle,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
-        preexec_fn=_die_with_parent,  # noqa: PLW1509 - the servers must not outlive the tests
+        preexec_fn=_die_with_parent,
         env={**os.environ, "NO_PROXY": "127.0.0.1", "PYTHONUNBUFFERED": "1"},
     )
     handle.close()
@@ -466,4 +465,3 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     ours = [i for i in items if "integration_llama" in str(i.fspath)]
     rest = [i for i in items if "integration_llama" not in str(i.fspath)]
     items[:] = rest + ours
-

@@ -9,7 +9,7 @@ from autocompact.providers.registry import get_provider
 
 from .conftest import REQUEST_TIMEOUT, LlamaServer
 
-MAIN_CAP = 12
+MAIN_CAP = 4
 """Output cap of main turns: a base model's replies are not what these tests are about."""
 
 

@@ -49,7 +49,8 @@ def test_our_count_is_the_servers_count(llama_servers: LlamaServers, kind: str) 
     (exchange,) = [e for e in server.proxy.since(mark) if e.is_chat]
     assert exchange.status == 200
     reported = exchange.usage_prompt_tokens()
-    assert reported is not None and reported > 20
+    assert reported is not None
+    assert reported > 20
     assert server.count(exchange.request) == reported
 
 
@@ -65,7 +66,8 @@ def test_text_is_sent_as_one_string(llama_servers: LlamaServers) -> None:
         Message.model("Noted.", "PELICAN it is."),
     )
     pending = Message.user("What was", "the code word?")
-    assert len(pending.parts) == 2 and all(isinstance(p, TextPart) for p in pending.parts)
+    assert len(pending.parts) == 2
+    assert all(isinstance(p, TextPart) for p in pending.parts)
     for server in _servers(llama_servers):
         session = ChatSession(
             provider_for(server),
@@ -84,7 +86,8 @@ def test_text_is_sent_as_one_string(llama_servers: LlamaServers) -> None:
             "What was\n\nthe code word?",
         ]
         prompt = server.render(exchange.request)
-        assert "PELICAN it is." in prompt and "the code word?" in prompt
+        assert "PELICAN it is." in prompt
+        assert "the code word?" in prompt
         assert exchange.usage_prompt_tokens() == server.tokenize(prompt)
 
     as_lists = [
@@ -125,7 +128,8 @@ def test_window_discovery_per_server(llama_servers: LlamaServers) -> None:
     asked = [(e.method, e.path, e.status) for e in py.proxy.since(mark)]
     assert ("GET", "/props", 404) in asked
     models = [e for e in py.proxy.since(mark) if e.path == "/v1/models"]
-    assert models and models[0].status == 200  # answered, but with no window in it
+    assert models
+    assert models[0].status == 200
     assert "n_ctx" not in models[0].body.decode()
 
 
@@ -147,7 +151,8 @@ def test_streams_without_usage_are_counted_by_the_server(llama_servers: LlamaSer
         server_count = server.count(chats[-1].request)
         if server.kind == "llama-server":
             assert chats[-1].usage_prompt_tokens() == server_count
-            assert tokenize == [] and notices == []
+            assert tokenize == []
+            assert notices == []
         else:
             assert chats[-1].usage_prompt_tokens() is None  # the server sent no usage
             assert {e.path for e in tokenize} == {"/extras/tokenize/count"}
