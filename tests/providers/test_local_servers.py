@@ -239,7 +239,7 @@ def test_stream_without_usage_is_counted_by_the_tokenize_endpoint(
     assert isinstance(first, StreamDone)
     assert isinstance(second, StreamDone)
     assert first.completion.usage is not None
-    assert first.completion.usage.prompt_tokens == 30 + 5 + 3  # one message, its template tokens, the open model turn
+    assert first.completion.usage.prompt_tokens == 30 + 5 + 3  # text, 1 message, reply opening
     assert first.completion.usage.output_tokens == 1
     assert wire.sent[1].url.endswith("/extras/tokenize/count")
     assert wire.sent[1].json == {"input": "hello"}
