@@ -53,7 +53,8 @@ NO_SERVERS = (
 )
 START_TIMEOUT = 240.0
 """Seconds a server may take to load the model (the machine may be busy)."""
-REQUEST_TIMEOUT = 900.0
+REQUEST_TIMEOUT = 3600.0
+"""Seconds one request may take: a full 8K prompt on one busy core can take a quarter hour."""
 
 HERE = Path(__file__).parent
 
