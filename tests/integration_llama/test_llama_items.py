@@ -1,7 +1,6 @@
 """Issue 17, item by item, against the real llama.cpp servers (the quick ones).
 
-Items 1-3 and the 30-turn sessions are in ``test_llama_sessions.py``; the CLI in
-``test_llama_cli.py``.
+Items 1 and 2 are in ``test_llama_overflow.py``, the CLI in ``test_llama_cli.py``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Issue 17 items 1 and 2: an overflow answered by the real server itself.
 
 The history is ~8.7K tokens by the servers' count while the session believes a 32K window; the
-summary is the offline extractive one (the model's own would be refused, see
-``test_llama_sessions.py``), so these tests are about the error, the learned window and the retry.
+summary is the offline extractive one (Gemma 3 270M is a base model: asked for a summary it
+recites the prompt, which the engine refuses), so these tests are about the error, the learned
+window and the retry.
 """
 
 from __future__ import annotations
