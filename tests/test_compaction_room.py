@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from itertools import pairwise
+
+import pytest
 
 from autocompact import FunctionCallPart, FunctionResponsePart, Message
 from autocompact.chat import ChatSession
@@ -422,3 +425,50 @@ def test_growth_log_judges_only_within_five_calls() -> None:
     assert not GrowthLog().after_compaction(manual, 20).outgrown
     assert not GrowthLog().after_compaction(replace(done, ineffective=True), 20).outgrown
     assert GrowthLog(recent=(1_000, 3_000, 2_000)).expected_growth() == 10_000
+
+
+def test_the_guard_carries_the_growth_log_and_judges_outgrown() -> None:
+    """Frameworks (``ContextGuard``) get the same rules: the growth log travels in
+    ``GuardState`` (and its JSON form), and a burst right after a compaction judges it outgrown."""
+    from autocompact.compaction.extractive import extractive_summary
+    from autocompact.events import CompactionOutgrown
+    from autocompact.guard import ContextGuard, GuardState
+
+    events: list[object] = []
+    guard = ContextGuard(
+        context_window=64_000,
+        compression=CompressionService(None, summarizer=extractive_summary),
+        clear_tool_outputs=False,
+        hooks=(events.append,),
+    )
+    system = "s" * 104_000  # 26K, as in the recorded sessions
+    messages = [*text_history(17_000), Message.user("start")]
+    state = GuardState()
+    compacted_at = []
+    for step in range(12):
+        result = guard.run(messages, system_instruction=system, state=state)
+        if result.compacted:
+            compacted_at.append(step)
+        state = GuardState.from_dict(result.state.to_dict())
+        burst = len(compacted_at) == 1 and step - compacted_at[0] < 3
+        size = 9_000 if burst else 500
+        messages = [*result.history, Message.model("ok"), Message.user(f"{step} " + "b" * 4 * size)]
+    assert state.growth.recent  # carried from request to request
+    assert len(compacted_at) >= 2
+    assert compacted_at[1] - compacted_at[0] < 5
+    assert sum(isinstance(e, CompactionOutgrown) for e in events) == 1
+
+
+def test_a_malformed_growth_log_in_a_stored_state_is_named() -> None:
+    """A bad ``growth`` field in a framework's stored state is an error naming the field."""
+    from autocompact.errors import ContentError
+    from autocompact.guard import GuardState
+
+    assert GuardState.from_dict({}).growth.recent == ()
+    for bad, field in (
+        ({"recent": [1, -2]}, "growth.recent"),
+        ({"last_count": "x"}, "growth.last_count"),
+        ([], "growth"),
+    ):
+        with pytest.raises(ContentError, match=re.escape(f"'{field}'")):
+            GuardState.from_dict({"growth": bad})

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autocompact.chat import _SessionCore
+from autocompact.compaction.accounting import GROWTH_CALLS, GrowthLog
 from autocompact.compaction.plan import CompressionInfo, CompressionStatus, CompressionTrigger
 from autocompact.compaction.service import CompressionService, drive_flow, drive_flow_async
 from autocompact.content import CharStats, Message, json_length
@@ -45,11 +46,14 @@ class GuardState:
         hold_until: no automatic side query while the count is below this (SPEC §10.2/§10.7;
             ``None``: no hold).
         calibration: what reported prompt sizes taught about this model's tokenizer.
+        growth: the recent growth of the count and the last compaction's age (docs/design.md,
+            decision 63).
     """
 
     consecutive_failures: int = 0
     hold_until: int | None = None
     calibration: Calibration = field(default_factory=Calibration)
+    growth: GrowthLog = field(default_factory=GrowthLog)
 
     @property
     def breaker_open(self) -> bool:
@@ -62,6 +66,12 @@ class GuardState:
             "consecutive_failures": self.consecutive_failures,
             "hold_until": self.hold_until,
             "calibration": self.calibration.to_dict(),
+            "growth": {
+                "recent": list(self.growth.recent),
+                "last_count": self.growth.last_count,
+                "since_compaction": self.growth.since_compaction,
+                "compacted_to": self.growth.compacted_to,
+            },
         }
 
     @classmethod
@@ -90,6 +100,7 @@ class GuardState:
             consecutive_failures=failures,
             hold_until=hold,
             calibration=Calibration.from_dict(data.get("calibration")),
+            growth=_growth_from(data.get("growth")),
         )
 
 
@@ -204,6 +215,7 @@ class ContextGuard:
             calibration=state.calibration,
         )
         core.hold_until = state.hold_until
+        core._growth = state.growth
         return core, messages[-1]
 
     def flow(
@@ -234,6 +246,8 @@ class ContextGuard:
         tokens = core.estimate_tokens(pending)
         if reactive:
             # As the session's send flow: a forced compaction, then the request once more.
+            if core._growth.outgrown:
+                core._judge_outgrown(tokens)
             info = yield from core.compaction_step(CompressionTrigger.REACTIVE, pending)
             if info.status is CompressionStatus.COMPRESSED:
                 request, trim = core._request_for(pending)
@@ -297,6 +311,39 @@ def _state_of(core: _SessionCore) -> GuardState:
         consecutive_failures=core.consecutive_failures,
         hold_until=core.hold_until,
         calibration=core.calibration,
+        growth=core._growth,
+    )
+
+
+def _growth_from(data: object) -> GrowthLog:
+    """The growth log of a stored state (absent in states written before it: a fresh log)."""
+    if data is None:
+        return GrowthLog()
+
+    def bad(field_name: str, value: object) -> ContentError:
+        return ContentError(
+            f"autocompact state field 'growth.{field_name}' must be a count ≥ 0, got {value!r}"
+        )
+
+    if not isinstance(data, Mapping):
+        raise ContentError(f"autocompact state field 'growth' must be an object, got {data!r}")
+
+    def count(field_name: str, value: object, *, optional: bool) -> int | None:
+        if value is None and optional:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise bad(field_name, value)
+        return value
+
+    recent = data.get("recent", [])
+    if not isinstance(recent, list):
+        raise bad("recent", recent)
+    values = tuple(count("recent", v, optional=False) or 0 for v in recent)
+    return GrowthLog(
+        recent=values[-GROWTH_CALLS:],
+        last_count=count("last_count", data.get("last_count"), optional=True),
+        since_compaction=count("since_compaction", data.get("since_compaction"), optional=True),
+        compacted_to=count("compacted_to", data.get("compacted_to", 0), optional=False) or 0,
     )
 
 
