@@ -85,8 +85,37 @@ def test_not_a_session_is_a_clear_error(chat_env: ChatEnv) -> None:
     resume = chat_env.run(["chat", "--resume", "future"])
     assert resume.code == 2
     assert "upgrade autocompact" in resume.err
-    # unreadable files are skipped by list, not fatal
-    assert chat_env.run(["sessions", "list"]).code == 0
+    # list names each unreadable file and why, one line each, and lists nothing else here
+    listed = chat_env.run(["sessions", "list"])
+    assert listed.code == 1
+    assert "No readable sessions" in listed.out
+
+
+def test_list_names_unreadable_files_and_lists_the_rest(chat_env: ChatEnv) -> None:
+    """sessions list shows the readable sessions, one stderr line per unreadable file saying
+    which file and why, and exits 1; --store DIR (the JSONL store) does the same."""
+    sid = _one_session(chat_env)
+    junk = chat_env.sessions / "junk.jsonl"
+    junk.write_text("this is not json\n")
+    empty = chat_env.sessions / "empty.jsonl"
+    empty.write_text("")
+    for args in (["sessions", "list"], ["sessions", "list", "--store", str(chat_env.sessions)]):
+        result = chat_env.run(args)
+        assert result.code == 1, result.err
+        assert sid in result.out
+        assert "first question" in result.out
+        warnings = [line for line in result.err.splitlines() if line.startswith("Warning:")]
+        assert len(warnings) == 2, result.err
+        (junk_line,) = [w for w in warnings if str(junk) in w]
+        assert "not an autocompact session" in junk_line
+        (empty_line,) = [w for w in warnings if str(empty) in w]
+        assert "empty file" in empty_line
+        assert "2 session file(s) could not be read" in result.err
+    junk.unlink()
+    empty.unlink()
+    clean = chat_env.run(["sessions", "list"])
+    assert clean.code == 0
+    assert clean.err == ""
 
 
 def test_unknown_id(chat_env: ChatEnv) -> None:

@@ -135,3 +135,32 @@ def test_a_newer_schema_is_one_error_line(chat_env: ChatEnv) -> None:
     assert result.code != 0
     assert "upgrade autocompact" in result.err
     assert "Traceback" not in result.err + result.out
+
+
+def test_sessions_slash_command_lists_the_store(chat_env: ChatEnv, address: str) -> None:
+    """/sessions in a chat started with --store lists that store's sessions (SQL included),
+    marks the current one, and reads no JSONL file."""
+    first = chat_env.run(["chat", "--provider", "fake", "--store", address], ["earlier chat"])
+    assert first.code == 0, first.err
+    earlier = only_id(chat_env, address)
+    result = chat_env.run(
+        ["chat", "--provider", "fake", "--store", address], ["hello", "/sessions"]
+    )
+    assert result.code == 0, result.err
+    from autocompact.sessions.stores import open_store
+
+    ids = [s.session_id for s in open_store(address).list_sessions()]
+    (current,) = [i for i in ids if i != earlier]
+    lines = result.out.splitlines()
+    assert any(line.startswith("Sessions in ") for line in lines), result.out
+    (mark,) = [line for line in lines if current in line and "turns" in line]
+    assert mark.startswith("* ")
+    assert "1 turns" in mark
+    (other,) = [line for line in lines if earlier in line and "turns" in line]
+    assert other.startswith("  ")
+    assert "fake/fake-model" in other
+    assert "Saving is off" not in result.out
+    assert not chat_env.sessions.exists() or not list(chat_env.sessions.glob("*.jsonl"))
+    if "@" in address:
+        password = address.split("://", 1)[1].split("@", 1)[0].split(":", 1)[1]
+        assert password not in result.out + result.err

@@ -302,6 +302,7 @@ def run_chat(args: argparse.Namespace) -> int:
         model=provider.model,
         window_source=source,
         store=None if args.no_save or shared else store,
+        shared_store=shared[0] if shared else None,
         session_id=shared[1] if shared else saved.id if saved is not None else None,
         on_clear=saver.clear,
     )
@@ -309,7 +310,8 @@ def run_chat(args: argparse.Namespace) -> int:
     def persist(session: ChatSession, new_compactions: list[object]) -> None:
         saver.save(session, new_compactions)
         memory.save(choice.provider, session.provider.model, session.calibration)
-        ctx.session_id = saver.session_id  # known once the first turn created the file
+        if shared is None:  # a store's session id is known from the start
+            ctx.session_id = saver.session_id  # known once the first turn created the file
         for notice in saver.notices():
             console.print(f"Warning: {notice}", style="yellow", markup=False, highlight=False)
 

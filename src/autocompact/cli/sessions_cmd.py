@@ -24,7 +24,7 @@ from autocompact.content import FunctionCallPart, FunctionResponsePart, Message,
 from autocompact.errors import SessionFileError
 from autocompact.sessions import SessionStore, export_session
 
-__all__ = ["register", "run_export", "run_import", "run_list", "run_show"]
+__all__ = ["list_files", "register", "run_export", "run_import", "run_list", "run_show"]
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -35,7 +35,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Saved chat sessions (under $AUTOCOMPACT_HOME or the user data directory).",
     )
     sub = p.add_subparsers(dest="sessions_command", metavar="ACTION", required=True)
-    ls = sub.add_parser("list", help="list saved sessions, newest first")
+    ls = sub.add_parser(
+        "list",
+        help="list saved sessions, newest first",
+        description="List saved sessions, newest first. A session file that cannot be read is "
+        "named on stderr with the reason, one line each, and the others are listed; the exit "
+        "status is then 1 (0 when every file was read).",
+    )
     ls.add_argument("--all", action="store_true", help="not only the 20 newest")
     ls.set_defaults(handler=run_list)
     store_help = (
@@ -100,12 +106,23 @@ def run_list(args: argparse.Namespace) -> int:
     address = store_address(args)
     if address is not None:
         return run_store_list(args, address)
-    store = _store()
-    summaries = store.list()
+    return list_files(args, _store())
+
+
+def list_files(args: argparse.Namespace, store: SessionStore) -> int:
+    """List a directory of JSONL sessions; one ``Warning:`` line on stderr per file that cannot
+    be read (the file and why). Exit status: 0, or 1 when a file could not be read (the readable
+    sessions are listed all the same)."""
+    problems: list[SessionFileError] = []
+    summaries = store.list(problems=problems)
     console = Console(highlight=False)
+    for problem in problems:
+        reason = " ".join(str(problem).split())
+        print(f"Warning: skipped {reason}", file=sys.stderr)
     if not summaries:
-        console.print(f"No saved sessions in {store.root}.", markup=False)
-        return 0
+        empty = "No readable sessions" if problems else "No saved sessions"
+        console.print(f"{empty} in {store.root}.", markup=False)
+        return 1 if problems else 0
     table = Table(box=None, pad_edge=False)
     for column in ("id", "updated", "provider/model", "msgs", "compactions", "directory", "first"):
         table.add_column(column, overflow="fold")
@@ -120,7 +137,13 @@ def run_list(args: argparse.Namespace) -> int:
             s.preview,
         )
     console.print(table)
-    return 0
+    if problems:
+        print(
+            f"{len(problems)} session file(s) could not be read (listed above); the others are "
+            "shown",
+            file=sys.stderr,
+        )
+    return 1 if problems else 0
 
 
 def _part_text(message: Message) -> str:

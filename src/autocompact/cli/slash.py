@@ -16,6 +16,7 @@ from autocompact.cli.render import WINDOW_SOURCES, bar, describe_info, format_to
 from autocompact.compaction import CompressionStatus
 from autocompact.context_report import WindowSource, build_context_report, native_block_lines
 from autocompact.sessions import SessionStore
+from autocompact.sessions.stores import SessionStore as SharedStore
 
 __all__ = [
     "REGISTRY",
@@ -43,6 +44,7 @@ class ChatContext:
         model: the current model's name.
         window_source: where the window came from: known, configured, server or assumed.
         store: the saved-sessions directory, if saving is on.
+        shared_store: the SQLite, PostgreSQL or JSONL store the chat runs on (``--store``).
         session_id: the id of this chat's saved session, if any.
         switch_model: how ``/model NAME`` builds a chat for another model, if it can.
         on_clear: called after ``/clear`` (the REPL records it in the session file).
@@ -53,6 +55,7 @@ class ChatContext:
     model: str
     window_source: WindowSource = "assumed"
     store: SessionStore | None = None
+    shared_store: SharedStore | None = None
     session_id: str | None = None
     switch_model: ModelSwitcher | None = None
     on_clear: Callable[[], None] | None = None
@@ -231,6 +234,8 @@ def _model(ctx: ChatContext, argument: str) -> CommandResult:
 
 @REGISTRY.command("sessions", "list saved sessions (resume one with: autocompact chat --resume ID)")
 def _sessions(ctx: ChatContext, argument: str) -> CommandResult:
+    if ctx.shared_store is not None:
+        return _stored_sessions(ctx, ctx.shared_store)
     if ctx.store is None:
         return CommandResult(lines=("Saving is off for this chat.",))
     summaries = ctx.store.list()[:10]
@@ -243,6 +248,24 @@ def _sessions(ctx: ChatContext, argument: str) -> CommandResult:
             f"{mark} {s.header.id}  {s.updated}  {s.header.provider}/{s.header.model}  "
             f"{s.messages} msgs  {s.preview}"
         )
+    return CommandResult(lines=tuple(lines))
+
+
+def _stored_sessions(ctx: ChatContext, store: SharedStore) -> CommandResult:
+    """The ten most recently updated sessions of the store the chat runs on."""
+    listing = store.list_sessions()
+    if not listing:
+        return CommandResult(lines=(f"No sessions in {store.address} yet.",))
+    lines = [f"Sessions in {store.address} (resume one with: --store ... --resume ID):"]
+    for s in listing[:10]:
+        mark = "*" if s.session_id == ctx.session_id else " "
+        model = f"{s.meta.get('provider', '?')}/{s.meta.get('model', '?')}"
+        lines.append(
+            f"{mark} {s.session_id}  {s.updated}  {model}  {s.turns} turns  "
+            f"{s.compactions} compactions"
+        )
+    if len(listing) > 10:
+        lines.append(f"  … {len(listing) - 10} more: autocompact sessions list --store ...")
     return CommandResult(lines=tuple(lines))
 
 

@@ -83,6 +83,11 @@ def _saved(snapshot: Snapshot, history: tuple[Message, ...]) -> SavedSession:
 def run_store_list(args: argparse.Namespace, address: str) -> int:
     """``sessions list --store``."""
     store = open_store(address)
+    if isinstance(store, JsonlStore):  # the files: name the unreadable ones (as without --store)
+        from autocompact.cli.sessions_cmd import list_files
+        from autocompact.sessions import SessionStore as JsonlDirectory
+
+        return list_files(args, JsonlDirectory(store.root))
     listing = store.list_sessions()
     console = Console(highlight=False)
     if not listing:

@@ -448,14 +448,29 @@ class SessionStore:
         """Read a session (by id or unique prefix) without changing its file."""
         return load_session(self.path_of(self.resolve(session_id)))
 
-    def list(self) -> builtins.list[SessionSummary]:
-        """Every readable session, most recently updated first (unreadable files are skipped)."""
+    def list(
+        self, *, problems: builtins.list[SessionFileError] | None = None
+    ) -> builtins.list[SessionSummary]:
+        """Every readable session, most recently updated first.
+
+        Args:
+            problems: where to put one error per file that could not be read (naming the file
+                and why); without it such files are skipped silently.
+        """
         out: builtins.list[tuple[int, SessionSummary]] = []
         for path in self._files():
             try:
                 saved = load_session(path)
                 mtime = path.stat().st_mtime_ns
-            except (SessionFileError, OSError):
+            except SessionFileError as exc:
+                if problems is not None:
+                    problems.append(exc)
+                continue
+            except OSError as exc:
+                if problems is not None:
+                    problems.append(
+                        SessionFileError(f"cannot read: {exc.strerror or exc}", path=str(path))
+                    )
                 continue
             preview = next((m.text for m in saved.history if m.role == "user" and m.text), "")
             out.append(
