@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autocompact.chat import _SessionCore
 from autocompact.compaction.accounting import GROWTH_CALLS, GrowthLog
@@ -31,6 +31,9 @@ from autocompact.estimation import Calibration, content_stats, update_calibratio
 from autocompact.events import Hook
 from autocompact.providers.base import ChatRequest, Completion, Provider, StreamEvent, ToolSpec
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE, MAX_CONSECUTIVE_FAILURES
+
+if TYPE_CHECKING:
+    from autocompact.sessions.stores.base import SessionStore
 
 __all__ = ["ContextGuard", "GuardResult", "GuardState", "learn_from_usage", "request_stats"]
 
@@ -217,6 +220,37 @@ class ContextGuard:
         core.hold_until = state.hold_until
         core._growth = state.growth
         return core, messages[-1]
+
+    def store_core(
+        self,
+        store: SessionStore,
+        session_id: str,
+        *,
+        owner: str | None = None,
+        system_instruction: str | None = None,
+        tools: Sequence[ToolSpec] = (),
+    ) -> _SessionCore:
+        """A session core over a conversation kept in ``store`` (shared by workers).
+
+        Its history, breaker count, hold and calibration are the stored ones (read now); its
+        compactions take the store's lease and commit with the compare-and-swap, and the turns
+        its send flow commits are appended under their turn ids — the rules of
+        ``ChatSession(store=…)`` (:class:`~autocompact.sessions.stores.binding.StoreBinding`).
+        """
+        provider: Provider = self.compression.provider or _NoChatProvider()
+        return _SessionCore(
+            provider,
+            context_window=self.context_window,
+            system_instruction=system_instruction,
+            tools=tools,
+            image_token_estimate=self.image_token_estimate,
+            hooks=self.hooks,
+            compression_service=self.compression,
+            clear_tool_outputs=self.clear_tool_outputs,
+            store=store,
+            session_id=session_id,
+            store_owner=owner,
+        )
 
     def flow(
         self,

@@ -9,6 +9,9 @@ Install with ``pip install "autocompact[openai-agents]"``. Importing this module
   still pending, and a compaction here never cuts a call whose output is not stored yet). The
   system prompt and the tool declarations are counted: pass them, or let
   :meth:`AutocompactSession.call_model_input_filter` learn them from the requests the runner sends.
+- :class:`StoreSession` is a session kept in an autocompact store (SQLite, PostgreSQL, JSONL),
+  shared by workers: idempotent appends, compactions single-flight with the compare-and-swap,
+  the breaker count and calibration stored with the conversation (``docs/sessions.md``).
 - :meth:`AutocompactSession.call_model_input_filter` (``RunConfig(call_model_input_filter=...)``)
   applies the guarantee to each outgoing request: a request still at or above the hard threshold
   has its oldest turns left out of that request only, never out of the session.
@@ -26,7 +29,7 @@ import base64
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias, assert_never
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, assert_never
 
 from autocompact.compaction.extractive import extractive_summary
 from autocompact.compaction.plan import CompressionInfo, Summarizer
@@ -66,10 +69,14 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra installed
     raise MissingDependencyError("openai-agents", "openai-agents") from exc
 
+if TYPE_CHECKING:
+    from autocompact.integrations._openai_agents_store import StoreSession
+
 __all__ = [
     "AgentsModelProvider",
     "AutocompactSession",
     "ConvertedItems",
+    "StoreSession",
     "from_autocompact",
     "to_autocompact",
 ]
@@ -534,3 +541,12 @@ class AutocompactSession:
             input=from_autocompact(result.request, converted),
             instructions=model_data.instructions,
         )
+
+
+def __getattr__(name: str) -> Any:
+    # StoreSession lives in its own module, which imports this one.
+    if name == "StoreSession":
+        from autocompact.integrations._openai_agents_store import StoreSession
+
+        return StoreSession
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

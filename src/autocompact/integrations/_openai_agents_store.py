@@ -1,0 +1,215 @@
+"""``StoreSession``: an Agents SDK session whose items live in an autocompact session store.
+
+Where :class:`~autocompact.integrations.openai_agents.AutocompactSession` compacts the items of
+another session, this one *is* the session: its items are the live history of a conversation in
+a SQLite, PostgreSQL or JSONL store (:func:`autocompact.open_store`), shared by every worker that
+opens the same store and session id. What the store promises (``docs/sessions.md``) holds here:
+
+- each ``add_items`` call is one stored turn, appended once under ``"{turn_id}:{n}"`` (``n``:
+  the call's number within this session object), so a request retried with the same
+  ``turn_id`` (on this worker or another) does not store its items twice;
+- ``run_compaction`` (the runner calls it after each turn) takes the store's lease (another
+  worker compacting: nothing happens here), and commits the compacted history with the
+  compare-and-swap on the summarized range; a summary whose range changed meanwhile is
+  discarded, recorded as superseded and not counted;
+- the breaker's count, its hold and the calibration are the stored ones.
+
+The decisions are the core's (a session core bound to the store,
+:meth:`autocompact.guard.ContextGuard.store_core`); this module converts items.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from autocompact.chat import _SessionCore
+from autocompact.compaction.plan import CompressionInfo, CompressionTrigger
+from autocompact.compaction.service import drive_flow_async
+from autocompact.content import Message
+from autocompact.errors import ContentError, SessionStoreError
+from autocompact.estimation import Calibration
+from autocompact.events import Hook
+from autocompact.guard import ContextGuard, GuardResult, GuardState
+from autocompact.integrations.openai_agents import (
+    Item,
+    SummarizerChoice,
+    _pending_start,
+    _service,
+    agent_tool_specs,
+    from_autocompact,
+    to_autocompact,
+)
+from autocompact.providers.base import ChatRequest, Provider, ToolSpec
+from autocompact.sessions.stores.base import SessionStore, check_session_id
+from autocompact.sessions.stores.binding import default_owner
+from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
+
+if TYPE_CHECKING:
+    from agents.run_config import CallModelData, ModelInputData
+
+__all__ = ["StoreSession"]
+
+
+class StoreSession:
+    """An Agents SDK session kept in an autocompact store, compacted on the token ladder.
+
+    Args:
+        store: the store (``open_store("sqlite:///…")``, once per worker process).
+        session_id: the conversation.
+        context_window: the model's context window in tokens.
+        turn_id: this request's idempotency key (default: a new one): the items of the ``n``-th
+            ``add_items`` call are stored once under ``"{turn_id}:{n}"``. Build one session
+            object per request and pass the request's id, so a retried request is not stored
+            twice.
+        owner: this worker's name in the store's leases and entries.
+        summarizer, system_instruction, tools, clear_tool_outputs, image_token_estimate,
+        hooks: as :class:`~autocompact.integrations.openai_agents.AutocompactSession`.
+    """
+
+    def __init__(
+        self,
+        store: SessionStore,
+        session_id: str,
+        *,
+        context_window: int,
+        turn_id: str | None = None,
+        owner: str | None = None,
+        summarizer: SummarizerChoice = "offline",
+        system_instruction: str | None = None,
+        tools: Sequence[ToolSpec] = (),
+        clear_tool_outputs: bool = True,
+        image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE,
+        hooks: Sequence[Hook] = (),
+    ) -> None:
+        self.store = store
+        self.session_id = check_session_id(session_id, store.address)
+        self.session_settings = None
+        self.turn_id = turn_id or uuid.uuid4().hex
+        self.owner = owner or default_owner()
+        self.system_instruction = system_instruction
+        self.tools = tuple(tools)
+        self.compactions: list[CompressionInfo] = []
+        self.trimmed_requests = 0
+        self.duplicates = 0
+        self._writes = 0
+        self._guard = ContextGuard(
+            context_window=context_window,
+            compression=_service(summarizer),
+            clear_tool_outputs=clear_tool_outputs,
+            image_token_estimate=image_token_estimate,
+            hooks=hooks,
+        )
+
+    def _core(self) -> _SessionCore:
+        return self._guard.store_core(
+            self.store,
+            self.session_id,
+            owner=self.owner,
+            system_instruction=self.system_instruction,
+            tools=self.tools,
+        )
+
+    # -- the Session protocol --------------------------------------------------------------------
+
+    async def get_items(self, limit: int | None = None) -> list[Item]:
+        """The conversation's live items (a compacted history where a compaction ran)."""
+        if not self.store.exists(self.session_id):
+            return []
+        items = from_autocompact(self.store.load(self.session_id).history)
+        return items[-limit:] if limit else items
+
+    async def add_items(self, items: list[Item]) -> None:
+        """Append the items as one stored turn, once per ``"{turn_id}:{n}"``."""
+        if not items:
+            return
+        converted = to_autocompact(items)
+        if converted.system_items:
+            raise ContentError(
+                "a stored session keeps the conversation, not system or developer messages: "
+                "pass them as the agent's instructions"
+            )
+        key = f"{self.turn_id}:{self._writes}"
+        self._writes += 1
+        core = self._core()  # creates the session on first use, with its meta
+        assert core.store is not None
+        if not core.store.append(key, converted.messages, usage=None, calibration=None):
+            self.duplicates += 1
+
+    async def pop_item(self) -> Item | None:
+        """Refused: a store deletes nothing (use :meth:`clear_session` to start over)."""
+        raise SessionStoreError(
+            "a session store keeps every turn and removes none: pop_item is not supported; "
+            "clear_session() starts the conversation over (the store keeps the old turns)",
+            store=self.store.address,
+            session_id=self.session_id,
+        )
+
+    async def clear_session(self) -> None:
+        """Start the conversation over (the store keeps the old turns, replaced by a clear)."""
+        if self.store.exists(self.session_id):
+            self.store.clear(self.session_id, owner=self.owner)
+
+    # -- compaction ------------------------------------------------------------------------------
+
+    async def run_compaction(self, args: dict[str, Any] | None = None) -> None:
+        """Compact the stored conversation when the ladder says so (``{"force": True}``: now).
+
+        Nothing happens while a call's output is not stored yet, or while another worker holds
+        the store's compaction lease. On any failure the stored history is unchanged.
+        """
+        core = self._core()
+        history = core.history
+        if not history or _pending_start(history) < len(history):
+            return
+        if args and args.get("force"):
+            flow: Any = core.compaction_step(CompressionTrigger.MANUAL, None)
+        else:
+            # Between turns nothing is pending: an empty user message stands for the next one.
+            flow = core.pre_send_flow(Message.user(""))
+        side = core.compression.side_provider(core.provider)
+
+        def provider_for(request: ChatRequest) -> Provider:
+            return side
+
+        try:
+            await drive_flow_async(flow, provider_for)
+        finally:
+            self.compactions.extend(core.compactions)
+
+    # -- the guarantee on each outgoing request -------------------------------------------------
+
+    def call_model_input_filter(self, data: CallModelData[Any]) -> ModelInputData:
+        """For ``RunConfig(call_model_input_filter=session.call_model_input_filter)``: learns the
+        system prompt and tools, and applies the guarantee with the stored breaker state and
+        calibration (see :meth:`AutocompactSession.call_model_input_filter`)."""
+        from agents.run_config import ModelInputData
+
+        model_data = data.model_data
+        self.system_instruction = model_data.instructions
+        self.tools = agent_tool_specs(data.agent)
+        converted = to_autocompact(model_data.input)
+        if not converted.messages or converted.messages[-1].role != "user":
+            return model_data
+        state = GuardState()
+        if self.store.exists(self.session_id):
+            snapshot = self.store.load(self.session_id)
+            state = GuardState(
+                consecutive_failures=snapshot.consecutive_failures,
+                hold_until=snapshot.hold_until,
+                calibration=Calibration.from_dict(snapshot.calibration),
+            )
+        system = "\n\n".join(
+            t for t in (self.system_instruction, converted.system_instruction) if t
+        )
+        result: GuardResult = self._guard.guarantee(
+            converted.messages, system_instruction=system or None, tools=self.tools, state=state
+        )
+        if not result.trimmed:
+            return model_data
+        self.trimmed_requests += 1
+        return ModelInputData(
+            input=from_autocompact(result.request, converted),
+            instructions=model_data.instructions,
+        )
