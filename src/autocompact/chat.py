@@ -309,6 +309,30 @@ class _SessionCore:
         """Register a callable that receives every event."""
         self._hooks.append(hook)
 
+    # -- what a framework keeps between its hooks (the LangChain middleware's state) ---------
+
+    @property
+    def since_count(self) -> int:
+        """Tokens added after the provider's last count (the reply it did not count)."""
+        return self._since_count
+
+    @property
+    def noted_tier(self) -> Tier:
+        """The tier the last threshold event reported (the next crossing starts from it)."""
+        return self._tier
+
+    def resume(
+        self, *, since_count: int = 0, hold_until: int | None = None, noted_tier: Tier | None = None
+    ) -> None:
+        """Take back what a framework kept between two calls: the tokens added since the
+        provider's last count, the breaker's hold and the last noted tier."""
+        check_count(since_count, "since_count")
+        check_count(hold_until, "hold_until", optional=True)
+        self._since_count = since_count
+        self.hold_until = hold_until
+        if noted_tier is not None:
+            self._tier = noted_tier
+
     def clear(self) -> None:
         """Forget the conversation (and the counts and breaker state that came with it)."""
         self._generation += 1

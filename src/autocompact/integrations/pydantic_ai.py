@@ -61,6 +61,13 @@ from autocompact.integrations._pydantic_ai_convert import (
     to_autocompact,
     tool_specs,
 )
+from autocompact.integrations._pydantic_ai_store import (
+    SessionIdSource,
+    StoreTurn,
+    session_id_of,
+    stored_reply,
+    turn_id_of,
+)
 from autocompact.providers._common import looks_like_overflow
 from autocompact.providers.base import (
     ChatRequest,
@@ -69,6 +76,7 @@ from autocompact.providers.base import (
     Provider,
     StreamDone,
 )
+from autocompact.sessions.stores.base import SessionStore
 from autocompact.thresholds import COMPACT_MAX_OUTPUT_TOKENS, DEFAULT_IMAGE_TOKEN_ESTIMATE
 
 try:
@@ -374,6 +382,11 @@ class Autocompact(AbstractCapability[Any]):
         clear_tool_outputs: clear old tool output (no model call) before summarizing.
         image_token_estimate: tokens per image or document.
         hooks: callables that receive every :mod:`autocompact.events` record.
+        store: keep the conversation in this session store (SQLite, PostgreSQL, JSONL), shared
+            by every worker: see :mod:`autocompact.integrations._pydantic_ai_store`.
+        session_id: with a store, the conversation: a string, a function of the run context,
+            or ``None`` for the run's ``conversation_id``.
+        owner: with a store, this worker's name in its leases and entries.
     """
 
     context_window: int
@@ -381,8 +394,12 @@ class Autocompact(AbstractCapability[Any]):
     clear_tool_outputs: bool = True
     image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE
     hooks: Sequence[Hook] = ()
+    store: SessionStore | None = None
+    session_id: SessionIdSource = None
+    owner: str | None = None
     _retry: list[pm.ModelMessage] | None = field(default=None, init=False, repr=False)
     _reactive_tried: bool = field(default=False, init=False, repr=False)
+    _turn: StoreTurn | None = field(default=None, init=False, repr=False)
 
     def _engine(self) -> _Engine:
         return _Engine(
@@ -425,11 +442,63 @@ class Autocompact(AbstractCapability[Any]):
         _add_usage(ctx, result.compactions)
         return step
 
+    async def wrap_model_request(
+        self,
+        ctx: RunContext[Any],
+        *,
+        request_context: ModelRequestContext,
+        handler: Callable[[ModelRequestContext], Awaitable[pm.ModelResponse]],
+    ) -> pm.ModelResponse:
+        """With a store: a request an earlier attempt of this run already stored is answered
+        from the store, without a model call."""
+        if self.store is not None:
+            sid = session_id_of(self.session_id, ctx, self.store)
+            stored = stored_reply(self.store, sid, turn_id_of(ctx))
+            if stored is not None:
+                return stored
+        return await handler(request_context)
+
+    async def _store_before(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext, store: SessionStore
+    ) -> ModelRequestContext:
+        params = request_context.model_request_parameters
+        instructions = "\n\n".join(p.content for p in params.instruction_parts or ()) or None
+        turn = StoreTurn(
+            self._engine().guard(request_context.model),
+            store,
+            session_id_of(self.session_id, ctx, store),
+            turn_id_of(ctx),
+            owner=self.owner,
+            request_context=request_context,
+            instructions=instructions or _instructions(request_context.messages),
+        )
+        request = await turn.start()
+        self._turn = turn
+        _add_usage(ctx, turn.compactions)
+        ctx.messages[:] = turn.history()
+        request_context.messages = request
+        return request_context
+
+    async def after_model_request(
+        self,
+        ctx: RunContext[Any],
+        *,
+        request_context: ModelRequestContext,
+        response: pm.ModelResponse,
+    ) -> pm.ModelResponse:
+        """With a store: the turn is appended (durable) before the run goes on."""
+        turn, self._turn = self._turn, None
+        if turn is not None:
+            turn.finish(response)
+        return response
+
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         """The ladder on the persistent history; the guarantee on this request only."""
         self._reactive_tried = False
+        if self.store is not None:
+            return await self._store_before(ctx, request_context, self.store)
         step = await self._apply(ctx, request_context, reactive=False)
         ctx.messages[:] = step.history
         request_context.messages = list(step.request)
@@ -452,8 +521,20 @@ class Autocompact(AbstractCapability[Any]):
     ) -> pm.ModelResponse:
         """Too long: force a compaction and retry the attempt once; otherwise re-raise."""
         if not _overflow(error) or self._reactive_tried:
+            turn, self._turn = self._turn, None
+            if turn is not None:
+                turn.abandon()
             raise error
         self._reactive_tried = True
+        if self._turn is not None:
+            retry = await self._turn.overflow(error)
+            if retry is None:
+                self._turn = None
+                raise error
+            _add_usage(ctx, self._turn.compactions[-1:])
+            ctx.messages[:] = self._turn.history()
+            self._retry = retry
+            raise RetryModelRequest()
         step = await self._apply(ctx, request_context, reactive=True)
         if not step.result.compacted:
             raise error

@@ -37,11 +37,13 @@ from langchain_core.messages import (
     AIMessage,
     AnyMessage,
     BaseMessage,
+    HumanMessage,
     RemoveMessage,
     SystemMessage,
 )
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.config import get_config
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 from langgraph.types import Command
@@ -67,6 +69,7 @@ from autocompact.integrations.langchain._provider import (
     model_name,
 )
 from autocompact.providers.base import ChatRequest, Completion, Provider, ToolSpec
+from autocompact.sessions.stores.base import SessionStore
 from autocompact.thresholds import (
     DEFAULT_IMAGE_TOKEN_ESTIMATE,
     MAX_CONSECUTIVE_FAILURES,
@@ -125,6 +128,33 @@ class _Turn:
         parts = tuple(p for m, _ in tail for p in m.parts)
         self.pending = Message(role="user", parts=parts)
         self.sources[id(self.pending)] = [msg for _, src in tail for msg in src]
+        self.turn_id = _turn_id(body)
+        self.stored: _Stored | None = None
+        tier = Tier(entry["tier"]) if "tier" in entry else None
+        if middleware.store is not None:
+            # The conversation is the store's: the state's history gives way to it.
+            self.stored = _Stored(middleware.store, middleware.session_of())
+            self.core = _SessionCore(
+                middleware.summary_provider(fixed.model),
+                context_window=middleware.context_window,
+                system_instruction=system,
+                tools=fixed.tools,
+                image_token_estimate=middleware.image_token_estimate,
+                hooks=middleware.hooks,
+                compression_service=middleware.compression_service(fixed.model),
+                clear_tool_outputs=middleware.clear_tool_outputs,
+                store=self.stored.store,
+                session_id=self.stored.session_id,
+                store_owner=middleware.owner,
+            )
+            assert self.core.store is not None
+            self.core.resume(
+                since_count=self.core.since_count,
+                hold_until=self.core.hold_until,
+                noted_tier=tier,
+            )
+            self.original = tuple(history)  # what the state holds, to see if it must change
+            return
         counted = bool(history) and entry.get("counted_through") == _last_id(
             self.sources[id(history[-1])]
         )
@@ -142,12 +172,12 @@ class _Turn:
             clear_tool_outputs=middleware.clear_tool_outputs,
             calibration=Calibration.from_dict(entry.get("calibration")),
         )
-        if counted:
-            self.core._since_count = int(entry.get("since_count", 0))
         hold = entry.get("hold_until")
-        self.core.hold_until = int(hold) if hold is not None else None
-        if "tier" in entry:
-            self.core._tier = Tier(entry["tier"])
+        self.core.resume(
+            since_count=int(entry.get("since_count", 0)) if counted else 0,
+            hold_until=int(hold) if hold is not None else None,
+            noted_tier=tier,
+        )
         self.original = self.core.history
 
     def to_langchain(self, messages: Sequence[Message]) -> list[BaseMessage]:
@@ -164,8 +194,22 @@ class _Turn:
         return out
 
     def rewritten(self) -> bool:
-        """Whether a compaction replaced the history in this hook."""
-        return any(c.status is CompressionStatus.COMPRESSED for c in self.core.compactions)
+        """Whether the state's history must be replaced: a compaction ran in this hook, or the
+        store holds another history than the state (another worker appended or compacted)."""
+        if any(c.status is CompressionStatus.COMPRESSED for c in self.core.compactions):
+            return True
+        return self.stored is not None and self.original != self.core.history
+
+    def stored_reply(self) -> AIMessage | None:
+        """With a store: the reply an earlier attempt stored for this turn id, if any."""
+        if self.stored is None or self.turn_id is None:
+            return None
+        entry = self.stored.store.get_turn(self.stored.session_id, self.turn_id)
+        if entry is None or len(entry.messages) != 2:
+            return None
+        (reply,) = [m for m in message_to_langchain(entry.messages[1]) if isinstance(m, AIMessage)]
+        reply.id = f"autocompact-{self.turn_id}"
+        return reply
 
     def entry(self, **extra: Any) -> dict[str, Any]:
         """The ``autocompact`` state entry after this hook."""
@@ -174,12 +218,12 @@ class _Turn:
         last = _last_id(self.to_langchain(history[-1:])) if history else None
         return {
             "last_prompt_tokens": core.last_prompt_token_count,
-            "since_count": core._since_count,
+            "since_count": core.since_count,
             "counted_through": last if core.last_prompt_token_count > 0 else None,
             "consecutive_failures": core.consecutive_failures,
             "hold_until": core.hold_until,
             "calibration": core.calibration.to_dict(),
-            "tier": core._tier.value,
+            "tier": core.noted_tier.value,
             "tokens": core.estimate_tokens(),
             "compactions": [c.as_dict() for c in core.compactions],
             **extra,
@@ -188,6 +232,25 @@ class _Turn:
 
 def _last_id(messages: Sequence[BaseMessage]) -> str | None:
     return messages[-1].id if messages else None
+
+
+@dataclass(frozen=True)
+class _Stored:
+    store: SessionStore
+    session_id: str
+
+
+def _turn_id(messages: Sequence[BaseMessage]) -> str | None:
+    """A model call's idempotency key: the id of the last user message and how many model
+    replies follow it (the same on a retry that sends the same message id)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, HumanMessage):
+            if message.id is None:
+                return None
+            replies = sum(1 for m in messages[index + 1 :] if isinstance(m, AIMessage))
+            return f"{message.id}#{replies}"
+    return None
 
 
 def _tool_spec(tool: BaseTool | Mapping[str, Any]) -> ToolSpec:
@@ -214,6 +277,13 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
         hooks: callables receiving every :mod:`autocompact.events` record (as ``ChatSession``).
         clear_tool_outputs: clear old tool output (no model call) before summarizing.
         image_token_estimate: tokens per image or document.
+        store: keep each thread's conversation in this session store (SQLite, PostgreSQL,
+            JSONL), shared by every worker: its history, compactions (lease, compare-and-swap),
+            breaker count and calibration are the store's, and the graph state is brought in
+            line with it before each model call (see ``docs/integrations.md``).
+        session_id: with a store, the conversation: a string, a function of the run's config,
+            or ``None`` for the config's ``thread_id``.
+        owner: with a store, this worker's name in its leases and entries.
 
     Adopt it with one line: ``create_agent(model, tools, middleware=[AutocompactMiddleware(
     context_window=128_000)])``. The breaker, calibration and last reported count live in the
@@ -230,8 +300,14 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
         hooks: Sequence[Hook] = (),
         clear_tool_outputs: bool = True,
         image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE,
+        store: SessionStore | None = None,
+        session_id: str | Callable[[Mapping[str, Any]], str] | None = None,
+        owner: str | None = None,
     ) -> None:
         super().__init__()
+        self.store = store
+        self.session_id = session_id
+        self.owner = owner
         self.context_window = parse_window(context_window, name="context_window")
         self.thresholds = compute_thresholds(self.context_window)
         if not (
@@ -248,6 +324,22 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
         self.clear_tool_outputs = clear_tool_outputs
         self.image_token_estimate = image_token_estimate
         self._fixed: _Fixed | None = None
+
+    def session_of(self) -> str:
+        """With a store: the session of the run in progress (``session_id``, else the
+        ``thread_id`` of the run's config)."""
+        config: Mapping[str, Any] = get_config()
+        if callable(self.session_id):
+            value: object = self.session_id(config)
+        else:
+            value = self.session_id or (config.get("configurable") or {}).get("thread_id")
+        if not isinstance(value, str) or not value:
+            raise ConfigError(
+                "AutocompactMiddleware has a store but no session id: pass session_id=… or run "
+                "the agent with config={'configurable': {'thread_id': …}}",
+                key="session_id",
+            )
+        return value
 
     # -- who writes the summary ------------------------------------------------------------
 
@@ -298,6 +390,8 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
         if self._fixed is None or not state.get("messages"):
             return None  # the system prompt and tools are unknown yet: wrap_model_call checks
         turn = _Turn(self, state["messages"], state.get(STATE_KEY) or {}, self._fixed)
+        if turn.stored_reply() is not None:
+            return None  # a retried turn: wrap_model_call answers it from the store
         return turn, turn.core.pre_send_flow(turn.pending)
 
     def _before_update(self, turn: _Turn, state: Mapping[str, Any]) -> dict[str, Any]:
@@ -336,8 +430,8 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
             request.messages
         )
         if checked:
-            return turn, turn.core.send_flow(turn.pending)
-        return turn, turn.core.turn_flow(turn.pending)
+            return turn, turn.core.send_flow(turn.pending, turn.turn_id)
+        return turn, turn.core.turn_flow(turn.pending, turn.turn_id)
 
     def _wrap_result(self, turn: _Turn, response: ModelResponse[Any]) -> ExtendedModelResponse[Any]:
         for msg in response.result:
@@ -358,6 +452,10 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
     ) -> ExtendedModelResponse[Any]:
         """The guarantee and the reactive retry around the model call."""
         turn, flow = self._wrap(request)
+        stored = turn.stored_reply()
+        if stored is not None:  # answered by an earlier attempt: no model call, nothing stored
+            flow.close()
+            return ExtendedModelResponse(model_response=ModelResponse(result=[stored]))
         sender = _Sender(turn, request)
         _drive(flow, turn, send=lambda r: sender.done(handler(sender.request(r))))
         assert sender.response is not None
@@ -370,6 +468,10 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
     ) -> ExtendedModelResponse[Any]:
         """Async :meth:`wrap_model_call`."""
         turn, flow = self._wrap(request)
+        stored = turn.stored_reply()
+        if stored is not None:  # answered by an earlier attempt: no model call, nothing stored
+            flow.close()
+            return ExtendedModelResponse(model_response=ModelResponse(result=[stored]))
         sender = _Sender(turn, request)
 
         async def send(r: ChatRequest) -> Completion:

@@ -1,0 +1,110 @@
+"""AutocompactMiddleware with ``store=``: LangChain agents on two workers (each with its own
+checkpointer) continue one conversation kept in a SQLite / PostgreSQL store."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langchain.agents")
+
+from langchain.agents import create_agent
+from langchain_core.messages import BaseMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from autocompact.integrations.langchain import AutocompactMiddleware
+from autocompact.sessions.stores import SessionStore
+
+from .lc_fakes import ScriptedModel, orphans
+from .store_workers import turn_entries, two_stores
+from .test_langchain_agent import WINDOW, read_file, scripted
+
+__all__ = ["two_stores"]
+
+
+def worker(model: ScriptedModel, store: SessionStore, **options: Any) -> Any:
+    """A worker's agent: the middleware over ``store`` and a checkpointer of its own."""
+    middleware = AutocompactMiddleware(context_window=WINDOW, store=store, **options)
+    return create_agent(
+        model,
+        [read_file],
+        system_prompt="You are a careful coding agent.",
+        middleware=[middleware],
+        checkpointer=InMemorySaver(),
+    )
+
+
+def ask(agent: Any, text: str, request: str | None = None) -> Any:
+    """One request on the shared conversation (thread ``conv``)."""
+    message = HumanMessage(content=text, id=request) if request else HumanMessage(content=text)
+    return agent.invoke({"messages": [message]}, {"configurable": {"thread_id": "conv"}})
+
+
+def human(messages: list[BaseMessage]) -> list[str]:
+    """The user messages' text."""
+    return [str(m.content) for m in messages if isinstance(m, HumanMessage)]
+
+
+def test_two_workers_continue_one_conversation(
+    two_stores: tuple[SessionStore, SessionStore],
+) -> None:
+    """Worker B (its own, empty checkpointer) sends what worker A stored, and its final state
+    holds the whole conversation."""
+    a, b = two_stores
+    model = ScriptedModel(messages=iter(scripted([2_000] * 2, per_turn=1)), window=WINDOW)
+    ask(worker(model, a), "turn 0")
+    out = ask(worker(model, b), "turn 1")
+    first_of_b = model.requests[2]
+    assert human(first_of_b) == ["turn 0", "turn 1"]
+    assert orphans(first_of_b) == []
+    assert human(out["messages"]) == ["turn 0", "turn 1"]
+    stored = [m.text for m in a.load("conv").history if m.role == "user" and m.text]
+    assert stored == ["turn 0", "turn 1"]
+    assert turn_entries(a, "conv") == 4  # a tool call and an answer per request
+
+
+def test_a_compaction_by_one_worker_is_what_the_other_sends(
+    two_stores: tuple[SessionStore, SessionStore],
+) -> None:
+    """Requests alternate between workers; the summary one commits is what the other sends
+    next; no request is over the window by the model's count."""
+    a, b = two_stores
+    sizes = [24_000] * 14
+    model = ScriptedModel(messages=iter(scripted(sizes)), window=WINDOW)
+    agents = [
+        worker(model, a, clear_tool_outputs=False),
+        worker(model, b, clear_tool_outputs=False),
+    ]
+    epochs = []
+    for turn in range(7):
+        ask(agents[turn % 2], f"turn {turn}")
+        epochs.append(a.load("conv").epoch)
+    assert model.summary_requests, "no summary was written"
+    assert max(model.counts) < WINDOW
+    assert all(orphans(r) == [] for r in model.requests)
+    first = next(i for i, e in enumerate(epochs) if e > 0)
+    assert first < 6
+    committed = [x for x in b.attempts("conv") if x.status == "compressed"]
+    assert committed
+    # The other worker's next request starts from the summary, not from turn 0.
+    after = next(r for r in model.requests if human(r)[-1:] == [f"turn {first + 1}"])
+    assert "<state_snapshot>" in " ".join(str(m.content) for m in after)
+    assert "turn 0" not in human(after)
+    assert b.load("conv").epoch == len([e for e in a.entries("conv") if e.kind == "summary"])
+
+
+def test_a_retried_request_is_answered_from_the_store(
+    two_stores: tuple[SessionStore, SessionStore],
+) -> None:
+    """The same request (same message id) again on the other worker makes no model call and
+    stores nothing new."""
+    a, b = two_stores
+    model = ScriptedModel(messages=iter(scripted([2_000] * 2, per_turn=1)), window=WINDOW)
+    first = ask(worker(model, a), "turn 0", request="req-0")
+    calls, before = len(model.requests), turn_entries(a, "conv")
+    again = ask(worker(model, b), "turn 0", request="req-0")
+    assert len(model.requests) == calls
+    assert turn_entries(b, "conv") == before
+    assert again["messages"][-1].content == first["messages"][-1].content
+    assert human(again["messages"]) == ["turn 0"]

@@ -1,0 +1,138 @@
+"""The pydantic-ai capability with ``store=``: runs on two workers sharing one SQLite /
+PostgreSQL store, through the real agent loop and its FunctionModel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic_ai import Agent
+from pydantic_ai import messages as pm
+
+from autocompact.compaction import CompressionStatus
+from autocompact.integrations.pydantic_ai import Autocompact
+from autocompact.sessions.stores import SessionStore
+
+from .store_workers import turn_entries, two_stores
+from .test_pydantic_ai import SNAPSHOT, WINDOW, RecordingModel, Script, orphans
+
+__all__ = ["two_stores"]
+
+
+def worker(script: Script, store: SessionStore, **options: Any) -> Agent[None, str]:
+    """A worker's agent: the capability over ``store``, one tool with a large output."""
+    capability = Autocompact(
+        context_window=WINDOW, store=store, clear_tool_outputs=False, **options
+    )
+    agent = Agent(RecordingModel(script), system_prompt="be brief", capabilities=[capability])
+
+    @agent.tool_plain
+    def read(path: str) -> str:
+        return f"{path}: " + "x" * 24_000
+
+    return agent
+
+
+def prompts(messages: list[pm.ModelMessage]) -> list[str]:
+    """The user prompts of a request."""
+    return [
+        str(p.content)
+        for m in messages
+        if isinstance(m, pm.ModelRequest)
+        for p in m.parts
+        if isinstance(p, pm.UserPromptPart)
+    ]
+
+
+def systems(messages: list[pm.ModelMessage]) -> list[str]:
+    """The system prompt parts of a request."""
+    return [
+        p.content
+        for m in messages
+        if isinstance(m, pm.ModelRequest)
+        for p in m.parts
+        if isinstance(p, pm.SystemPromptPart)
+    ]
+
+
+def test_two_workers_continue_one_conversation(
+    two_stores: tuple[SessionStore, SessionStore],
+) -> None:
+    """Worker B's run (no message_history) sends what A's run stored, system prompt first."""
+    a, b = two_stores
+    script = Script()
+    worker(script, a).run_sync("task 0", conversation_id="conv", run_id="r0")
+    result = worker(script, b).run_sync("task 1", conversation_id="conv", run_id="r1")
+    first_of_b = script.requests[2]
+    assert prompts(first_of_b) == ["task 0", "task 1"]
+    assert systems(first_of_b) == ["be brief"]
+    assert isinstance(first_of_b[0], pm.ModelRequest)
+    assert isinstance(first_of_b[0].parts[0], pm.SystemPromptPart)
+    assert not orphans(first_of_b)
+    assert prompts(result.all_messages()) == ["task 0", "task 1"]
+    assert [m.text for m in a.load("conv").history if m.role == "user" and m.text] == [
+        "task 0",
+        "task 1",
+    ]
+    assert turn_entries(a, "conv") == 4  # two model requests per run
+
+
+def test_a_compaction_by_one_worker_is_what_the_other_sends(
+    two_stores: tuple[SessionStore, SessionStore],
+) -> None:
+    """Runs alternate between workers; a summary committed by one is what the other sends
+    next (no summarized prompt), every request stays under the window by the model's count."""
+    a, b = two_stores
+    script = Script()
+    agents = [worker(script, a, summarizer="model"), worker(script, b, summarizer="model")]
+    epochs = []
+    for turn in range(8):
+        agents[turn % 2].run_sync(f"task {turn}", conversation_id="conv", run_id=f"r{turn}")
+        epochs.append(a.load("conv").epoch)
+    assert script.side_queries, "no summary was requested"
+    assert max(script.sent) < WINDOW
+    assert all(not orphans(r) for r in script.requests)
+    first = next(i for i, e in enumerate(epochs) if e > 0)
+    committed = [x for x in a.attempts("conv") if x.status == "compressed"]
+    assert committed
+    assert committed[0].owner is not None
+    # The run after the first commit, on the other worker, sends the summary, not task 0.
+    other = agents[(first + 1) % 2]
+    other.run_sync("after", conversation_id="conv", run_id="after")
+    sent = script.requests[-2]
+    assert "task 0" not in prompts(sent)
+    assert SNAPSHOT in str(sent)
+    assert b.load("conv").epoch == len([e for e in a.entries("conv") if e.kind == "summary"])
+
+
+def test_a_retried_run_is_answered_from_the_store(
+    two_stores: tuple[SessionStore, SessionStore],
+) -> None:
+    """The same run id again on the other worker makes no model call and stores nothing new."""
+    a, b = two_stores
+    script = Script()
+    first = worker(script, a).run_sync("task 0", conversation_id="conv", run_id="r0")
+    calls, before = len(script.requests), turn_entries(a, "conv")
+    again = worker(script, b).run_sync("task 0", conversation_id="conv", run_id="r0")
+    assert len(script.requests) == calls
+    assert turn_entries(b, "conv") == before
+    assert again.output == first.output == "done"
+
+
+def test_usage_and_failures_live_in_the_store(
+    two_stores: tuple[SessionStore, SessionStore],
+) -> None:
+    """Failing summaries add to the stored breaker count, which the other worker reads; the
+    provider's count and the calibration are stored with each turn."""
+    a, b = two_stores
+    script = Script(summary="")
+    agents = [worker(script, a, summarizer="model"), worker(script, b, summarizer="model")]
+    for turn in range(6):
+        agents[turn % 2].run_sync(f"task {turn}", conversation_id="conv", run_id=f"r{turn}")
+    counted = [x for x in a.attempts("conv") if x.counted]
+    assert counted
+    assert all(x.status != CompressionStatus.COMPRESSED for x in counted)
+    assert b.load("conv").consecutive_failures == counted[-1].failures_after > 0
+    snapshot = b.load("conv")
+    assert snapshot.calibration is not None
+    assert snapshot.count_base[0] > 0
+    assert max(script.sent) < WINDOW
