@@ -29,3 +29,12 @@ def test_example_runs_as_written(
     script.write_text(example(name))
     runpy.run_path(str(script), run_name="__main__")
     assert "largest request:" in capsys.readouterr().out
+
+
+def test_store_example_runs_as_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The two-worker store example runs and passes its own assertion (the retry is answered
+    from the store)."""
+    script = tmp_path / "example.py"
+    script.write_text(example("store"))
+    runpy.run_path(str(script), run_name="__main__")
+    assert "I have seen 2 messages | I have seen 2 messages" in capsys.readouterr().out
