@@ -108,3 +108,20 @@ def test_a_retried_request_is_answered_from_the_store(
     assert turn_entries(b, "conv") == before
     assert again["messages"][-1].content == first["messages"][-1].content
     assert human(again["messages"]) == ["turn 0"]
+
+
+async def test_async_agents_share_the_store(
+    two_stores: tuple[SessionStore, SessionStore],
+) -> None:
+    """The async hooks (ainvoke) keep the same rules: B continues A's turn; a retried message
+    id makes no model call."""
+    a, b = two_stores
+    model = ScriptedModel(messages=iter(scripted([2_000] * 2, per_turn=1)), window=WINDOW)
+    config = {"configurable": {"thread_id": "conv"}}
+    await worker(model, a).ainvoke({"messages": [HumanMessage("turn 0", id="q0")]}, config)
+    out = await worker(model, b).ainvoke({"messages": [HumanMessage("turn 1", id="q1")]}, config)
+    assert human(out["messages"]) == ["turn 0", "turn 1"]
+    calls, before = len(model.requests), turn_entries(a, "conv")
+    await worker(model, a).ainvoke({"messages": [HumanMessage("turn 1", id="q1")]}, config)
+    assert len(model.requests) == calls
+    assert turn_entries(a, "conv") == before
