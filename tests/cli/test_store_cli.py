@@ -164,3 +164,13 @@ def test_sessions_slash_command_lists_the_store(chat_env: ChatEnv, address: str)
     if "@" in address:
         password = address.split("://", 1)[1].split("@", 1)[0].split(":", 1)[1]
         assert password not in result.out + result.err
+
+
+def test_sqlite_address_with_an_absolute_path_after_three_slashes(chat_env: ChatEnv) -> None:
+    """sqlite:///$HOME/agent.db (four slashes once $HOME expands) opens that file."""
+    path = chat_env.cwd.parent / "abs.db"
+    address = f"sqlite:///{path}"
+    assert address.startswith("sqlite:////")
+    result = chat_env.run(["chat", "--provider", "fake", "--store", address], ["one"])
+    assert result.code == 0, result.err
+    assert [s.turns for s in SqliteStore(path).list_sessions()] == [1]

@@ -78,6 +78,8 @@ def open_store(address: str, **options: Any) -> SessionStore:
             raise SessionStoreError(
                 "a SQLite address needs a file: sqlite:///path/to/sessions.db", store=shown
             )
+        if path.startswith("//"):  # sqlite:////abs/path (and sqlite:///$HOME/… with HOME=/…)
+            path = "/" + path.lstrip("/")
         read_only = "mode=ro" in query.split("&")
         return SqliteStore(path, read_only=read_only, **options)
     if scheme == "jsonl":
