@@ -14,6 +14,12 @@ the same flows as :class:`autocompact.ChatSession`:
   rejects the prompt as too long), or the whole turn flow when ``before_model`` did not check
   this request. Its state changes travel in an ``ExtendedModelResponse`` command.
 
+With ``store=`` the conversation is the store's (shared by workers, ``docs/sessions.md``): each
+hook's core is bound to the store (the history, counts, breaker and calibration read from it; its
+compactions under the lease with the compare-and-swap; each model call appended once under its
+turn id), and the graph state is replaced by the stored history whenever the two differ. A model
+call whose turn id is stored already is answered from the store, without a model call.
+
 No decision is made here: tiers, estimates, compaction and failure accounting are the core's.
 """
 
@@ -147,7 +153,7 @@ class _Turn:
                 session_id=self.stored.session_id,
                 store_owner=middleware.owner,
             )
-            assert self.core.store is not None
+            # The counts and the hold are the store's; only the last noted tier is the state's.
             self.core.resume(
                 since_count=self.core.since_count,
                 hold_until=self.core.hold_until,
