@@ -81,6 +81,7 @@ from autocompact.estimation import (
     BYTES_PER_TOKEN_JSON,
     Calibration,
     calibrated_estimate,
+    changed_mix_tokens,
     content_stats,
     estimate_content_tokens,
     estimate_stats_tokens,
@@ -375,17 +376,29 @@ class _SessionCore:
             factor = max(factor or 0.0, self._scale_floor)
         return ProviderScale() if factor is None else ProviderScale(factor=factor, known=True)
 
-    def _count_after_compaction(self, planned: int) -> int:
+    def _count_after_compaction(self, planned: int, counted: CharStats | None = None) -> int:
         """The count of a compacted history on the provider's scale (SPEC §10.6): its plain
         estimate (system prompt and tools included) times what the session learned, never the
-        old provider count minus a plain estimate of what was removed."""
+        old provider count minus a plain estimate of what was removed. The scale was learned on
+        ``counted`` (the history before the compaction); what the compaction brought in of
+        another mix — a summary's prose for tool output, tool output cleared — is sized at
+        ``UNLEARNED_FACTOR`` until the next report (docs/design.md, note 67)."""
         scale = self.provider_scale()
         if not scale.known:
             return planned
         plain = self._fixed_plain + estimate_stats_tokens(
             self._history_stats, self.image_token_estimate
         )
-        return scale.tokens(plain, scale="best")
+        count = scale.tokens(plain, scale="best")
+        if counted is None:
+            return count
+        changed = changed_mix_tokens(
+            scale.best,
+            counted,
+            self._history_stats + self._fixed_stats,
+            image_token_estimate=self.image_token_estimate,
+        )
+        return max(count, changed)
 
     def _learn_from_rejection(self, message: Message, trim: TrimResult | None) -> None:
         """A "too long" rejection says the provider counted more than the window for what was
@@ -574,9 +587,12 @@ class _SessionCore:
         self.consecutive_failures, self.hold_until = state.consecutive_failures, state.hold_until
         if info.status is CompressionStatus.COMPRESSED:
             # Also a clearing that stands after a failed summary (SPEC §10.3).
+            counted = self._history_stats + self._fixed_stats  # what the scale was learned on
             self._log.replace(result.history)
             self._history_stats = content_stats(result.history)
-            self.last_prompt_token_count = self._count_after_compaction(info.new_token_count)
+            self.last_prompt_token_count = self._count_after_compaction(
+                info.new_token_count, counted
+            )
             self._since_count = 0
             self._growth = self._growth.after_compaction(info, self.estimate_tokens())
             self._emit(CompactionSucceeded(info=info))
@@ -587,6 +603,18 @@ class _SessionCore:
             self._emit(BreakerClosed(previous_failures=previous))
         if self.breaker_open and not was_open:
             self._emit(BreakerOpened(consecutive_failures=self.consecutive_failures))
+
+    def _sizing_scale(self, scale: ProviderScale, base: int) -> ProviderScale:
+        """The scale a trimmed request is sized on: the learned one, or the ratio the count the
+        session holds implies for the content it covers, if higher. A count on content of a
+        new mix (after a compaction or a clearing, note 67) says more about it than a factor
+        learned on the old mix."""
+        covered = self._fixed_plain + estimate_stats_tokens(
+            self._history_stats, self.image_token_estimate
+        )
+        if base <= 0 or covered <= 0 or not scale.known or base / covered <= scale.factor:
+            return scale
+        return ProviderScale(factor=base / covered, known=True)
 
     def _request_for(
         self, message: Message, scale: ProviderScale | None = None, *, use_count: bool = True
@@ -613,7 +641,7 @@ class _SessionCore:
                 message,
                 target=self.thresholds.auto,
                 image_token_estimate=self.image_token_estimate,
-                scale=scale,
+                scale=self._sizing_scale(scale, base),
                 fixed_tokens=self._fixed_plain,
             )
             if trimmed.dropped:

@@ -346,11 +346,48 @@ def learned_mix_tokens(calibration: Calibration, stats: CharStats) -> float:
     share = json_tokens / content
     if abs(share - learned_on) <= MIX_TOLERANCE:
         return content
-    if share < learned_on:  # more text than learned on
+    return _mix_portion(learned_on, text, json_tokens)
+
+
+def _mix_portion(learned_on: float, text: float, json_tokens: float) -> float:
+    """Plain tokens of the part of (``text``, ``json_tokens``) that has JSON share
+    ``learned_on``: all of the scarcer kind and the other in the learned proportion."""
+    content = text + json_tokens
+    if content <= 0:
+        return 0.0
+    if json_tokens / content < learned_on:  # more text than learned on
         portion = json_tokens / learned_on
     else:  # more JSON than learned on
         portion = text / (1 - learned_on) if learned_on < 1 else 0.0
     return min(content, portion)
+
+
+def changed_mix_tokens(
+    factor: float,
+    learned: CharStats,
+    stats: CharStats,
+    *,
+    image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE,
+) -> int:
+    """Provider tokens of ``stats`` sized on a ``factor`` learned on content ``learned``, when
+    the content changed under the count (a compaction or a clearing replaced part of it).
+
+    The part of ``stats`` that has the mix of ``learned`` is scaled by ``factor``; the rest, of
+    a kind the factor says nothing about, by :data:`UNLEARNED_FACTOR` (or ``factor``, if
+    higher). No tolerance: this sizes what the guarantee then relies on, and a tokenizer may
+    count text and JSON up to 4× apart (SPEC §10.6).
+    """
+    learned_on = _json_share(learned)
+    content = _plain_content_tokens(stats)
+    matched = (
+        content
+        if learned_on is None
+        else _mix_portion(
+            learned_on, stats.text_chars / BYTES_PER_TOKEN, stats.json_chars / BYTES_PER_TOKEN_JSON
+        )
+    )
+    exact = factor * matched + max(factor, UNLEARNED_FACTOR) * (content - matched)
+    return math.ceil(exact + stats.media_parts * image_token_estimate)
 
 
 def calibrated_estimate(
@@ -397,6 +434,7 @@ __all__ += [
     "applied_factor",
     "calibrated_estimate",
     "calibrated_tokens",
+    "changed_mix_tokens",
     "learned_mix_tokens",
     "update_calibration",
 ]
