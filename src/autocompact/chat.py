@@ -49,6 +49,7 @@ from autocompact.compaction.accounting import (
 )
 from autocompact.compaction.fallback import (
     SIZE_MARGIN,
+    UNKNOWN_SCALE,
     ProviderScale,
     TrimResult,
     check_message_fits,
@@ -608,13 +609,18 @@ class _SessionCore:
         """The scale a trimmed request is sized on: the learned one, or the ratio the count the
         session holds implies for the content it covers, if higher. A count on content of a
         new mix (after a compaction or a clearing, note 67) says more about it than a factor
-        learned on the old mix."""
+        learned on the old mix. The implied ratio is believed up to ``UNKNOWN_SCALE`` (2.0, the
+        top of the supported range): above it the count holds more than a tokenizer ratio
+        (content the session does not see), and the retry after a rejection covers that."""
         covered = self._fixed_plain + estimate_stats_tokens(
             self._history_stats, self.image_token_estimate
         )
-        if base <= 0 or covered <= 0 or not scale.known or base / covered <= scale.factor:
+        if base <= 0 or covered <= 0 or not scale.known:
             return scale
-        return ProviderScale(factor=base / covered, known=True)
+        implied = min(base / covered, UNKNOWN_SCALE)
+        if implied <= scale.factor:
+            return scale
+        return ProviderScale(factor=implied, known=True)
 
     def _request_for(
         self, message: Message, scale: ProviderScale | None = None, *, use_count: bool = True
