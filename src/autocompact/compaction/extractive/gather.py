@@ -22,8 +22,11 @@ from __future__ import annotations
 
 import posixpath
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate, compress
+from operator import add, not_
 from typing import Any
 
 from autocompact.compaction.clearing import is_cleared, read_target
@@ -100,26 +103,38 @@ _GOAL_PHRASES = (
     "goal is now",
     "from now on",
 )
-_WORD = re.compile(r"[a-z']+")
-
-
-def _has(lower: str, words: frozenset[str], phrases: tuple[str, ...]) -> bool:
-    return any(p in lower for p in phrases) or not words.isdisjoint(_WORD.findall(lower))
+# The words of lower-cased sentences as ``re.findall(r"[a-z']+", lower)`` would give them, built
+# in C for a whole message at once: every code point outside ASCII becomes ``?`` (one byte each),
+# every byte but a letter, an apostrophe or the line break between sentences a space, then
+# ``bytes.split``. A regular-expression alternation over the keywords costs tens of nanoseconds a
+# character in ``re``; this costs about one.
+_WORD_BYTES = bytes(b if (0x61 <= b <= 0x7A or b in (0x27, 0x0A)) else 0x20 for b in range(256))
+_CONSTRAINT_TOKENS = frozenset(w.encode() for w in _CONSTRAINT_WORDS)
+_GOAL_TOKENS = frozenset(w.encode() for w in _GOAL_WORDS)
+_KEYWORD_TOKENS = _CONSTRAINT_TOKENS | _GOAL_TOKENS
 
 
 _FACT = re.compile(
     r"^(?P<key>[A-Za-z][\w ./'`-]{2,60}?)\s+(?:is|are|was|=|:|equals|lives in|runs on)\s+"
     r"(?:now\s+|still\s+)?(?P<value>\S.*)$",
 )
-_HAS_TERM = re.compile(r"\d|/|`|\b[A-Z]{2,}\b|\w_\w|\w\.\w|[a-z][A-Z]")
+# A term: a digit, ``/``, a backtick, a word in capitals, ``a_b``, ``a.b`` or ``aB``. The pattern
+# opens with one character class, so ``re`` skips in C to the next character that can start one
+# (an alternation of the same tests is tried at every position, about twenty times slower).
+_HAS_TERM = re.compile(
+    r"[\d/`_.A-Z](?:(?<=[\d/`])|(?<=\w[_.])(?=\w)|(?<=[a-z][A-Z])|(?<!\w.)(?<=[A-Z])[A-Z]+\b)"
+)
 _ERROR_LINE = re.compile(
     r"error|failed|failure|exception|not found|no such|denied|cannot|can't|fatal|invalid|"
     r"refused|timed? ?out|traceback|assert",
     re.IGNORECASE,
 )
 _EXIT_CODE = re.compile(r"^\s*(?:exit code|exited with|return code)\s*\d+\s*$", re.IGNORECASE)
-_SENTENCE_BREAK = re.compile(r"[.!?][ \t]+")
-_OPENS_SENTENCE = re.compile(r"[A-Z`\"'(\[]")
+# A sentence ends at ``.``, ``!`` or ``?`` and blanks before what can open one; the group keeps
+# the mark with the sentence before it (``re.split`` returns text, mark, text, mark, …).
+_SENTENCE_END = re.compile(r"([.!?])[ \t]+(?=[A-Z`\"'(\[])")
+_ODD_BLANK = re.compile(r"[^\S \t]")  # a blank that is neither a space nor a tab
+_MARKS = "-*•> "  # list and quote marks a sentence does not start with
 _MAX_SENTENCE = 400
 _MAX_SENTENCES_PER_MESSAGE = 400
 
@@ -191,20 +206,72 @@ class Material:
 def sentences(text: str) -> Iterable[str]:
     """The sentences of ``text`` (split at sentence ends and line breaks), trimmed, bounded."""
     count = 0
-    for raw_line in text.splitlines():
-        start = 0
-        ends = [m.end() for m in _SENTENCE_BREAK.finditer(raw_line)]
-        for end in (*ends, len(raw_line)):
-            if end < len(raw_line) and not _OPENS_SENTENCE.match(raw_line, end):
-                continue
-            piece = raw_line[start : min(end, start + 2 * _MAX_SENTENCE)]
-            line = " ".join(piece.split()).lstrip("-*•> ").strip()
-            start = end
-            if line:
-                count += 1
-                if count > _MAX_SENTENCES_PER_MESSAGE:
-                    return
-                yield line[:_MAX_SENTENCE]
+    for raw_line in _lines(text):
+        for line in _line_sentences(raw_line):
+            count += 1
+            if count > _MAX_SENTENCES_PER_MESSAGE:
+                return
+            yield line
+
+
+_LINE_BREAKS = ("\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e")  # str.splitlines, in ASCII
+
+
+def _lines(text: str) -> list[str]:
+    """``text.splitlines()``, without copying a text that is one line (single-character
+    searches are far cheaper than the copy)."""
+    if text.isascii() and not any(mark in text for mark in _LINE_BREAKS):
+        return [text] if text else []
+    return text.splitlines()
+
+
+def _breaks(line: str) -> bool:
+    """Whether ``line`` can hold a sentence end (a mark followed by a blank). A search for
+    ``". "`` is slow (a space is everywhere); the marks themselves are rare."""
+    if "\t" in line:
+        return True
+    for mark in ".!?":
+        at = line.find(mark)
+        while at >= 0:
+            if line[at + 1 : at + 2] == " ":
+                return True
+            at = line.find(mark, at + 1)
+    return False
+
+
+def _line_sentences(raw_line: str) -> list[str]:
+    """The sentences of one line: blanks collapsed, list marks dropped, at most 400 characters
+    (the first 800 of the text are read)."""
+    if _breaks(raw_line):
+        parts = _SENTENCE_END.split(raw_line)
+        pieces = list(map(add, parts[0::2], parts[1::2]))
+        pieces.append(parts[-1])
+        read = len(raw_line)
+    else:
+        pieces = [raw_line]
+        read = 2 * _MAX_SENTENCE + 1
+    odd = (
+        "\x1f" in raw_line
+        if raw_line.isascii()
+        else _ODD_BLANK.search(raw_line, 0, read) is not None
+    )
+    if odd or raw_line.find("  ", 0, read) >= 0 or "\t" in raw_line:
+        lines = [
+            " ".join(piece[: 2 * _MAX_SENTENCE].split()).lstrip(_MARKS).strip() for piece in pieces
+        ]
+    else:
+        # Single spaces only (the common case): collapsing blanks is trimming, and a sentence
+        # after a break opens with a capital or a quote and ends with its mark, so only the
+        # first and the last (and any cut to the 800 characters read) need it.
+        if max(map(len, pieces)) > 2 * _MAX_SENTENCE:
+            lines = [piece[: 2 * _MAX_SENTENCE].strip() for piece in pieces]
+        else:
+            lines = pieces
+        lines[0] = lines[0].lstrip(_MARKS).strip()
+        lines[-1] = lines[-1].strip()
+    if max(map(len, lines)) > _MAX_SENTENCE:
+        lines = [line[:_MAX_SENTENCE] for line in lines]
+    return [line for line in lines if line]
 
 
 def _tool_key(name: str) -> str:
@@ -282,28 +349,90 @@ def error_line(text: str) -> str:
     return lines[0][:300] if lines else "failed"
 
 
-_WORDS = re.compile(r"[A-Za-z]{2,}")
+# Three runs of two or more letters: the first pair found opens the first run, and each later
+# pair follows a character that is not a letter, so it opens a run of its own.
+_THREE_WORDS = re.compile(r"[A-Za-z]{2}(?:.*?[^A-Za-z][A-Za-z]{2}){2}", re.S)
+_NOT_PROSE = ("```", "{", "}", "<", "|", "#!")
+# What a harness line can start with (``_HARNESS`` ignores case); other lines skip the pattern.
+_HARNESS_FIRST = frozenset("[<CcTtAaGg")
+
+
+def _harness(line: str) -> bool:
+    first = line[:1]
+    return (first in _HARNESS_FIRST or first.isspace()) and _HARNESS.match(line) is not None
 
 
 def _prose(line: str) -> bool:
     """A sentence worth keeping: a few words, not a code line or a list number."""
-    if len(line) < 12 or line.startswith(("```", "{", "}", "<", "|", "#!")):
+    if len(line) < 12 or line.startswith(_NOT_PROSE):
         return False
-    return len(_WORDS.findall(line)) >= 3
+    return _THREE_WORDS.search(line) is not None
 
 
-def _classify_user_sentence(material: Material, line: str, first_request: bool) -> None:
-    if _HARNESS.match(line) or not _prose(line):
+def _flagged(lines: Sequence[str], first_request: bool) -> Iterable[tuple[str, str]]:
+    """The sentences of one request that can be kept, each with the section it goes to.
+
+    A sentence is kept when it constrains the work (a constraint word or phrase), changes the
+    goal (not in the first request) or holds a term, and is prose. The tests run over the whole
+    message at once and in C where they can (``_WORD_BYTES``, ``map``, ``compress``): most
+    sentences of a chatty request hold none of these and cost no Python-level work of their own.
+    """
+    if not lines:
+        return
+    # Lower-casing the joined text gives each line's lower case (a line break is uncased, like
+    # the ends of a string, and no lower case holds one).
+    joined = "\n".join(lines).lower()
+    lowers = joined.split("\n")
+    words = joined.encode("ascii", "replace").translate(_WORD_BYTES).split(b"\n")
+    indices = range(len(lines))
+    keyword = set(
+        compress(indices, map(not_, map(_KEYWORD_TOKENS.isdisjoint, map(bytes.split, words))))
+    )
+    term = set(compress(indices, map(_HAS_TERM.search, lines)))
+    constraint_phrase = _lines_holding(joined, lowers, _CONSTRAINT_PHRASES)
+    goal_phrase = set() if first_request else _lines_holding(joined, lowers, _GOAL_PHRASES)
+    for index in sorted(keyword | term | constraint_phrase | goal_phrase):
+        line = lines[index]
+        if len(line) < 12:
+            continue
+        tokens = words[index].split() if index in keyword else ()
+        if index in constraint_phrase or not _CONSTRAINT_TOKENS.isdisjoint(tokens):
+            section = CONSTRAINTS
+        elif not first_request and (index in goal_phrase or not _GOAL_TOKENS.isdisjoint(tokens)):
+            section = GOAL
+        elif index in term:
+            section = KNOWLEDGE
+        else:
+            continue
+        if _prose(line):
+            yield section, line
+
+
+def _lines_holding(joined: str, lowers: Sequence[str], phrases: tuple[str, ...]) -> set[int]:
+    """The indices of the lines (``joined`` is ``lowers`` joined by line breaks) holding one of
+    ``phrases``; a phrase holds no line break, so no match spans two lines."""
+    found: set[int] = set()
+    present = [p for p in phrases if p in joined]
+    if present:
+        starts = list(accumulate((len(lower) + 1 for lower in lowers), initial=0))
+        for phrase in present:
+            at = joined.find(phrase)
+            while at >= 0:
+                found.add(bisect_right(starts, at) - 1)
+                at = joined.find(phrase, at + 1)
+    return found
+
+
+def _keep_user_sentence(material: Material, section: str, line: str) -> None:
+    if section == GOAL:
+        material.add(GOAL, f"Changed: {line}", 85)
         return
     fact = _fact(line)
-    lower = line.lower()
-    if _has(lower, _CONSTRAINT_WORDS, _CONSTRAINT_PHRASES):
+    if section == CONSTRAINTS:
         material.add(CONSTRAINTS, line, 80, key=_fact_key(fact) if fact else "")
-    elif not first_request and _has(lower, _GOAL_WORDS, _GOAL_PHRASES):
-        material.add(GOAL, f"Changed: {line}", 85)
-    elif fact and _HAS_TERM.search(line):
+    elif fact:
         material.add(KNOWLEDGE, line, 70, key=_fact_key(fact))
-    elif _HAS_TERM.search(line):
+    else:
         material.add(KNOWLEDGE, line, 30)
 
 
@@ -311,29 +440,48 @@ _LEAD = re.compile(r"^(?:update|updated|note|fyi|also|correction|reminder|btw)\s
 
 
 def _fact(line: str) -> re.Match[str] | None:
-    return _FACT.match(_LEAD.sub("", line))
+    lead = _LEAD.match(line)
+    return _FACT.match(line[lead.end() :] if lead else line)
+
+
+_KEY_FILLER = re.compile(r"\b(?:the|a|an|our|my|now|still|update|updated|note|fyi)\b[:,]?")
 
 
 def _fact_key(match: re.Match[str]) -> str:
-    key = match.group("key").lower()
-    key = re.sub(r"\b(?:the|a|an|our|my|now|still|update|updated|note|fyi)\b[:,]?", " ", key)
+    key = _KEY_FILLER.sub(" ", match.group("key").lower())
     return "fact:" + " ".join(key.split())
 
 
 def _user_text(material: Material, text: str) -> None:
-    lines = [line for line in sentences(text) if not _HARNESS.match(line)]
+    # A sentence is never blank, so only its first character decides whether to try _HARNESS.
+    lines = [
+        line
+        for line in sentences(text)
+        if line[0] not in _HARNESS_FIRST or _HARNESS.match(line) is None
+    ]
     if not lines:
         return
     first_request = not material.has_goal
-    request = " ".join(lines)
-    material.latest_request = (
-        request if len(request) <= 160 else request[:160].rsplit(" ", 1)[0] + "…"
-    )
+    material.latest_request = _request_head(lines)
     if first_request:
         material.add(GOAL, lines[0], 100)
         material.has_goal = True
-    for line in lines[1:] if first_request else lines:
-        _classify_user_sentence(material, line, first_request)
+    for section, line in _flagged(lines[1:] if first_request else lines, first_request):
+        _keep_user_sentence(material, section, line)
+
+
+def _request_head(lines: Sequence[str], limit: int = 160) -> str:
+    """The request's sentences joined, cut after ``limit`` characters on a word boundary; only
+    the sentences that reach the cut are joined."""
+    head: list[str] = []
+    size = -1
+    for line in lines:
+        head.append(line)
+        size += len(line) + 1
+        if size > limit:
+            break
+    request = " ".join(head)
+    return request if len(request) <= limit else request[:limit].rsplit(" ", 1)[0] + "…"
 
 
 def _previous_summary(material: Material, text: str) -> bool:
@@ -348,7 +496,7 @@ def _previous_summary(material: Material, text: str) -> bool:
             line = raw.strip()
             if line.startswith("- "):
                 line = line[2:]
-            if not line or _HARNESS.match(line):
+            if not line or _harness(line):
                 continue
             fact = _fact(line)
             priority = {GOAL: 100, CONSTRAINTS: 80, KNOWLEDGE: 70, ERRORS: 60, FILES: 55}.get(
@@ -427,9 +575,10 @@ def gather(messages: Sequence[Message]) -> Material:
         if text and not message.function_calls:
             material.last_action = f"replied: {' '.join(text.split())[:160]}"
         for line in sentences(text):
-            fact = _fact(line)
-            if fact and _prose(line) and _HAS_TERM.search(line) and len(line) < 200:
-                material.add(KNOWLEDGE, line, 25, key=_fact_key(fact))
+            if len(line) < 200 and _HAS_TERM.search(line) and _prose(line):
+                fact = _fact(line)
+                if fact:
+                    material.add(KNOWLEDGE, line, 25, key=_fact_key(fact))
     return material
 
 
