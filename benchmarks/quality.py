@@ -22,6 +22,8 @@ the conversation after a default compaction and after one with ``keep_share=0`` 
 conversation before (system prompt and tools not counted); and at each of Claude Code's own
 compactions, the share of files touched before the cut that the summary names, ours (the same
 cut: everything before it, ``keep_share=0``) next to Claude Code's own summary.
+
+The summarizer's time on long histories is measured by ``benchmarks/extractive_speed.py``.
 """
 
 from __future__ import annotations
@@ -385,27 +387,6 @@ def recorded() -> None:
         )
 
 
-def timing() -> None:
-    """The summarizer's time on chat-heavy histories (the old one fell off a cliff past 256)."""
-    import time
-
-    print("## Extractive summarizer time (requests of 3,000 characters, one reply each)\n")
-    print("| requests | input tokens | seconds |")
-    print("|---|---|---|")
-    rng = random.Random(5)
-    for count in (250, 300, 2_000):
-        history: list[Message] = []
-        for n in range(count):
-            words = " ".join(rng.choice(_NOUNS) + str(rng.randrange(99)) for _ in range(400))
-            history.append(Message.user(f"Request {n}: please {rng.choice(_VERBS)} {words}."))
-            history.append(Message.model(f"Done with request {n}."))
-        start = time.perf_counter()
-        extractive_summary(history, max_tokens=20_000)
-        elapsed = time.perf_counter() - start
-        print(f"| {count:,} | {estimate_content_tokens(history):,} | {elapsed:.2f} |")
-    print()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[101, 102, 103, 104, 105])
@@ -414,7 +395,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.sessions_only:
         synthetic(args.seeds, args.budgets)
-        timing()
     recorded()
     return 0
 

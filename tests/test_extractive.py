@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import copy
+import importlib
+import importlib.util
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +22,14 @@ from autocompact.compaction.extractive import (
     key_terms,
     shorten_middle,
 )
+from autocompact.compaction.extractive.gather import sentences
 from autocompact.compaction.prompts import SUMMARY_ACKNOWLEDGEMENT, SUMMARY_PREAMBLE
 from autocompact.content import FunctionCallPart, FunctionResponsePart, Message
 from autocompact.errors import ConfigError
 from autocompact.estimation import estimate_content_chars, estimate_text_tokens
+
+# The module (the package's ``gather`` attribute is its function of that name).
+gather_module = importlib.import_module("autocompact.compaction.extractive.gather")
 
 SESSIONS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "claude-code-sessions"
 
@@ -272,3 +280,155 @@ def test_real_sessions_fit_and_name_edited_files(cap: int) -> None:
         }
         named = sum(1 for name in written if name in summary)
         assert named >= min(len(written), 5) * 0.8, (path.name, named, len(written))
+
+
+# -- the one-pass classification equals the plain per-sentence one ---------------------------
+# gather classifies a request's sentences in one pass over the message (issue 10: 2,000 chatty
+# requests in well under a second). These references are the plain per-sentence code it
+# replaced; the fast code must keep exactly what they keep.
+
+_PLAIN_BREAK = re.compile(r"[.!?][ \t]+")
+_PLAIN_OPENS = re.compile(r"[A-Z`\"'(\[]")
+_PLAIN_TERM = re.compile(r"\d|/|`|\b[A-Z]{2,}\b|\w_\w|\w\.\w|[a-z][A-Z]")
+_PLAIN_WORD = re.compile(r"[a-z']+")
+
+
+def plain_sentences(text: str) -> list[str]:
+    """The sentences of ``text`` as the first extractive summarizer split them."""
+    out: list[str] = []
+    for raw_line in text.splitlines():
+        start = 0
+        ends = [m.end() for m in _PLAIN_BREAK.finditer(raw_line)]
+        for end in (*ends, len(raw_line)):
+            if end < len(raw_line) and not _PLAIN_OPENS.match(raw_line, end):
+                continue
+            piece = raw_line[start : min(end, start + 800)]
+            line = " ".join(piece.split()).lstrip("-*•> ").strip()
+            start = end
+            if line:
+                out.append(line[:400])
+    return out[:400]
+
+
+def plain_prose(line: str) -> bool:
+    """A few words, not a code line (the plain test)."""
+    if len(line) < 12 or line.startswith(("```", "{", "}", "<", "|", "#!")):
+        return False
+    return len(re.findall(r"[A-Za-z]{2,}", line)) >= 3
+
+
+def plain_keep(lines: list[str], first_request: bool) -> list[tuple[str, str]]:
+    """Which sentences of a request are kept, and in which section, one sentence at a time."""
+    kept = []
+    for line in lines:
+        lower = line.lower()
+        words = set(_PLAIN_WORD.findall(lower))
+        if len(line) < 12 or not plain_prose(line):
+            continue
+        if any(p in lower for p in gather_module._CONSTRAINT_PHRASES) or (
+            words & gather_module._CONSTRAINT_WORDS
+        ):
+            kept.append(("constraints", line))
+        elif not first_request and (
+            any(p in lower for p in gather_module._GOAL_PHRASES) or "instead" in words
+        ):
+            kept.append(("overall_goal", line))
+        elif _PLAIN_TERM.search(line):
+            kept.append(("key_knowledge", line))
+    return kept
+
+
+TEXT = st.lists(
+    st.sampled_from(
+        list("ab Zy.!?:,-*•>`'\"(_/0")
+        + ["  ", "\t", "\n", "\r\n", "\u00a0", "\x1f", "\u2028", "İ", "Σ", "é", "—"]
+        + ["must ", "Only ", "do not ", "do\u00a0not ", "no  later ", "instead ", "switch to "]
+        + ["Change of plan: ", "now we need ", "AB ", "getX ", "a.b ", "x_y ", "Update: "]
+        + ["[Request interrupted", "Acknowledged. ", "Continue.", "q" * 300, "w " * 300]
+    ),
+    max_size=80,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=TEXT)
+def test_sentences_split_as_the_plain_splitter(text: str) -> None:
+    """Blanks of any kind, marks, long and cut sentences: the same sentences as before."""
+    assert list(sentences(text)) == plain_sentences(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=TEXT, first_request=st.booleans())
+def test_request_sentences_are_kept_as_one_at_a_time(text: str, first_request: bool) -> None:
+    """Constraint and goal words and phrases, terms, Unicode that changes length when lowered:
+    the one-pass classification keeps what the per-sentence one keeps, in the same sections."""
+    lines = list(sentences(text))
+    assert list(gather_module._flagged(lines, first_request)) == plain_keep(lines, first_request)
+
+
+@settings(max_examples=300, deadline=None)
+@given(line=TEXT.map(lambda t: " ".join(t.split())))
+def test_term_and_prose_tests_match_the_plain_patterns(line: str) -> None:
+    """The one-class term scan and the three-word test agree with the plain patterns."""
+    assert (gather_module._HAS_TERM.search(line) is None) == (_PLAIN_TERM.search(line) is None)
+    assert gather_module._prose(line) == plain_prose(line)
+
+
+@given(lines=st.lists(st.text(alphabet="ab c", min_size=1, max_size=70), max_size=12))
+def test_request_head_is_the_joined_request_cut(lines: list[str]) -> None:
+    """The latest request's head joins only the sentences it needs, with the same result."""
+    request = " ".join(lines)
+    expected = request if len(request) <= 160 else request[:160].rsplit(" ", 1)[0] + "…"
+    assert gather_module._request_head(lines) == expected
+
+
+def test_a_constraint_phrase_split_by_odd_blanks_is_still_a_constraint() -> None:
+    """'do<nbsp> not' reads as 'do not' once blanks are collapsed, in a long chatty request."""
+    chatter = "Thanks for the update on the work so far today. " * 10
+    request = chatter + "Please do\u00a0 not touch the billing tables. " + chatter
+    history = [Message.user("Build the exporter."), Message.model("ok"), Message.user(request)]
+    constraints = section(extractive_summary(history, max_tokens=400), "constraints")
+    assert "Please do not touch the billing tables." in constraints
+
+
+def test_a_chatty_history_keeps_rules_facts_and_the_change_of_goal() -> None:
+    """Many long requests of plain chatter: what is kept is the rules, facts and goal change."""
+    chatter = " ".join(["Thanks, that reads well and I like where this is going."] * 40)
+    history = [Message.user("Build the CSV exporter. " + chatter), Message.model("ok")]
+    for n in range(60):
+        extra = ""
+        if n == 10:
+            extra = " The staging port is 5433."
+        elif n == 20:
+            extra = " You must never push to main."
+        elif n == 50:
+            extra = " Change of plan: build the JSON exporter instead."
+        history += [Message.user(chatter + extra), Message.model("Done.")]
+    summary = extractive_summary(history, max_tokens=400)
+    assert "The staging port is 5433." in section(summary, "key_knowledge")
+    assert "You must never push to main." in section(summary, "constraints")
+    assert "Changed: Change of plan: build the JSON exporter instead." in summary
+    assert "Thanks, that reads well" not in summary.split("<next_step>")[0]
+
+
+# -- the speed benchmark runs and can fail ------------------------------------------------------
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("langchain_core") is None,
+    reason="benchmark extra not installed: pip install -e '.[bench]'",
+)
+def test_speed_benchmark_runs_and_fails_on_growth_above_its_limit() -> None:
+    """benchmarks/extractive_speed.py prints its tables; it exits 1 when the time per request
+    grows more than --max-growth allows (0 cannot be met), 0 with a generous limit."""
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "extractive_speed.py"
+    small = [sys.executable, str(script), "--rounds", "1", "--counts", "4", "8"]
+    ok = subprocess.run([*small, "--max-growth", "1000"], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    assert "| requests | input tokens | extractive_summary CPU |" in ok.stdout
+    assert "trim_messages" in ok.stdout
+    assert "### chat" in ok.stdout
+    assert "### one long sentence" in ok.stdout
+    failed = subprocess.run([*small, "--max-growth", "0"], capture_output=True, text=True)
+    assert failed.returncode == 1
+    assert "FAILED" in failed.stdout

@@ -1,0 +1,294 @@
+"""The extractive summarizer's time on long chat-heavy histories (issue 10, item 6).
+
+    .venv/bin/python benchmarks/extractive_speed.py                # 250, 500, 1,000, 2,000 requests
+    .venv/bin/python benchmarks/extractive_speed.py --rounds 9     # more rounds, steadier medians
+    .venv/bin/python benchmarks/extractive_speed.py --max-growth 1.5
+
+Two kinds of session, each request about 3,000 characters with one reply:
+
+- **one long sentence**: ``Request n: please <verb> `` and 400 words like ``cache12`` (the shape
+  issue 10 measured: 0.27 s at 250 requests, 2.85 s at 300, 21.5 s at 2,000);
+- **chat**: prose of 6-25 common words a sentence (about 40 sentences a request, one in twenty a
+  rule or a limit, some with a fact, a path, an identifier or a version; 300-character replies
+  of the same prose). This is the harder case: every sentence is classified.
+
+Side by side in one process, on the same messages, each round in a rotating order (see
+``_timing.py``; fresh message objects every round, built outside the timed region):
+
+- ``extractive_summary(history, max_tokens=20_000)``;
+- LangChain's ``trim_messages(strategy="last", max_tokens=20_000,
+  token_counter=count_tokens_approximately)`` on the same messages as LangChain objects: what
+  people use to fit a history without a model (it drops whole messages, it summarizes nothing);
+- a plain truncation: the last 80,000 characters of the history's text joined.
+
+Prints the median CPU time of each (the process's, so other load on a shared machine counts
+less than in wall time, which is shown for the summarizer too), the time per request, the
+within-round ratio to ``trim_messages``, and the growth of the summarizer's CPU time per request
+from the smallest to the largest count. Exits 1 when that
+growth exceeds ``--max-growth`` (default 2.0: linear time gives about 1.0, the quadratic cliff
+issue 10 found gave 10), or when ``--max-seconds`` is given and the largest count's median CPU
+time of either kind exceeds it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import random
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _history import to_langchain
+from _timing import Contender, fmt_ratio, median_ratio
+from autocompact.codec import history_from_dicts, history_to_dicts
+from autocompact.compaction.extractive import extractive_summary
+from autocompact.content import Message
+from autocompact.estimation import estimate_content_tokens
+
+CAP_TOKENS = 20_000
+COUNTS = (250, 500, 1_000, 2_000)
+_NOUNS = ("cache", "queue", "parser", "billing", "report", "auth", "scheduler", "exporter")
+_VERBS = ("refactor", "fix", "speed up", "document", "test", "port", "harden")
+# About 400 common English words; the constraint words among them are those of everyday speech
+# ("only", "never"), the rest come from the templates below.
+_COMMON = """the a an and or but so because when while if then than that this these those it
+its we you they he she I me my our your their them us is are was were be been being have has had
+do does did will would can could should may might shall not no yes all any some each every few
+more most other such own same very just also only even still already again never often usually
+about above after before below between during into through over with without from to of in on at
+by for up down out off new old good bad first last long short big small right wrong next early
+late fast slow clear simple hard easy sure maybe think know want need like look make take give
+find tell ask work seem feel try leave call keep let begin show hear play run move live believe
+hold bring happen write provide sit stand lose pay meet include continue set learn change lead
+understand watch follow stop create speak read allow add spend grow open walk win offer remember
+love consider appear buy wait serve die send expect build stay fall cut reach kill remain suggest
+raise pass sell report decide pull time year people way day man thing woman life child world
+school state family student group country problem hand part place case week company system
+program question government number night point home water room mother area money story fact month
+lot study book eye job word business issue side kind head house service friend father power hour
+game line end member law car city community name president team minute idea kid body information
+back parent face others level office door health person art war history party result morning
+reason research girl guy moment air teacher force education""".split()  # noqa: SIM905
+
+
+def _prose(rng: random.Random, low: int = 6, high: int = 26) -> str:
+    words = [rng.choice(_COMMON) for _ in range(rng.randrange(low, high))]
+    return " ".join(words).capitalize() + rng.choice(".....?!")
+
+
+def _sentence(rng: random.Random) -> str:
+    roll = rng.random()
+    noun = rng.choice(_NOUNS)
+    if roll < 0.05:
+        return rng.choice(
+            (
+                f"The {noun} job must finish in under {rng.randrange(2, 60)} minutes.",
+                f"Never change the {noun} schema without asking me first.",
+                f"Please do not touch the {noun} tests this week.",
+                f"We can only deploy {noun} changes on {rng.choice(('Monday', 'Friday'))}.",
+            )
+        )
+    if roll < 0.09:
+        what = rng.choice(("port", "timeout", "owner", "region", "limit"))
+        return f"The {noun} {what} is {rng.randrange(10, 9999)}."
+    if roll < 0.17:
+        where = rng.choice(
+            (
+                f"src/{noun}/mod_{rng.randrange(99)}.py",
+                f"{noun}_{rng.choice(_COMMON)}_handler",
+                f"{noun.capitalize()}{rng.choice(_COMMON).capitalize()}Client",
+                f"version {rng.randrange(1, 9)}.{rng.randrange(20)}",
+            )
+        )
+        return f"{_prose(rng, 4, 14)[:-1]} in {where}."
+    return _prose(rng)
+
+
+def _chat_text(rng: random.Random, chars: int) -> str:
+    out: list[str] = []
+    size = 0
+    while size < chars:
+        sentence = _sentence(rng) + ("\n\n" if rng.random() < 0.08 else " ")
+        out.append(sentence)
+        size += len(sentence)
+    return "".join(out).strip()
+
+
+def chat_session(count: int, seed: int = 5) -> list[Message]:
+    """``count`` chatty requests of about 3,000 characters, each with a 300-character reply."""
+    rng = random.Random(seed)
+    history: list[Message] = []
+    for n in range(count):
+        opening = f"Request {n}: please {rng.choice(_VERBS)} the {rng.choice(_NOUNS)} module. "
+        history.append(Message.user(opening + _chat_text(rng, 2_950)))
+        history.append(Message.model(_chat_text(rng, 300)))
+    return history
+
+
+def long_sentence_session(count: int, seed: int = 5) -> list[Message]:
+    """``count`` requests of one 3,000-character sentence each (issue 10's shape)."""
+    rng = random.Random(seed)
+    history: list[Message] = []
+    for n in range(count):
+        words = " ".join(rng.choice(_NOUNS) + str(rng.randrange(99)) for _ in range(400))
+        history.append(Message.user(f"Request {n}: please {rng.choice(_VERBS)} {words}."))
+        history.append(Message.model(f"Done with request {n}."))
+    return history
+
+
+KINDS = {"one long sentence": long_sentence_session, "chat": chat_session}
+
+
+def _truncate(history: Sequence[Message]) -> str:
+    text = "\n".join(m.text for m in history)
+    return text[-CAP_TOKENS * 4 :]
+
+
+def _contenders(dicts: list[dict[str, Any]]) -> list[Contender]:
+    from langchain_core.messages import trim_messages
+    from langchain_core.messages.utils import count_tokens_approximately
+
+    fresh = lambda: history_from_dicts(dicts)  # noqa: E731
+    return [
+        Contender(
+            "extractive_summary",
+            lambda h: extractive_summary(h, max_tokens=CAP_TOKENS),
+            prepare=fresh,
+        ),
+        Contender(
+            "trim_messages",
+            lambda lc: trim_messages(
+                lc,
+                strategy="last",
+                max_tokens=CAP_TOKENS,
+                token_counter=count_tokens_approximately,
+            ),
+            prepare=lambda: to_langchain(fresh()),
+        ),
+        Contender("truncation", _truncate, prepare=fresh),
+    ]
+
+
+def _rounds(
+    contenders: Sequence[Contender], n_rounds: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Wall and CPU seconds of each contender, one entry per round, the order rotating (as
+    ``_timing.rounds``, with the process's CPU time beside the wall time: on a shared machine
+    the wall time also counts the time other processes held the core)."""
+    wall: dict[str, list[float]] = {c.name: [] for c in contenders}
+    cpu: dict[str, list[float]] = {c.name: [] for c in contenders}
+    n = len(contenders)
+    for r in range(n_rounds):
+        for c in [*contenders[r % n :], *contenders[: r % n]]:
+            arg = c.prepare()
+            gc.collect()
+            gc.disable()
+            try:
+                start, start_cpu = time.perf_counter(), time.process_time()
+                c.run(arg)
+                wall[c.name].append(time.perf_counter() - start)
+                cpu[c.name].append(time.process_time() - start_cpu)
+            finally:
+                gc.enable()
+    return wall, cpu
+
+
+def _machine_loop() -> float:
+    """CPU seconds of an empty Python loop of ten million steps: how fast this machine is now."""
+    start = time.process_time()
+    for _ in range(10_000_000):
+        pass
+    return time.process_time() - start
+
+
+def _fmt(seconds: float) -> str:
+    return f"{seconds:.3f} s" if seconds >= 0.01 else f"{seconds * 1e3:.2f} ms"
+
+
+def run(counts: Sequence[int], n_rounds: int) -> dict[str, dict[int, float]]:
+    """Print the tables; return the summarizer's median CPU seconds per kind and request count."""
+    medians: dict[str, dict[int, float]] = {}
+    warm = long_sentence_session(20)
+    _rounds(_contenders(history_to_dicts(warm)), 1)  # imports and first calls, not timed
+    for kind, build in KINDS.items():
+        print(f"\n### {kind} (requests of about 3,000 characters)\n")
+        print(
+            "| requests | input tokens | extractive_summary CPU | wall | CPU per request "
+            "| trim_messages CPU | truncation CPU | summary vs trim_messages |"
+        )
+        print("|---|---|---|---|---|---|---|---|")
+        medians[kind] = {}
+        for count in counts:
+            history = build(count)
+            tokens = estimate_content_tokens(history)
+            wall, cpu = _rounds(_contenders(history_to_dicts(history)), n_rounds)
+            ours = statistics.median(cpu["extractive_summary"])
+            ratio = median_ratio(cpu["extractive_summary"], cpu["trim_messages"])
+            medians[kind][count] = ours
+            print(
+                f"| {count:,} | {tokens:,} | {_fmt(ours)} "
+                f"| {_fmt(statistics.median(wall['extractive_summary']))} "
+                f"| {ours / count * 1e6:.0f} µs | {_fmt(statistics.median(cpu['trim_messages']))} "
+                f"| {_fmt(statistics.median(cpu['truncation']))} | {fmt_ratio(ratio)} |"
+            )
+    return medians
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=5, help="rounds per size (default 5)")
+    parser.add_argument(
+        "--counts", type=int, nargs="+", default=list(COUNTS), help="request counts to time"
+    )
+    parser.add_argument(
+        "--max-growth",
+        type=float,
+        default=2.0,
+        help="fail when seconds per request at the largest count exceed this many times those "
+        "at the smallest (default 2.0)",
+    )
+    parser.add_argument(
+        "--max-seconds",
+        type=float,
+        default=None,
+        help="also fail when the largest count takes longer than this (median, either kind)",
+    )
+    args = parser.parse_args(argv)
+    counts = sorted(set(args.counts))
+    if len(counts) < 2 or counts[0] <= 0 or args.rounds < 1:
+        parser.error("give at least two positive request counts and one round")
+    print("## Extractive summarizer time\n")
+    print(
+        f"Median of {args.rounds} rounds; cap {CAP_TOKENS:,} tokens. Machine: an empty Python "
+        f"loop of 10M steps took {_machine_loop():.2f} s of CPU before the run."
+    )
+    medians = run(counts, args.rounds)
+    small, large = counts[0], counts[-1]
+    failed = False
+    print()
+    for kind, by_count in medians.items():
+        growth = (by_count[large] / large) / (by_count[small] / small)
+        verdict = "ok" if growth <= args.max_growth else "FAILED"
+        failed = failed or growth > args.max_growth
+        print(
+            f"- {kind}: time per request at {large:,} requests is {growth:.2f}× that at "
+            f"{small:,} (limit {args.max_growth:g}×): {verdict}"
+        )
+        if args.max_seconds is not None:
+            over = by_count[large] > args.max_seconds
+            failed = failed or over
+            print(
+                f"- {kind}: {large:,} requests in {by_count[large]:.3f} s "
+                f"(limit {args.max_seconds:g} s): {'FAILED' if over else 'ok'}"
+            )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
