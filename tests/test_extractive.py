@@ -340,11 +340,13 @@ def plain_keep(lines: list[str], first_request: bool) -> list[tuple[str, str]]:
 
 TEXT = st.lists(
     st.sampled_from(
-        list("ab Zy.!?:,-*•>`'\"(_/0")
-        + ["  ", "\t", "\n", "\r\n", "\u00a0", "\x1f", "\u2028", "İ", "Σ", "é", "—"]
-        + ["must ", "Only ", "do not ", "do\u00a0not ", "no  later ", "instead ", "switch to "]
-        + ["Change of plan: ", "now we need ", "AB ", "getX ", "a.b ", "x_y ", "Update: "]
-        + ["[Request interrupted", "Acknowledged. ", "Continue.", "q" * 300, "w " * 300]
+        [
+            *"ab Zy.!?:,-*•>`'\"(_/0",
+            *("  ", "\t", "\n", "\r\n", "\u00a0", "\x1f", "\u2028", "İ", "Σ", "é", "—"),
+            *("must ", "Only ", "do not ", "do\u00a0not ", "no  later ", "instead ", "switch to "),
+            *("Change of plan: ", "now we need ", "AB ", "getX ", "a.b ", "x_y ", "Update: "),
+            *("[Request interrupted", "Acknowledged. ", "Continue.", "q" * 300, "w " * 300),
+        ]
     ),
     max_size=80,
 ).map("".join)
