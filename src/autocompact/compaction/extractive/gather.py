@@ -14,8 +14,8 @@ kind, a priority and a position (newer is larger). What is collected:
 - from an earlier summary at the start: its items, section by section, as the oldest items
   (SPEC §10.5: the new summary updates it; it is never quoted whole).
 
-Linear in the size of the history: each message is read once, each sentence classified with
-bounded regular expressions.
+Linear in the size of the history: each message is read once; a request's sentences are
+classified together, in C where possible (``_flagged``), so plain chatter costs little.
 """
 
 from __future__ import annotations
