@@ -38,7 +38,7 @@ import threading
 import uuid
 from collections.abc import AsyncIterator, Generator, Iterator, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from autocompact.compaction.accounting import (
     BreakerState,
@@ -63,10 +63,12 @@ from autocompact.compaction.plan import (
     CompressOptions,
 )
 from autocompact.compaction.service import (
+    Awaiting,
     CompressionService,
     abandon,
     drive_flow,
     drive_flow_async,
+    settle,
 )
 from autocompact.compaction.space import SpaceBreakdown, space_breakdown
 from autocompact.compaction.split import COMPRESSION_PRESERVE_THRESHOLD
@@ -112,7 +114,7 @@ from autocompact.providers.base import (
     StreamEvent,
     ToolSpec,
 )
-from autocompact.sessions.stores.binding import StoreBinding, meta_of, skipped_info
+from autocompact.sessions.stores.binding import StoreBinding, meta_of, run_step, skipped_info
 from autocompact.thresholds import (
     DEFAULT_IMAGE_TOKEN_ESTIMATE,
     MAX_CONSECUTIVE_FAILURES,
@@ -129,6 +131,7 @@ from autocompact.validation import (
 )
 
 if TYPE_CHECKING:
+    from autocompact.sessions.stores.aio import AsyncSessionStore
     from autocompact.sessions.stores.base import SessionStore, Snapshot
 
 __all__ = ["AsyncChatSession", "ChatSession"]
@@ -143,6 +146,9 @@ _CompactionStep = Generator[ChatRequest, Completion, CompressionInfo]
 
 class _SessionCore:
     """State and the turn flow shared by both session classes (no I/O here)."""
+
+    _awaits_store = False
+    """Whether this class's driver awaits an asyncio store's calls (AsyncChatSession)."""
 
     def __init__(
         self,
@@ -160,7 +166,7 @@ class _SessionCore:
         compression_service: CompressionService | None = None,
         clear_tool_outputs: bool = True,
         calibration: Calibration | None = None,
-        store: SessionStore | None = None,
+        store: SessionStore | AsyncSessionStore | None = None,
         session_id: str | None = None,
         store_owner: str | None = None,
         keep_share: float = COMPRESSION_PRESERVE_THRESHOLD,
@@ -226,6 +232,12 @@ class _SessionCore:
             )
             sid = session_id or uuid.uuid4().hex
             self.store = StoreBinding(store, sid, meta, store_owner)
+            if self.store.is_async and not self._awaits_store:
+                raise ConfigError(
+                    f"{type(self).__name__} cannot await an asyncio store (open_async_store): "
+                    "use AsyncChatSession, or a synchronous store (open_store)",
+                    key="store",
+                )
             self._adopt(self.store.snapshot)
         # Bumped by clear(): a flow that started before a clear commits nothing after it.
         self._generation = 0
@@ -417,13 +429,14 @@ class _SessionCore:
 
     def turn_flow(self, message: Message, turn_id: str | None = None) -> _Flow:
         check_outgoing(self._log.view(), message)
-        if self.store is not None:
-            stored = self.store.find_turn(turn_id) if turn_id else None
+        if self.store is not None:  # an asyncio store's calls are yielded to be awaited
+            yield from self.store.open_step()
+            stored = (yield from self.store.find_turn_step(turn_id)) if turn_id else None
             if stored is not None and len(stored.messages) == 2:  # a retry of a stored turn
-                self._adopt(self.store.refresh())
+                self._adopt((yield from self.store.refresh_step()))
                 return Completion(message=stored.messages[1])
             turn_id = turn_id or uuid.uuid4().hex
-            self._adopt(self.store.refresh())
+            self._adopt((yield from self.store.refresh_step()))
         generation = self._generation
         yield from self.pre_send_flow(message)
         return (yield from self.send_flow(message, turn_id, generation))
@@ -498,7 +511,7 @@ class _SessionCore:
                 request, trim = retry
             completion = yield request
         if generation == self._generation:  # a clear() during the send wins
-            self._commit_turn(message, request, completion, trim, turn_id)
+            yield from self._commit_turn(message, request, completion, trim, turn_id)
         return completion
 
     def _learn_window(self, overflow: ContextOverflowError) -> None:
@@ -537,7 +550,8 @@ class _SessionCore:
             growth_room_tokens=self._growth.expected_growth(),
         )
         if self.store is not None:
-            base = self.store.begin_compaction()
+            yield from self.store.open_step()
+            base = yield from self.store.begin_compaction_step()
             if base is None:  # another worker holds the lease: the guarantee covers this turn
                 return skipped_info(trigger, self.estimate_tokens(message))
             self._adopt(base)
@@ -568,7 +582,7 @@ class _SessionCore:
             )
             return result.info
         if self.store is not None:
-            result = self.store.finish_compaction(result, self.thresholds)
+            result = yield from self.store.finish_compaction_step(result, self.thresholds)
         self._apply(result)
         if self.store is not None:
             self._adopt(self.store.snapshot)
@@ -704,7 +718,7 @@ class _SessionCore:
         completion: Completion,
         trim: TrimResult | None,
         turn_id: str | None = None,
-    ) -> None:
+    ) -> Generator[Any, Any, None]:
         saved = (
             len(self._log),
             self._history_stats,
@@ -749,7 +763,7 @@ class _SessionCore:
             self._since_count = 0
         if self.store is not None:
             try:  # durable before the reply is returned; a failed write leaves the turn out
-                self.store.append(
+                yield from self.store.append_step(
                     turn_id or uuid.uuid4().hex,
                     (message, completion.message),
                     usage={
@@ -903,7 +917,12 @@ class AsyncChatSession(_SessionCore):
     second gets a :class:`~autocompact.errors.ConfigError` that says so (never asyncio's
     ``RuntimeError`` about a lock bound to another loop). :meth:`clear` during a send wins:
     the reply is returned, but neither it nor a summary written meanwhile is kept.
+
+    ``store`` may be an asyncio store (``open_async_store``): every store call of a turn is
+    then awaited, the stored history is read on the first send, and :meth:`aclear` clears it.
     """
+
+    _awaits_store = True
 
     def _make_lock(self) -> None:
         self._lock = asyncio.Lock()
@@ -938,6 +957,21 @@ class AsyncChatSession(_SessionCore):
                 if self._users == 0:
                     self._owner = None
 
+    async def aclear(self) -> None:
+        """:meth:`clear`, awaiting the store's clear: the form to use with an asyncio store
+        (``open_async_store``); with any other store, or none, it is :meth:`clear`."""
+        binding = self.store
+        if binding is None or not binding.is_async:
+            self.clear()
+            return
+        await run_step(binding.open_step())
+        await run_step(binding.clear_step())
+        self.store = None  # the stored history is cleared: reset the rest as clear() does
+        try:
+            self.clear()
+        finally:
+            self.store = binding
+
     async def send(self, message: MessageLike, *, turn_id: str | None = None) -> Completion:
         """Send a message and return the model's reply; compacts first when needed (``turn_id``:
         see :meth:`ChatSession.send`)."""
@@ -953,6 +987,10 @@ class AsyncChatSession(_SessionCore):
             try:
                 request = next(flow)
                 while True:
+                    if isinstance(request, Awaiting):  # an asyncio store's call
+                        ok, value = await settle(request)
+                        request = flow.send(value) if ok else flow.throw(value)
+                        continue
                     if request.purpose == "side_query":
                         try:
                             completion = await self._side_provider.acomplete(request)

@@ -313,3 +313,120 @@ async def test_a_missing_session_and_a_huge_turn_are_clear_errors(
     with pytest.raises(SessionStoreError, match=r"50\.0 MB, over"):
         await apg.append_turn("s", "t1", huge)
     assert (await apg.load("s")).entries == ()
+
+
+# -- AsyncChatSession on an asyncio store --------------------------------------------------
+
+
+def _session(store: Any, sid: str = "c", **options: Any) -> Any:
+    from autocompact.chat import AsyncChatSession
+    from autocompact.testing import FakeProvider
+
+    provider = options.pop("provider", None) or FakeProvider()
+    return AsyncChatSession(
+        provider, context_window=100_000, store=store, session_id=sid, **options
+    )
+
+
+async def test_an_async_session_on_the_async_store_appends_resumes_and_retries(
+    apg: AsyncPostgresStore,
+) -> None:
+    """Turns go through the async driver; a retried turn id is answered from the store; a
+    second session (another worker) resumes the history; aclear replaces it."""
+    from autocompact.testing import FakeProvider
+
+    fake = FakeProvider()
+    a = _session(apg, provider=fake)
+    await a.send("hi", turn_id="t1")
+    calls = len(fake.requests)
+    again = await a.send("hi", turn_id="t1")
+    assert len(fake.requests) == calls  # answered from the store, no model call
+    assert again.message.text == "OK."
+    b = _session(apg)
+    assert b.history == ()  # an asyncio store is read on the first send, not in __init__
+    await b.send("more", turn_id="t2")
+    assert [m.text for m in b.history] == ["hi", "OK.", "more", "OK."]
+    assert [e.turn_id for e in (await apg.load("c")).entries] == ["t1", "t2"]
+    await b.aclear()
+    assert b.history == ()
+    assert (await apg.load("c")).history == ()
+    assert [e.kind for e in await apg.entries("c")] == ["turn", "turn", "clear"]
+
+
+async def test_an_async_session_send_waiting_on_a_row_lock_leaves_the_loop_running(
+    apg: AsyncPostgresStore,
+) -> None:
+    """AsyncChatSession.send with the session's row lock held elsewhere: the loop runs on."""
+    import psycopg
+
+    session = _session(apg)
+    await session.send("first", turn_id="t1")
+    holder = await psycopg.AsyncConnection.connect(apg._dsn)
+    ticker = Ticker()
+    try:
+        await holder.execute("SELECT 1 FROM ac_sessions WHERE id = 'c' FOR UPDATE")
+        send = asyncio.create_task(session.send("second", turn_id="t2"))
+        assert await ticker.advances(), "the event loop stopped while the send waited"
+        assert not send.done()  # its append waits behind the lock
+        await holder.commit()
+        await send
+        assert [e.turn_id for e in (await apg.load("c")).entries] == ["t1", "t2"]
+    finally:
+        ticker.stop()
+        await holder.close()
+
+
+async def test_a_failed_async_append_leaves_the_session_as_it_was() -> None:
+    """The append fails inside its transaction: raised from send, history unchanged."""
+
+    def boom(step: str) -> None:
+        if step == "append:written":
+            raise SessionStoreError("disk gone", store="test")
+
+    store = AsyncPostgresStore(fresh_postgres_schema(), on_step=boom)
+    try:
+        session = _session(store)
+        with pytest.raises(SessionStoreError, match="disk gone"):
+            await session.send("lost")
+        assert session.history == ()
+        assert (await store.load("c")).entries == ()
+    finally:
+        await store.close()
+
+
+async def test_an_async_session_compacts_through_the_async_store(
+    apg: AsyncPostgresStore,
+) -> None:
+    """An automatic compaction takes the lease and commits the summary through the driver."""
+    from autocompact.compaction import CompressionStatus
+
+    await apg.ensure("c", {"provider": "fake", "model": "fake-model", "context_window": 100_000})
+    for i in range(18):  # about 72,000 estimated tokens: over the 70,000 auto threshold
+        pair = (Message.user(chr(97 + i % 26) * 8_000), Message.model("m" * 8_000))
+        await apg.append_turn("c", f"old-{i}", pair)
+    session = _session(apg)
+    await session.send("next", turn_id="t-next")
+    assert session.compactions[0].status is CompressionStatus.COMPRESSED
+    assert [a.status for a in await apg.attempts("c")] == ["compressed"]
+    assert (await apg.load("c")).history == session.history
+
+
+async def test_a_sync_session_refuses_an_async_store(apg: AsyncPostgresStore) -> None:
+    """ChatSession cannot await: a clear ConfigError at construction, nothing written."""
+    from autocompact.chat import ChatSession
+    from autocompact.errors import ConfigError
+    from autocompact.testing import FakeProvider
+
+    with pytest.raises(ConfigError, match="AsyncChatSession"):
+        ChatSession(FakeProvider(), context_window=100_000, store=apg, session_id="c")
+    assert await apg.list_sessions() == []
+
+
+async def test_an_async_session_over_sqlite_uses_the_thread_store(tmp_path: Path) -> None:
+    """AsyncStore(SqliteStore) is an asyncio store too: the same session code runs on it."""
+    store = AsyncStore(SqliteStore(tmp_path / "s.db"))
+    session = _session(store)
+    await session.send("hi", turn_id="t1")
+    await session.send("hi", turn_id="t1")
+    assert [e.turn_id for e in (await store.load("c")).entries] == ["t1"]
+    await store.close()

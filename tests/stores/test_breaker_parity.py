@@ -166,3 +166,35 @@ def test_a_superseded_summary_leaves_the_count_and_hold_alone(store: SessionStor
     assert [a.status for a in store.attempts("s")][-1] == "superseded"
     assert (stored.consecutive_failures, stored.hold_until) == before
     assert (memory.consecutive_failures, memory.hold_until) == before  # memory did nothing
+
+
+async def test_an_async_session_on_the_async_store_counts_the_same(tmp_path: Path) -> None:
+    """AsyncChatSession on AsyncPostgresStore (every store call awaited) against an in-memory
+    AsyncChatSession: the small-window script, step by step."""
+    from autocompact.chat import AsyncChatSession
+    from autocompact.sessions.stores.postgres import AsyncPostgresStore
+
+    from .conftest import fresh_postgres_schema
+
+    store = AsyncPostgresStore(fresh_postgres_schema())
+    try:
+        history = text_history(26_000)
+        await store.ensure("s", {"provider": "fake", "model": "fake-model"})
+        for i in range(0, len(history), 2):
+            await store.append_turn("s", f"old-{i}", history[i : i + 2])
+        mem_fake, st_fake = (
+            FakeProvider(responder=empty_summaries),
+            FakeProvider(responder=empty_summaries),
+        )
+        memory = AsyncChatSession(mem_fake, context_window=32_000, history=history)
+        stored = AsyncChatSession(st_fake, context_window=32_000, store=store, session_id="s")
+        for text in ["z" * 40, "z" * 40, "g" * 4 * 3_400, "g" * 4 * 3_400, "z" * 40]:
+            await memory.send(text)
+            await stored.send(text)
+            assert state(stored, st_fake) == state(memory, mem_fake)  # type: ignore[arg-type]
+        await memory.compress()
+        await stored.compress()
+        assert state(stored, st_fake) == state(memory, mem_fake)  # type: ignore[arg-type]
+        assert memory.consecutive_failures >= 2
+    finally:
+        await store.close()

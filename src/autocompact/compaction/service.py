@@ -8,8 +8,8 @@ breaker) belongs to the caller — :class:`autocompact.chat.ChatSession` — whi
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Generator, Sequence
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from typing import Any, TypeVar
 
 from autocompact.compaction.native import native_summaries_for
 from autocompact.compaction.plan import (
@@ -25,11 +25,50 @@ from autocompact.errors import ConfigError, ProviderError
 from autocompact.providers.base import ChatRequest, Completion, Provider
 from autocompact.thresholds import COMPACT_MAX_OUTPUT_TOKENS
 
-__all__ = ["CompressionService", "abandon", "drive_flow", "drive_flow_async"]
+__all__ = [
+    "Awaiting",
+    "CompressionService",
+    "abandon",
+    "drive_flow",
+    "drive_flow_async",
+    "settle",
+]
 
 logger = logging.getLogger("autocompact")
 
 _T = TypeVar("_T")
+
+
+class Awaiting:
+    """What a flow yields when it needs a coroutine awaited (an asyncio session store's call):
+    :func:`drive_flow_async` awaits it and sends the result back (or throws its exception into
+    the flow); a synchronous driver cannot, and says so."""
+
+    __slots__ = ("awaitable",)
+
+    def __init__(self, awaitable: Awaitable[Any]) -> None:
+        self.awaitable = awaitable
+
+
+def _no_awaiting(item: object) -> None:
+    if isinstance(item, Awaiting):
+        close = getattr(item.awaitable, "close", None)
+        if close is not None:
+            close()  # never awaited: no "coroutine was never awaited" warning
+        raise ConfigError(
+            "this session's store is an asyncio store (open_async_store): use it with "
+            "AsyncChatSession, or give ChatSession a synchronous store (open_store)",
+            key="store",
+        )
+
+
+async def settle(item: Awaiting) -> tuple[bool, Any]:
+    """``(True, value)`` or ``(False, exception)`` of an awaited call (cancellation propagates),
+    for the driver to send or throw into its flow."""
+    try:
+        return True, await item.awaitable
+    except Exception as exc:
+        return False, exc
 
 
 def drive_flow(
@@ -44,6 +83,7 @@ def drive_flow(
     try:
         request = next(flow)
         while True:
+            _no_awaiting(request)
             try:
                 completion = provider_for(request).complete(request)
             except ProviderError as exc:
@@ -62,10 +102,20 @@ async def drive_flow_async(
     flow: Generator[ChatRequest, Completion, _T],
     provider_for: Callable[[ChatRequest], Provider],
 ) -> _T:
-    """Async :func:`drive_flow`: each request goes through ``acomplete``."""
+    """Async :func:`drive_flow`: each request goes through ``acomplete``; an :class:`Awaiting`
+    (an asyncio store's call) is awaited."""
     try:
         request = next(flow)
         while True:
+            while isinstance(request, Awaiting):
+                try:
+                    ok, value = await settle(request)
+                except BaseException as exc:  # cancelled: the flow ends cleanly first
+                    abandon(flow, exc)
+                    raise
+                # An error from the awaited call is raised inside the flow, where it can roll
+                # back what it started.
+                request = flow.send(value) if ok else flow.throw(value)
             try:
                 completion = await provider_for(request).acomplete(request)
             except ProviderError as exc:

@@ -14,12 +14,15 @@ chat's events into store calls:
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import logging
 import os
 import secrets
 import socket
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from autocompact.compaction.accounting import BreakerState, record_attempt
 from autocompact.compaction.plan import (
@@ -28,8 +31,11 @@ from autocompact.compaction.plan import (
     CompressionStatus,
     CompressionTrigger,
 )
+from autocompact.compaction.service import Awaiting, settle
 from autocompact.content import Message
+from autocompact.errors import ConfigError
 from autocompact.sessions.records import info_to_dict
+from autocompact.sessions.stores.aio import AsyncSessionStore
 from autocompact.sessions.stores.base import (
     BreakerEffect,
     Entry,
@@ -40,7 +46,17 @@ from autocompact.sessions.stores.base import (
 )
 from autocompact.thresholds import CompactionThresholds
 
-__all__ = ["StoreBinding", "breaker_effect", "default_owner", "meta_of", "skipped_info"]
+__all__ = [
+    "StoreBinding",
+    "breaker_effect",
+    "default_owner",
+    "meta_of",
+    "run_step",
+    "skipped_info",
+]
+
+_T = TypeVar("_T")
+logger = logging.getLogger("autocompact")
 
 
 def default_owner() -> str:
@@ -51,49 +67,83 @@ def default_owner() -> str:
 class StoreBinding:
     """One chat session's link to its store.
 
+    Each store step is written once, as a generator (the ``*_step`` methods): with a
+    synchronous store it calls the store and never yields; with an asyncio store
+    (:class:`~autocompact.sessions.stores.aio.AsyncSessionStore`) it yields each call as an
+    :class:`~autocompact.compaction.service.Awaiting`, which ``AsyncChatSession``'s driver
+    awaits, so the event loop runs on while the store works. The plain methods run the steps of
+    a synchronous store.
+
     Args:
-        store: the store.
+        store: the store (synchronous or asyncio).
         session_id: the session (created with ``meta`` when missing).
         meta: provider, model, window, system instruction (kept from the first worker).
         owner: this worker's name.
     """
 
     def __init__(
-        self, store: SessionStore, session_id: str, meta: JsonDict, owner: str | None = None
+        self,
+        store: SessionStore | AsyncSessionStore,
+        session_id: str,
+        meta: JsonDict,
+        owner: str | None = None,
     ) -> None:
-        self.store = store
+        self.store: Any = store
         self.session_id = session_id
         self.owner = owner or default_owner()
-        store.ensure(session_id, meta)
-        self.snapshot: Snapshot = store.load(session_id)
+        self.is_async = inspect.iscoroutinefunction(getattr(store, "load", None))
+        self._meta = meta
         self._lease: Lease | None = None
         self._base: Snapshot | None = None
+        self._pending: set[asyncio.Task[Any]] = set()
+        # An asyncio store is read on the first step (a constructor cannot await).
+        self.snapshot = Snapshot(session_id=session_id, meta=meta, entries=(), epoch=-1, last_seq=0)
+        self.opened = False
+        if not self.is_async:
+            self.open()
 
-    def refresh(self) -> Snapshot:
-        """Read the session again."""
-        self.snapshot = self.store.load(self.session_id, after=self.snapshot)
+    # -- the steps (a synchronous store never yields) --------------------------------------
+
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
+        call = getattr(self.store, method)
+        if self.is_async:
+            return (yield Awaiting(call(*args, **kwargs)))
+        return call(*args, **kwargs)
+
+    def open_step(self) -> Generator[Any, Any, Snapshot]:
+        """Create the session when missing and read it (once)."""
+        if not self.opened:
+            yield from self._call("ensure", self.session_id, self._meta)
+            self.snapshot = yield from self._call("load", self.session_id)
+            self.opened = True
         return self.snapshot
 
-    def find_turn(self, turn_id: str) -> Entry | None:
+    def refresh_step(self) -> Generator[Any, Any, Snapshot]:
+        """Read the session again."""
+        if not self.opened:
+            return (yield from self.open_step())
+        self.snapshot = yield from self._call("load", self.session_id, after=self.snapshot)
+        return self.snapshot
+
+    def find_turn_step(self, turn_id: str) -> Generator[Any, Any, Entry | None]:
         """The stored turn with this id (live or replaced), if any."""
-        getter = getattr(self.store, "get_turn", None)
-        if getter is None:
+        if getattr(self.store, "get_turn", None) is None:
             return None
-        entry: Entry | None = getter(self.session_id, turn_id)
+        entry: Entry | None = yield from self._call("get_turn", self.session_id, turn_id)
         return entry
 
-    def begin_compaction(self) -> Snapshot | None:
+    def begin_compaction_step(self) -> Generator[Any, Any, Snapshot | None]:
         """Take the lease and read the base; ``None`` when another worker holds the lease."""
-        lease = self.store.acquire_lease(self.session_id, self.owner)
+        lease = yield from self._call("acquire_lease", self.session_id, self.owner)
         if lease is None:
             return None
         self._lease = lease
-        self._base = self.refresh()
+        self._base = yield from self.refresh_step()
         return self._base
 
-    def finish_compaction(
+    def finish_compaction_step(
         self, result: CompressionResult, thresholds: CompactionThresholds
-    ) -> CompressionResult:
+    ) -> Generator[Any, Any, CompressionResult]:
         """Commit or record the attempt; a superseded summary comes back as a no-op.
 
         What the attempt does to the shared breaker count and hold is decided by the same pure
@@ -107,7 +157,8 @@ class StoreBinding:
         record = info_to_dict(info)
         effect, hold_until = breaker_effect(info, thresholds, base)
         if info.status is CompressionStatus.COMPRESSED:
-            outcome = self.store.commit_compaction(
+            outcome = yield from self._call(
+                "commit_compaction",
                 base,
                 result.history,
                 record,
@@ -126,7 +177,8 @@ class StoreBinding:
                 )
                 result = CompressionResult(base.history, superseded)
         else:
-            self.store.record_attempt(
+            yield from self._call(
+                "record_attempt",
                 self.session_id,
                 record,
                 counted=effect == "add",
@@ -135,25 +187,20 @@ class StoreBinding:
                 owner=self.owner,
                 hold_until=hold_until,
             )
-        self.refresh()
+        yield from self.refresh_step()
         return result
 
-    def abandon(self) -> None:
-        """Give the lease back after an error in the side query's flow."""
-        lease, self._lease, self._base = self._lease, None, None
-        if lease is not None:
-            self.store.release_lease(lease)
-
-    def append(
+    def append_step(
         self,
         turn_id: str,
         messages: Sequence[Message],
         *,
         usage: JsonDict | None,
         calibration: JsonDict | None,
-    ) -> bool:
+    ) -> Generator[Any, Any, bool]:
         """Append a turn; ``False`` when it was already there."""
-        result = self.store.append_turn(
+        result = yield from self._call(
+            "append_turn",
             self.session_id,
             turn_id,
             messages,
@@ -163,10 +210,104 @@ class StoreBinding:
         )
         return not result.duplicate
 
-    def clear(self) -> None:
+    def clear_step(self) -> Generator[Any, Any, None]:
         """Clear the stored history."""
-        self.store.clear(self.session_id, owner=self.owner)
-        self.refresh()
+        yield from self._call("clear", self.session_id, owner=self.owner)
+        yield from self.refresh_step()
+
+    def abandon(self) -> None:
+        """Give the lease back after an error in the side query's flow.
+
+        Called where the flow cannot wait (it is being closed or cancelled): an asyncio store's
+        release is started as a task on the running loop; should it not run, the lease lapses.
+        """
+        lease, self._lease, self._base = self._lease, None, None
+        if lease is None:
+            return
+        if not self.is_async:
+            self.store.release_lease(lease)
+            return
+        try:
+            task = asyncio.get_running_loop().create_task(self.store.release_lease(lease))
+        except RuntimeError:  # no loop: the lease lapses after its expiry
+            return
+        self._pending.add(task)
+        task.add_done_callback(self._released)
+
+    def _released(self, task: asyncio.Task[Any]) -> None:
+        self._pending.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("could not release the compaction lease: %s", task.exception())
+
+    # -- the same, for a synchronous store -------------------------------------------------
+
+    def open(self) -> Snapshot:
+        """See :meth:`open_step`."""
+        return _run(self.open_step())
+
+    def refresh(self) -> Snapshot:
+        """See :meth:`refresh_step`."""
+        return _run(self.refresh_step())
+
+    def find_turn(self, turn_id: str) -> Entry | None:
+        """See :meth:`find_turn_step`."""
+        return _run(self.find_turn_step(turn_id))
+
+    def begin_compaction(self) -> Snapshot | None:
+        """See :meth:`begin_compaction_step`."""
+        return _run(self.begin_compaction_step())
+
+    def finish_compaction(
+        self, result: CompressionResult, thresholds: CompactionThresholds
+    ) -> CompressionResult:
+        """See :meth:`finish_compaction_step`."""
+        return _run(self.finish_compaction_step(result, thresholds))
+
+    def append(
+        self,
+        turn_id: str,
+        messages: Sequence[Message],
+        *,
+        usage: JsonDict | None,
+        calibration: JsonDict | None,
+    ) -> bool:
+        """See :meth:`append_step`."""
+        return _run(self.append_step(turn_id, messages, usage=usage, calibration=calibration))
+
+    def clear(self) -> None:
+        """See :meth:`clear_step`."""
+        _run(self.clear_step())
+
+
+async def run_step(step: Generator[Any, Any, _T]) -> _T:
+    """Run a step outside a flow, awaiting each store call it yields."""
+    try:
+        item = next(step)
+        while True:
+            ok, value = await settle(item)
+            item = step.send(value) if ok else step.throw(value)
+    except StopIteration as stop:
+        result: _T = stop.value
+        return result
+
+
+def _run(step: Generator[Any, Any, _T]) -> _T:
+    """Run a step of a synchronous store (it never yields)."""
+    try:
+        item = next(step)
+    except StopIteration as stop:
+        value: _T = stop.value
+        return value
+    step.close()
+    if isinstance(item, Awaiting):
+        close = getattr(item.awaitable, "close", None)
+        if close is not None:
+            close()
+    raise ConfigError(
+        "this session's store is an asyncio store (open_async_store): call it from "
+        "AsyncChatSession (await session.send / aclear), or use a synchronous store",
+        key="store",
+    )
 
 
 def meta_of(**values: Any) -> JsonDict:
