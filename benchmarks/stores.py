@@ -11,6 +11,9 @@ common start to the last worker's end. The JSONL files (one process) are the bas
     python benchmarks/stores.py                      # SQLite, and PostgreSQL when
                                                      # AUTOCOMPACT_TEST_POSTGRES_DSN is set
     eval "$(.ci/postgres.sh start)"; python benchmarks/stores.py --docs docs/benchmarks.md
+                                                     # (PostgreSQL twice: ChatSession on the
+                                                     # sync store, AsyncChatSession on the
+                                                     # async driver)
     python benchmarks/stores.py --quick              # smoke run
 
 Targets (printed as met / not met; a benchmark never fails the test suite): SQLite adds no more
@@ -22,6 +25,7 @@ under contention).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import multiprocessing as mp
 import os
 import statistics
@@ -31,8 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autocompact.chat import ChatSession
-from autocompact.sessions.stores import open_store
+from autocompact.chat import AsyncChatSession, ChatSession
+from autocompact.sessions.stores import open_async_store, open_store
 from autocompact.testing import FakeProvider
 
 USER = "u" * 2_000
@@ -42,6 +46,9 @@ MARK_END = "<!-- stores-benchmark:end -->"
 
 
 def _worker(address: str, run: str, wid: int, turns: int, convs: int, barrier: Any, out: Any):
+    if address.startswith("async+"):
+        asyncio.run(_async_worker(address[6:], run, wid, turns, convs, barrier, out))
+        return
     store = open_store(address)
     provider = FakeProvider()
     ids = [f"{run}-w{wid}-c{c}" for c in range(convs)]
@@ -61,6 +68,36 @@ def _worker(address: str, run: str, wid: int, turns: int, convs: int, barrier: A
         plain[i % convs].send(USER)
         without.append(time.perf_counter() - t)
     store.close()
+    out.put((start, end, [a - b for a, b in zip(with_store, without, strict=True)]))
+
+
+async def _async_worker(
+    address: str, run: str, wid: int, turns: int, convs: int, barrier: Any, out: Any
+) -> None:
+    """The same turns through AsyncChatSession on the asyncio store (awaited driver)."""
+    store = open_async_store(address)
+    provider = FakeProvider()
+    ids = [f"{run}-w{wid}-c{c}" for c in range(convs)]
+    stored = [
+        AsyncChatSession(provider, context_window=WINDOW, store=store, session_id=i) for i in ids
+    ]
+    plain = [AsyncChatSession(provider, context_window=WINDOW) for _ in ids]
+    for session in stored:  # an asyncio store is read on the first send: open it before timing
+        await session.send("open", turn_id="open")
+    barrier.wait()
+    start = time.time()
+    with_store = []
+    for i in range(turns):
+        t = time.perf_counter()
+        await stored[i % convs].send(USER, turn_id=f"t{i}")
+        with_store.append(time.perf_counter() - t)
+    end = time.time()
+    without = []
+    for i in range(turns):
+        t = time.perf_counter()
+        await plain[i % convs].send(USER)
+        without.append(time.perf_counter() - t)
+    await store.close()
     out.put((start, end, [a - b for a, b in zip(with_store, without, strict=True)]))
 
 
@@ -101,6 +138,7 @@ def main() -> int:
     dsn = os.environ.get("AUTOCOMPACT_TEST_POSTGRES_DSN")
     if dsn:
         backends.append(("PostgreSQL 15", dsn, (1, 2, 4, 8)))
+        backends.append(("PostgreSQL 15, async driver", f"async+{dsn}", (1, 8)))
     else:
         print("PostgreSQL skipped: set AUTOCOMPACT_TEST_POSTGRES_DSN", file=sys.stderr)
     rows = []
@@ -127,7 +165,14 @@ def main() -> int:
             f"| PostgreSQL adds at most 2× what SQLite adds (p50, 1 worker) | "
             f"{_met(pg <= 2 * sqlite)}: {pg / sqlite:.2f}× |"
         )
-    for name in ("SQLite (WAL)", "PostgreSQL 15"):
+    if ("PostgreSQL 15, async driver", 1) in table:
+        apg = table[("PostgreSQL 15, async driver", 1)]["p50_ms"]
+        pg = table[("PostgreSQL 15", 1)]["p50_ms"]
+        targets.append(
+            f"| PostgreSQL: the async driver adds at most 1.5× what the sync one adds (p50, "
+            f"1 worker) | {_met(apg <= 1.5 * pg)}: {apg / pg:.2f}× |"
+        )
+    for name in ("SQLite (WAL)", "PostgreSQL 15", "PostgreSQL 15, async driver"):
         if (name, 8) in table:
             ratio = table[(name, 8)]["turns_per_s"] / table[(name, 1)]["turns_per_s"]
             targets.append(
