@@ -217,9 +217,14 @@ class _AsyncRecorder(_Recorder):
         return super().fetchall()
 
 
-async def test_both_drivers_send_the_same_statements() -> None:
+async def test_both_drivers_send_the_same_statements(monkeypatch: pytest.MonkeyPatch) -> None:
     """One plan per operation: the sync and async runners send identical SQL and parameters."""
+    from autocompact.sessions.stores import sql
     from autocompact.sessions.stores.sql import arun_plan, run_plan
+
+    # The plans stamp the time in milliseconds: one clock for both, or a tick between the two
+    # runs makes the parameters differ (seen once under load).
+    monkeypatch.setattr(sql, "_now_iso", lambda: "2026-01-01T00:00:00.000+00:00")
 
     sync = PostgresStore("postgresql://u@127.0.0.1:1/db")
     aio = AsyncPostgresStore("postgresql://u@127.0.0.1:1/db")
