@@ -33,7 +33,6 @@ time of either kind exceeds it.
 from __future__ import annotations
 
 import argparse
-import gc
 import random
 import statistics
 import sys
@@ -45,7 +44,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _history import to_langchain
-from _timing import Contender, fmt_ratio, median_ratio
+from _timing import Contender, fmt_ratio, median_ratio, rounds
 from autocompact.codec import history_from_dicts, history_to_dicts
 from autocompact.compaction.extractive import extractive_summary
 from autocompact.content import Message
@@ -178,24 +177,10 @@ def _contenders(dicts: list[dict[str, Any]]) -> list[Contender]:
 def _rounds(
     contenders: Sequence[Contender], n_rounds: int
 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    """Wall and CPU seconds of each contender, one entry per round, the order rotating (as
-    ``_timing.rounds``, with the process's CPU time beside the wall time: on a shared machine
-    the wall time also counts the time other processes held the core)."""
-    wall: dict[str, list[float]] = {c.name: [] for c in contenders}
-    cpu: dict[str, list[float]] = {c.name: [] for c in contenders}
-    n = len(contenders)
-    for r in range(n_rounds):
-        for c in [*contenders[r % n :], *contenders[: r % n]]:
-            arg = c.prepare()
-            gc.collect()
-            gc.disable()
-            try:
-                start, start_cpu = time.perf_counter(), time.process_time()
-                c.run(arg)
-                wall[c.name].append(time.perf_counter() - start)
-                cpu[c.name].append(time.process_time() - start_cpu)
-            finally:
-                gc.enable()
+    """Wall and CPU seconds of each contender, one entry per round (``_timing.rounds``): on a
+    shared machine the wall time also counts the time other processes held the core."""
+    cpu: dict[str, list[float]] = {}
+    wall = rounds(contenders, n_rounds, cpu)
     return wall, cpu
 
 
