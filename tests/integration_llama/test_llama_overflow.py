@@ -91,7 +91,7 @@ def test_empty_stream_is_an_error_not_a_reply(llama_servers: LlamaServers) -> No
     assert retry.text()
     assert session.context_window == N_CTX
     assert any(isinstance(e, WindowLearned) for e in events)
-    assert session.history[-1].text() == reply
+    assert session.history[-1].text == reply
     assert len(session.history) < before  # compacted, then the new turn was added
 
 
