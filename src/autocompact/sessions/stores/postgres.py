@@ -84,6 +84,14 @@ class _Postgres:
     _address: str
     _secrets: tuple[str, ...]
 
+    def _connection_settings(self, dsn: str, pool_size: int, connect_timeout: float) -> None:
+        """Keep how to connect; the pool opens on first use."""
+        self._dsn = dsn
+        self._pool_size = pool_size
+        self._connect_timeout = connect_timeout
+        self._pool: Any = None
+        self._psycopg: Any = None
+
     @staticmethod
     def _modules() -> tuple[Any, Any]:
         try:
@@ -143,11 +151,7 @@ class PostgresStore(_Postgres, SqlStore):
     ) -> None:
         address, self._secrets = redact_address(dsn)
         super().__init__(address, **options)
-        self._dsn = dsn
-        self._pool_size = pool_size
-        self._connect_timeout = connect_timeout
-        self._pool: Any = None
-        self._psycopg: Any = None
+        self._connection_settings(dsn, pool_size, connect_timeout)
 
     def _open(self) -> Any:
         if self._pool is not None:
@@ -217,11 +221,7 @@ class AsyncPostgresStore(_Postgres, AsyncSqlStore):
     ) -> None:
         address, self._secrets = redact_address(dsn)
         super().__init__(address, **options)
-        self._dsn = dsn
-        self._pool_size = pool_size
-        self._connect_timeout = connect_timeout
-        self._pool: Any = None
-        self._psycopg: Any = None
+        self._connection_settings(dsn, pool_size, connect_timeout)
         self._opening: asyncio.Lock | None = None
 
     async def _open(self) -> Any:
