@@ -472,3 +472,18 @@ def test_a_malformed_growth_log_in_a_stored_state_is_named() -> None:
     ):
         with pytest.raises(ContentError, match=re.escape(f"'{field}'")):
             GuardState.from_dict({"growth": bad})
+
+
+def test_learning_from_usage_keeps_the_growth_log() -> None:
+    """A framework that reports each call's usage (pydantic-ai) keeps the growth log: without
+    it the pace and the clock after a compaction started over at every call."""
+    from autocompact.compaction.accounting import GrowthLog
+    from autocompact.content import CharStats
+    from autocompact.guard import GuardState, learn_from_usage
+
+    log = GrowthLog(recent=(500, 700), last_count=40_000, since_compaction=1, compacted_to=30_000)
+    state = GuardState(consecutive_failures=1, hold_until=36_400, growth=log)
+    after = learn_from_usage(state, CharStats(text_chars=40_000), 12_000)
+    assert after.growth == log
+    assert (after.consecutive_failures, after.hold_until) == (1, 36_400)
+    assert after.calibration.samples == 1

@@ -461,25 +461,56 @@ class _SessionCore:
         self._growth = self._growth.before_send(effective)
         trigger = automatic_trigger(effective, self.thresholds, self._breaker_state())
         if trigger is not None and self._growth.outgrown:
-            self._judge_outgrown(effective)
+            yield from self._judge_outgrown(effective, trigger)
             trigger = automatic_trigger(effective, self.thresholds, self._breaker_state())
         if trigger is not None:
             yield from self.compaction_step(trigger, message)
 
-    def _judge_outgrown(self, tokens: int) -> None:
+    def _judge_outgrown(
+        self, tokens: int, trigger: CompressionTrigger
+    ) -> Generator[Any, Any, None]:
         """A compaction is needed again fewer than 5 calls after an effective one: judge that
-        one outgrown, count it, and hold from the count it left (design decision 63)."""
+        one outgrown, count it, and hold from the count it left (design decision 63).
+
+        With a store the count and hold are written there first, in one write (design decision
+        69), and read back: the compaction step that follows adopts the stored counters, and
+        other workers share them. When another worker already recorded the judgement at this
+        epoch, its count and hold are taken and nothing more is counted or reported. A failed
+        write leaves the session as it was (the judgement is made again on the next send).
+        """
         log = self._growth
         was_open = self.breaker_open
         state = record_outgrown(self._breaker_state(), log, self.thresholds)
-        self.consecutive_failures, self.hold_until = state.consecutive_failures, state.hold_until
-        self._growth = log.judged()
+        hold = state.hold_until or 0
+        if self.store is not None:
+            info = {
+                "trigger": str(trigger),
+                "original_token_count": tokens,
+                "new_token_count": log.compacted_to,
+                "calls": log.since_compaction or 0,
+                "hold_until": hold,
+            }
+            recorded = yield from self.store.outgrown_step(info, hold)
+            stored = self.store.snapshot
+            self.consecutive_failures, self.hold_until = (
+                stored.consecutive_failures,
+                stored.hold_until,
+            )
+            self._growth = log.judged()
+            if not recorded:
+                return
+        else:
+            self.consecutive_failures, self.hold_until = (
+                state.consecutive_failures,
+                state.hold_until,
+            )
+            self._growth = log.judged()
         self._emit(
             CompactionOutgrown(
                 calls=log.since_compaction or 0,
                 compacted_to=log.compacted_to,
                 tokens=tokens,
-                hold_until=state.hold_until or 0,
+                hold_until=hold,
             )
         )
         if self.breaker_open and not was_open:
@@ -497,7 +528,8 @@ class _SessionCore:
         except ContextOverflowError as overflow:
             self._learn_window(overflow)
             if self._growth.outgrown:
-                self._judge_outgrown(self.estimate_tokens(message))
+                tokens = self.estimate_tokens(message)
+                yield from self._judge_outgrown(tokens, CompressionTrigger.REACTIVE)
             info = yield from self.compaction_step(CompressionTrigger.REACTIVE, message)
             if info.status is CompressionStatus.COMPRESSED:
                 request, trim = self._request_for(message)

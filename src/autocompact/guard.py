@@ -18,7 +18,7 @@ with the breaker and calibration it had.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from autocompact.chat import _SessionCore
@@ -281,7 +281,7 @@ class ContextGuard:
         if reactive:
             # As the session's send flow: a forced compaction, then the request once more.
             if core._growth.outgrown:
-                core._judge_outgrown(tokens)
+                yield from core._judge_outgrown(tokens, CompressionTrigger.REACTIVE)
             info = yield from core.compaction_step(CompressionTrigger.REACTIVE, pending)
             if info.status is CompressionStatus.COMPRESSED:
                 request, trim = core._request_for(pending)
@@ -405,8 +405,4 @@ def learn_from_usage(
     calibration = update_calibration(
         state.calibration, sent, prompt_tokens, image_token_estimate=image_token_estimate
     )
-    return GuardState(
-        consecutive_failures=state.consecutive_failures,
-        hold_until=state.hold_until,
-        calibration=calibration,
-    )
+    return replace(state, calibration=calibration)

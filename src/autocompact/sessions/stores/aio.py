@@ -93,6 +93,16 @@ class AsyncSessionStore(Protocol):
         hold_until: int | None = None,
     ) -> int: ...
 
+    async def record_outgrown(
+        self,
+        session_id: str,
+        info: JsonDict,
+        *,
+        epoch: int,
+        hold_until: int,
+        owner: str | None = None,
+    ) -> bool: ...
+
     async def clear(self, session_id: str, *, owner: str | None = None) -> None: ...
 
     async def entries(self, session_id: str) -> tuple[Entry, ...]: ...
@@ -204,6 +214,22 @@ class AsyncStore:
                 lease=lease,
                 owner=owner,
                 hold_until=hold_until,
+            )
+        )
+
+    async def record_outgrown(
+        self,
+        session_id: str,
+        info: JsonDict,
+        *,
+        epoch: int,
+        hold_until: int,
+        owner: str | None = None,
+    ) -> bool:
+        """See :meth:`SessionStore.record_outgrown`."""
+        return await asyncio.to_thread(
+            lambda: self.store.record_outgrown(
+                session_id, info, epoch=epoch, hold_until=hold_until, owner=owner
             )
         )
 

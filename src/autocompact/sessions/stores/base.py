@@ -300,6 +300,23 @@ class SessionStore(Protocol):
         """Record an attempt that did not commit (failed or no-op); return the breaker's count."""
         ...
 
+    def record_outgrown(
+        self,
+        session_id: str,
+        info: JsonDict,
+        *,
+        epoch: int,
+        hold_until: int,
+        owner: str | None = None,
+    ) -> bool:
+        """Record that the last compaction was outgrown (SPEC §10.2, design decision 69).
+
+        In one write: an attempt of status ``outgrown``, one more on the breaker's count, and
+        the hold set to ``hold_until`` — once per ``epoch`` (the epoch the judging worker read):
+        ``False`` when a worker already recorded it for that epoch (nothing is changed).
+        """
+        ...
+
     def clear(self, session_id: str, *, owner: str | None = None) -> None:
         """Replace the whole live history by an empty one (nothing is deleted)."""
         ...

@@ -190,6 +190,37 @@ class StoreBinding:
         yield from self.refresh_step()
         return result
 
+    def outgrown_step(self, info: JsonDict, hold_until: int) -> Generator[Any, Any, bool]:
+        """Record that the last compaction was outgrown (design decision 69): the breaker's
+        count and hold change in the store, in one write, so the next read (this worker's
+        compaction step, another worker, a reopened session) sees them. ``False``: another
+        worker already recorded it at this epoch. A store without ``record_outgrown`` (one
+        written before it) records a counted attempt instead."""
+        yield from self.open_step()
+        epoch = self.snapshot.epoch
+        if getattr(self.store, "record_outgrown", None) is None:
+            yield from self._call(
+                "record_attempt",
+                self.session_id,
+                {**info, "status": "outgrown"},
+                counted=True,
+                epoch=epoch,
+                owner=self.owner,
+                hold_until=hold_until,
+            )
+            recorded = True
+        else:
+            recorded = yield from self._call(
+                "record_outgrown",
+                self.session_id,
+                info,
+                epoch=epoch,
+                hold_until=hold_until,
+                owner=self.owner,
+            )
+        yield from self.refresh_step()
+        return bool(recorded)
+
     def append_step(
         self,
         turn_id: str,

@@ -325,6 +325,30 @@ class JsonlStore:
                 self._release_in(saved, lease)
             return failures
 
+    def record_outgrown(
+        self,
+        session_id: str,
+        info: JsonDict,
+        *,
+        epoch: int,
+        hold_until: int,
+        owner: str | None = None,
+    ) -> bool:
+        """Record an ``outgrown`` attempt, one more failure and the hold, once per epoch."""
+        with self._locked(session_id) as (saved, writer):
+            if any(
+                c.get("status") == "outgrown" and c.get("epoch") == epoch for c in saved.compactions
+            ):
+                return False
+            writer.record_compaction({**info, "status": "outgrown", "epoch": epoch})
+            writer.record_state(
+                last_prompt_token_count=saved.last_prompt_token_count,
+                consecutive_failures=saved.consecutive_failures + 1,
+                calibration=saved.calibration,
+                hold_until=hold_until,
+            )
+            return True
+
     def clear(self, session_id: str, *, owner: str | None = None) -> None:
         """Record a clear."""
         with self._locked(session_id) as (_, writer):
@@ -372,9 +396,9 @@ class JsonlStore:
         out: list[Attempt] = []
         for i, info in enumerate(saved.compactions):
             status = str(info.get("status", ""))
-            counted = status.startswith("compression_failed") and info.get("trigger") in (
-                "auto",
-                "reactive",
+            counted = status == "outgrown" or (
+                status.startswith("compression_failed")
+                and info.get("trigger") in ("auto", "reactive")
             )
             failures = 0 if status == "compressed" else failures + (1 if counted else 0)
             out.append(

@@ -19,6 +19,7 @@ how its driver's errors become :class:`~autocompact.errors.SessionStoreError`. T
   every live entry up to the snapshot's ``last_seq`` is marked replaced by the new summary
   entry (placed at that ``last_seq``, so later turns follow it), the epoch moves on and the
   breaker resets; otherwise the attempt is recorded as ``superseded`` and the count is left alone.
+- **outgrown**: an ``outgrown`` attempt adds one and sets the hold, once per epoch.
 """
 
 from __future__ import annotations
@@ -642,6 +643,28 @@ class SqlRules:
         self._step("attempt:written")
         return failures
 
+    def _outgrown_op(
+        self, session_id: str, info: JsonDict, epoch: int, hold_until: int, owner: str | None
+    ) -> Op[bool]:
+        check_session_id(session_id, self._address)
+        return Op(self._outgrown_plan(session_id, info, epoch, hold_until, owner), write=True)
+
+    def _outgrown_plan(
+        self, session_id: str, info: JsonDict, epoch: int, hold_until: int, owner: str | None
+    ) -> Plan[bool]:
+        """An ``outgrown`` attempt (counted, with its hold), once per epoch (design decision 69)."""
+        yield from self._lock_row(session_id)
+        done = yield Query(
+            "SELECT 1 FROM ac_attempts WHERE session_id = ? AND status = 'outgrown' AND epoch = ?",
+            (session_id, epoch),
+            Fetch.ONE,
+        )
+        if done is not None:
+            return False
+        record = {**info, "status": "outgrown"}
+        yield from self._attempt_plan(session_id, record, True, epoch, None, owner, hold_until)
+        return True
+
     def _clear_op(self, session_id: str, owner: str | None) -> Op[None]:
         return Op(self._clear_plan(session_id, owner), write=True)
 
@@ -846,6 +869,18 @@ class SqlStore(SqlRules, ABC):
         op = self._attempt_op(session_id, info, counted, epoch, lease, owner, hold_until)
         return self._run(op)
 
+    def record_outgrown(
+        self,
+        session_id: str,
+        info: JsonDict,
+        *,
+        epoch: int,
+        hold_until: int,
+        owner: str | None = None,
+    ) -> bool:
+        """Count the compaction before ``epoch`` outgrown and hold; ``False``: already done."""
+        return self._run(self._outgrown_op(session_id, info, epoch, hold_until, owner))
+
     def clear(self, session_id: str, *, owner: str | None = None) -> None:
         """Replace the live history by an empty one; the breaker and usage start over."""
         self._run(self._clear_op(session_id, owner))
@@ -970,6 +1005,18 @@ class AsyncSqlStore(SqlRules, ABC):
         """See :meth:`SqlStore.record_attempt`."""
         op = self._attempt_op(session_id, info, counted, epoch, lease, owner, hold_until)
         return await self._run(op)
+
+    async def record_outgrown(
+        self,
+        session_id: str,
+        info: JsonDict,
+        *,
+        epoch: int,
+        hold_until: int,
+        owner: str | None = None,
+    ) -> bool:
+        """See :meth:`SqlStore.record_outgrown`."""
+        return await self._run(self._outgrown_op(session_id, info, epoch, hold_until, owner))
 
     async def clear(self, session_id: str, *, owner: str | None = None) -> None:
         """See :meth:`SqlStore.clear`."""

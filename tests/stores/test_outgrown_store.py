@@ -1,0 +1,299 @@
+"""Design decision 69: a stored session keeps the outgrown judgement (SPEC §10.2, decision 63).
+
+A compaction needed again fewer than 5 calls after an effective one is judged outgrown: one
+more on the breaker's count and a hold. With a store, both are written there in one write, so
+the compaction step that follows (which reads the stored counters back), another worker bound
+to the same session and a session reopened from the store all see them — on every backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autocompact.chat import AsyncChatSession, ChatSession
+from autocompact.compaction.accounting import HOLD_GROWTH_SHARE
+from autocompact.errors import SessionStoreError
+from autocompact.events import CompactionOutgrown, CompactionStarted
+from autocompact.providers.base import ChatRequest
+from autocompact.sessions.stores import SessionStore, open_async_store
+from autocompact.sessions.stores.base import JsonDict
+from autocompact.testing import FakeProvider, FakeReply
+
+from .conftest import fresh_postgres_schema, make_store
+
+WINDOW = 64_000
+SYSTEM = "s" * 104_000  # 26K tokens, as in the recorded Claude Code sessions
+STEADY = "p" * 4 * 2_000
+BURST = "b" * 4 * 11_000
+
+
+def _first_summary_only() -> FakeProvider:
+    """The first side query writes a summary; every later one comes back empty (a failure)."""
+    calls = {"side": 0}
+
+    def responder(request: ChatRequest) -> FakeReply:
+        if request.purpose != "side_query":
+            return FakeReply(text="OK.")
+        calls["side"] += 1
+        if calls["side"] == 1:
+            return FakeReply(text="<state_snapshot>continue</state_snapshot>")
+        return FakeReply(text="")
+
+    return FakeProvider(responder=responder)
+
+
+def _session(store: Any, session_id: str | None, events: list[object]) -> ChatSession:
+    session = ChatSession(
+        _first_summary_only(),
+        context_window=WINDOW,
+        system_instruction=SYSTEM,
+        clear_tool_outputs=False,
+        store=store,
+        session_id=session_id,
+    )
+    session.add_hook(events.append)
+    return session
+
+
+def _drive(session: ChatSession, events: list[object]) -> CompactionOutgrown:
+    """Steady sends until a compaction succeeds, one more call, then a burst that brings the
+    count back to auto 2 calls later: that compaction is judged outgrown, and the summary that
+    follows fails (counted too)."""
+    for _ in range(30):
+        session.send(STEADY)
+        if session.compactions:
+            break
+    assert session.compactions, "no compaction within 30 sends"
+    session.send(STEADY)
+    session.send(BURST)
+    judged = [e for e in events if isinstance(e, CompactionOutgrown)]
+    assert len(judged) == 1
+    return judged[0]
+
+
+def _probe(session: ChatSession) -> list[tuple[int, int | None]]:
+    """The counters each compaction of ``session`` starts with (after its step read the
+    stored ones back)."""
+    probes: list[tuple[int, int | None]] = []
+
+    def hook(event: object) -> None:
+        if isinstance(event, CompactionStarted):
+            probes.append((session.consecutive_failures, session.hold_until))
+
+    session.add_hook(hook)
+    return probes
+
+
+@pytest.fixture(params=["sqlite", "jsonl", "postgres", "postgres-async"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
+    """A fresh store of each kind (PostgreSQL through the sync and the asyncio driver)."""
+    made = make_store(request.param, tmp_path)
+    yield made
+    made.close()
+
+
+def test_the_judgement_survives_the_step_a_reopen_and_reaches_a_second_worker(
+    store: SessionStore,
+) -> None:
+    # The same sends without a store: what the judgement and the failed summary leave.
+    plain_events: list[object] = []
+    plain = _session(None, None, plain_events)
+    plain_judged = _drive(plain, plain_events)
+    assert plain.consecutive_failures == 2  # outgrown + the failed summary after it
+
+    events: list[object] = []
+    session = _session(store, "shared", events)
+    other_events: list[object] = []
+    other = _session(store, "shared", other_events)  # a second worker, bound from the start
+    probes = _probe(session)
+    judged = _drive(session, events)
+    assert judged == plain_judged
+    assert judged.hold_until == round(judged.compacted_to + HOLD_GROWTH_SHARE * WINDOW)
+
+    # The compaction step after the judgement read the stored counters: the judgement is there.
+    assert probes[-1] == (1, judged.hold_until)
+    # The failed summary counted on top of it, as without a store.
+    assert (session.consecutive_failures, session.hold_until) == (
+        plain.consecutive_failures,
+        plain.hold_until,
+    )
+    stored = store.load("shared")
+    assert (stored.consecutive_failures, stored.hold_until) == (2, plain.hold_until)
+    outgrown = [a for a in store.attempts("shared") if a.status == "outgrown"]
+    assert len(outgrown) == 1
+    assert outgrown[0].counted
+    assert outgrown[0].info["hold_until"] == judged.hold_until
+
+    # Reopened from the store (a restart): the same count and hold.
+    reopened = _session(store, "shared", [])
+    assert (reopened.consecutive_failures, reopened.hold_until) == (2, plain.hold_until)
+
+    # The second worker reads them on its next send: its compaction starts from them (its
+    # summary works and resets them, as it would have on the first worker).
+    other_probes = _probe(other)
+    other.send("p" * 400)
+    assert other_probes == [(2, plain.hold_until)]
+    assert not any(isinstance(e, CompactionOutgrown) for e in other_events)
+
+
+def test_the_judgement_is_recorded_once_per_epoch(store: SessionStore) -> None:
+    """Two workers judging the same compaction count it once: the second write changes nothing."""
+    store.ensure("s", {"provider": "fake", "model": "m", "context_window": WINDOW})
+    epoch = store.load("s").epoch
+    info: JsonDict = {"trigger": "auto", "original_token_count": 45_000, "new_token_count": 30_000}
+    assert store.record_outgrown("s", info, epoch=epoch, hold_until=36_400, owner="a") is True
+    assert store.record_outgrown("s", info, epoch=epoch, hold_until=99_999, owner="b") is False
+    stored = store.load("s")
+    assert (stored.consecutive_failures, stored.hold_until) == (1, 36_400)
+    attempts = [a for a in store.attempts("s") if a.status == "outgrown"]
+    assert len(attempts) == 1
+    assert attempts[0].failures_after == 1
+    # A later epoch (after another compaction or a clear) is judged again.
+    store.clear("s")
+    epoch = store.load("s").epoch
+    assert store.record_outgrown("s", info, epoch=epoch, hold_until=7_000) is True
+    stored = store.load("s")
+    assert (stored.consecutive_failures, stored.hold_until) == (1, 7_000)
+
+
+def test_the_judgement_holds_while_another_worker_has_the_lease(tmp_path: Path) -> None:
+    """The side query after the judgement is skipped (another worker compacts): the stored
+    count and hold are the judgement's all the same, and the next send keeps them."""
+    store = make_store("sqlite", tmp_path)
+    events: list[object] = []
+    session = _session(store, "leased", events)
+    for _ in range(30):
+        session.send(STEADY)
+        if session.compactions:
+            break
+    session.send(STEADY)
+    assert store.acquire_lease("leased", "another-worker") is not None
+    session.send(BURST)
+    (judged,) = [e for e in events if isinstance(e, CompactionOutgrown)]
+    stored = store.load("leased")
+    assert (stored.consecutive_failures, stored.hold_until) == (1, judged.hold_until)
+    session.send("p" * 400)  # reads the store again before the send
+    assert (session.consecutive_failures, session.hold_until) == (1, judged.hold_until)
+    store.close()
+
+
+class _OlderStore:
+    """A store written before ``record_outgrown``: everything else is the SQLite store's."""
+
+    def __init__(self, inner: SessionStore) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "record_outgrown":
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def test_a_store_without_record_outgrown_gets_a_counted_attempt(tmp_path: Path) -> None:
+    inner = make_store("sqlite", tmp_path)
+    events: list[object] = []
+    session = _session(_OlderStore(inner), "older", events)
+    judged = _drive(session, events)
+    stored = inner.load("older")
+    assert stored.consecutive_failures == 2
+    assert [a.status for a in inner.attempts("older")].count("outgrown") == 1
+    assert session.consecutive_failures == 2
+    assert judged.hold_until > 0
+    inner.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "jsonl", "postgres"])
+def test_async_sessions_record_the_judgement(kind: str, tmp_path: Path) -> None:
+    """``AsyncChatSession`` on an asyncio store (SQLite and JSONL in a thread, psycopg's async
+    driver for PostgreSQL) records and reads back the same judgement."""
+    if kind == "postgres":
+        address = fresh_postgres_schema()
+    elif kind == "sqlite":
+        address = f"sqlite:///{tmp_path / 'sessions.db'}"
+    else:
+        address = str(tmp_path / "jsonl")
+
+    async def main() -> tuple[CompactionOutgrown, int, int | None, int, int | None]:
+        store = open_async_store(address)
+        events: list[object] = []
+        session = AsyncChatSession(
+            _first_summary_only(),
+            context_window=WINDOW,
+            system_instruction=SYSTEM,
+            clear_tool_outputs=False,
+            store=store,
+            session_id="async",
+        )
+        session.add_hook(events.append)
+        try:
+            for _ in range(30):
+                await session.send(STEADY)
+                if session.compactions:
+                    break
+            await session.send(STEADY)
+            await session.send(BURST)
+            (judged,) = [e for e in events if isinstance(e, CompactionOutgrown)]
+            stored = await store.load("async")
+            return (
+                judged,
+                session.consecutive_failures,
+                session.hold_until,
+                stored.consecutive_failures,
+                stored.hold_until,
+            )
+        finally:
+            await store.close()
+
+    judged, failures, hold, stored_failures, stored_hold = asyncio.run(main())
+    assert failures == stored_failures == 2
+    assert hold == stored_hold
+    assert hold is not None
+    assert judged.hold_until > 0
+
+
+class _FailingJudgement:
+    """The SQLite store, whose ``record_outgrown`` fails (once) after writing nothing."""
+
+    def __init__(self, inner: SessionStore) -> None:
+        self._inner = inner
+        self.fail = True
+
+    def record_outgrown(self, *args: Any, **kwargs: Any) -> bool:
+        if self.fail:
+            self.fail = False
+            raise SessionStoreError("the database is gone", store="sqlite:///x")
+        return self._inner.record_outgrown(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def test_a_failed_judgement_write_leaves_the_session_as_it_was(tmp_path: Path) -> None:
+    """The send raises before its request goes out; history and counters are unchanged, and
+    the next send judges the compaction again (recorded once)."""
+    inner = make_store("sqlite", tmp_path)
+    store = _FailingJudgement(inner)
+    events: list[object] = []
+    session = _session(store, "failing", events)
+    for _ in range(30):
+        session.send(STEADY)
+        if session.compactions:
+            break
+    session.send(STEADY)
+    history, sent = session.history, len(session.provider.requests)  # type: ignore[attr-defined]
+    with pytest.raises(SessionStoreError, match="the database is gone"):
+        session.send(BURST)
+    assert session.history == history
+    assert len(session.provider.requests) == sent  # type: ignore[attr-defined]
+    assert (session.consecutive_failures, session.hold_until) == (0, None)
+    assert inner.load("failing").history == history
+    assert not any(isinstance(e, CompactionOutgrown) for e in events)
+    session.send(BURST)
+    assert sum(isinstance(e, CompactionOutgrown) for e in events) == 1
+    assert [a.status for a in inner.attempts("failing")].count("outgrown") == 1
+    inner.close()
