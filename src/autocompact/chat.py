@@ -44,6 +44,7 @@ from autocompact.compaction.accounting import (
     BreakerState,
     GrowthLog,
     automatic_trigger,
+    growth_from_dict,
     record_attempt,
     record_outgrown,
 )
@@ -75,6 +76,7 @@ from autocompact.compaction.split import COMPRESSION_PRESERVE_THRESHOLD
 from autocompact.content import CharStats, Message, Part, as_message, json_lengths_total
 from autocompact.errors import (
     ConfigError,
+    ContentError,
     ContextOverflowError,
     MalformedResponseError,
     MessageTooLargeError,
@@ -238,14 +240,18 @@ class _SessionCore:
                     "use AsyncChatSession, or a synchronous store (open_store)",
                     key="store",
                 )
-            self._adopt(self.store.snapshot)
+            self._adopt(self.store.snapshot, growth=True)
         # Bumped by clear(): a flow that started before a clear commits nothing after it.
         self._generation = 0
         self._tier = self.thresholds.tier(self.estimate_tokens())
         self._make_lock()
 
-    def _adopt(self, snapshot: Snapshot) -> None:
-        """Take the stored history and shared counters (another worker may have moved on)."""
+    def _adopt(self, snapshot: Snapshot, *, growth: bool = False) -> None:
+        """Take the stored history and shared counters (another worker may have moved on).
+
+        ``growth``: take the stored growth log too (design decision 69) — at the start of a
+        turn only: within one, this worker's log is ahead of the one its last turn stored.
+        """
         history = snapshot.history
         if not self._log.same_as(history):
             self._log.replace(history)
@@ -255,6 +261,11 @@ class _SessionCore:
         self.hold_until = snapshot.hold_until
         if snapshot.calibration is not None:
             self.calibration = Calibration.from_dict(snapshot.calibration)
+        if growth and self.store is not None and self.store.keeps_growth:
+            try:
+                self._growth = growth_from_dict(snapshot.growth, "the stored session's field")
+            except ContentError as exc:  # keep this worker's own log rather than fail the turn
+                logger.warning("ignoring the stored growth log of %s: %s", snapshot.session_id, exc)
 
     def _make_lock(self) -> None:
         """Create the lock that serializes sends (each session class picks its kind)."""
@@ -433,10 +444,10 @@ class _SessionCore:
             yield from self.store.open_step()
             stored = (yield from self.store.find_turn_step(turn_id)) if turn_id else None
             if stored is not None and len(stored.messages) == 2:  # a retry of a stored turn
-                self._adopt((yield from self.store.refresh_step()))
+                self._adopt((yield from self.store.refresh_step()), growth=True)
                 return Completion(message=stored.messages[1])
             turn_id = turn_id or uuid.uuid4().hex
-            self._adopt((yield from self.store.refresh_step()))
+            self._adopt((yield from self.store.refresh_step()), growth=True)
         generation = self._generation
         yield from self.pre_send_flow(message)
         return (yield from self.send_flow(message, turn_id, generation))
@@ -803,6 +814,7 @@ class _SessionCore:
                         "since": self._since_count,
                     },
                     calibration=self.calibration.to_dict() if self.calibration.samples else None,
+                    growth=self._growth.to_dict(),
                 )
             except BaseException:
                 (

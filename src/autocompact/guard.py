@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from autocompact.chat import _SessionCore
-from autocompact.compaction.accounting import GROWTH_CALLS, GrowthLog
+from autocompact.compaction.accounting import GrowthLog, growth_from_dict
 from autocompact.compaction.plan import CompressionInfo, CompressionStatus, CompressionTrigger
 from autocompact.compaction.service import CompressionService, drive_flow, drive_flow_async
 from autocompact.content import CharStats, Message, json_length
@@ -69,12 +69,7 @@ class GuardState:
             "consecutive_failures": self.consecutive_failures,
             "hold_until": self.hold_until,
             "calibration": self.calibration.to_dict(),
-            "growth": {
-                "recent": list(self.growth.recent),
-                "last_count": self.growth.last_count,
-                "since_compaction": self.growth.since_compaction,
-                "compacted_to": self.growth.compacted_to,
-            },
+            "growth": self.growth.to_dict(),
         }
 
     @classmethod
@@ -103,7 +98,7 @@ class GuardState:
             consecutive_failures=failures,
             hold_until=hold,
             calibration=Calibration.from_dict(data.get("calibration")),
-            growth=_growth_from(data.get("growth")),
+            growth=growth_from_dict(data.get("growth")),
         )
 
 
@@ -346,38 +341,6 @@ def _state_of(core: _SessionCore) -> GuardState:
         hold_until=core.hold_until,
         calibration=core.calibration,
         growth=core._growth,
-    )
-
-
-def _growth_from(data: object) -> GrowthLog:
-    """The growth log of a stored state (absent in states written before it: a fresh log)."""
-    if data is None:
-        return GrowthLog()
-
-    def bad(field_name: str, value: object) -> ContentError:
-        return ContentError(
-            f"autocompact state field 'growth.{field_name}' must be a count ≥ 0, got {value!r}"
-        )
-
-    if not isinstance(data, Mapping):
-        raise ContentError(f"autocompact state field 'growth' must be an object, got {data!r}")
-
-    def count(field_name: str, value: object, *, optional: bool) -> int | None:
-        if value is None and optional:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise bad(field_name, value)
-        return value
-
-    recent = data.get("recent", [])
-    if not isinstance(recent, list):
-        raise bad("recent", recent)
-    values = tuple(count("recent", v, optional=False) or 0 for v in recent)
-    return GrowthLog(
-        recent=values[-GROWTH_CALLS:],
-        last_count=count("last_count", data.get("last_count"), optional=True),
-        since_compaction=count("since_compaction", data.get("since_compaction"), optional=True),
-        compacted_to=count("compacted_to", data.get("compacted_to", 0), optional=False) or 0,
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from autocompact.chat import AsyncChatSession, ChatSession
+from autocompact.compaction import CompressionService
 from autocompact.compaction.accounting import HOLD_GROWTH_SHARE
 from autocompact.errors import SessionStoreError
 from autocompact.events import CompactionOutgrown, CompactionStarted
@@ -183,10 +184,25 @@ def test_the_judgement_holds_while_another_worker_has_the_lease(tmp_path: Path) 
 
 
 class _OlderStore:
-    """A store written before ``record_outgrown``: everything else is the SQLite store's."""
+    """A store written before ``record_outgrown`` and ``append_turn(growth=)``: everything
+    else is the SQLite store's."""
 
     def __init__(self, inner: SessionStore) -> None:
         self._inner = inner
+
+    def append_turn(
+        self,
+        session_id: str,
+        turn_id: str,
+        messages: Any,
+        *,
+        usage: JsonDict | None = None,
+        calibration: JsonDict | None = None,
+        owner: str | None = None,
+    ) -> Any:
+        return self._inner.append_turn(
+            session_id, turn_id, messages, usage=usage, calibration=calibration, owner=owner
+        )
 
     def __getattr__(self, name: str) -> Any:
         if name == "record_outgrown":
@@ -195,11 +211,13 @@ class _OlderStore:
 
 
 def test_a_store_without_record_outgrown_gets_a_counted_attempt(tmp_path: Path) -> None:
+    """An older store's session keeps its growth log in memory (as before) and still judges."""
     inner = make_store("sqlite", tmp_path)
     events: list[object] = []
     session = _session(_OlderStore(inner), "older", events)
     judged = _drive(session, events)
     stored = inner.load("older")
+    assert stored.growth is None
     assert stored.consecutive_failures == 2
     assert [a.status for a in inner.attempts("older")].count("outgrown") == 1
     assert session.consecutive_failures == 2
@@ -239,6 +257,8 @@ def test_async_sessions_record_the_judgement(kind: str, tmp_path: Path) -> None:
             await session.send(BURST)
             (judged,) = [e for e in events if isinstance(e, CompactionOutgrown)]
             stored = await store.load("async")
+            assert stored.growth is not None  # the log went with each awaited append
+            assert stored.growth["since_compaction"] is None  # judged
             return (
                 judged,
                 session.consecutive_failures,
@@ -297,3 +317,98 @@ def test_a_failed_judgement_write_leaves_the_session_as_it_was(tmp_path: Path) -
     assert sum(isinstance(e, CompactionOutgrown) for e in events) == 1
     assert [a.status for a in inner.attempts("failing")].count("outgrown") == 1
     inner.close()
+
+
+# -- the growth log is the session's (design decision 69) ------------------------------------
+
+
+def _compact_then_one_more(session: ChatSession) -> None:
+    for _ in range(30):
+        session.send(STEADY)
+        if session.compactions:
+            break
+    assert session.compactions, "no compaction within 30 sends"
+    session.send(STEADY)
+
+
+def test_a_restart_between_a_compaction_and_the_burst_still_judges_it(
+    store: SessionStore,
+) -> None:
+    """The growth log is stored with each turn: a session reopened from the store knows the
+    compaction two calls back and the pace, and judges the burst as the first process would."""
+    first = _session(store, "restart", [])
+    _compact_then_one_more(first)
+    kept = store.load("restart").growth
+    assert kept is not None
+    assert kept["since_compaction"] == 1
+    assert kept["recent"]
+    events: list[object] = []
+    reopened = _session(store, "restart", events)  # a new process: nothing in memory
+    reopened.send(BURST)
+    judged = [e for e in events if isinstance(e, CompactionOutgrown)]
+    assert len(judged) == 1
+    assert judged[0].calls == 2
+    assert judged[0].compacted_to == kept["compacted_to"]
+
+
+def test_the_burst_on_another_worker_judges_the_compaction_once(store: SessionStore) -> None:
+    """Worker A compacts; worker B's burst two calls later judges it (the session's calls: B
+    made none before); B's summary fails, so no new compaction starts a clock, and A's next
+    send, over auto too, reads the judged log and does not judge it again."""
+    a_events: list[object] = []
+    a = _session(store, "pair", a_events)
+    b_events: list[object] = []
+    b = _session(store, "pair", b_events)
+    b.provider = FakeProvider(
+        responder=lambda r: FakeReply(text="" if r.purpose == "side_query" else "OK.")
+    )
+    b.compression = CompressionService(b.provider)
+    _compact_then_one_more(a)
+    b.send(BURST)
+    assert sum(isinstance(e, CompactionOutgrown) for e in b_events) == 1
+    assert store.load("pair").consecutive_failures == 2  # outgrown + B's failed summary
+    a.send(STEADY)
+    assert not any(isinstance(e, CompactionOutgrown) for e in a_events)
+    assert [x.status for x in store.attempts("pair")].count("outgrown") == 1
+
+
+def test_workers_taking_turns_measure_the_sessions_pace(store: SessionStore) -> None:
+    """Two workers alternating 2K sends: the stored growth per call is 2K (each worker alone
+    would see 4K between its own calls), so the room a compaction leaves is the session's."""
+    workers = [_session(store, "turns", []), _session(store, "turns", [])]
+    for n in range(6):
+        workers[n % 2].send(STEADY)
+    growth = store.load("turns").growth
+    assert growth is not None
+    assert len(growth["recent"]) == 5
+    assert all(2_000 <= g <= 2_100 for g in growth["recent"])
+
+
+def test_a_clear_starts_the_stored_growth_log_over(store: SessionStore) -> None:
+    session = _session(store, "cleared", [])
+    _compact_then_one_more(session)
+    assert store.load("cleared").growth is not None
+    session.clear()
+    assert store.load("cleared").growth is None
+    events: list[object] = []
+    other = _session(store, "cleared", events)
+    other.send(BURST)  # nothing to judge: the clear ended the compaction's clock
+    assert not any(isinstance(e, CompactionOutgrown) for e in events)
+
+
+def test_a_malformed_stored_growth_log_is_skipped_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A growth log the store holds but this build cannot read never fails a turn: the
+    worker keeps its own log and says which session's field it skipped."""
+    store = make_store("sqlite", tmp_path)
+    session = _session(store, "bad", [])
+    session.send(STEADY)
+    with store._transaction(write=True) as cur:  # type: ignore[attr-defined]
+        cur.execute("UPDATE ac_sessions SET growth = ? WHERE id = 'bad'", ('{"recent": [-1]}',))
+    with caplog.at_level("WARNING", logger="autocompact"):
+        session.send(STEADY)
+    assert "growth.recent" in caplog.text
+    assert "bad" in caplog.text
+    assert len(store.load("bad").history) == 4
+    store.close()

@@ -209,26 +209,39 @@ def test_an_incremental_load_equals_a_full_one(sql_store: SessionStore) -> None:
     assert sql_store.load("s", after=first).history[0].text == "S"
 
 
-def test_an_older_schema_is_migrated_in_order_and_keeps_its_data(sql_store: SessionStore) -> None:
-    """A version-1 database (no hold column) is brought to the latest version on first use."""
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_older_schema_is_migrated_in_order_and_keeps_its_data(
+    sql_store: SessionStore, version: int
+) -> None:
+    """A version-1 database (no hold column) or version-2 one (no growth column, before design
+    decision 69) is brought to the latest version on first use, its data as it was."""
     from autocompact.sessions.stores.sql import MIGRATIONS
 
     with sql_store._transaction(write=True) as cur:  # type: ignore[attr-defined]
         cur.execute("CREATE TABLE autocompact_schema (id INTEGER PRIMARY KEY, version INTEGER)")
-        for statement in MIGRATIONS[0]:
-            cur.execute(statement)
-        cur.execute("INSERT INTO autocompact_schema (id, version) VALUES (1, 1)")
+        for statements in MIGRATIONS[:version]:
+            for statement in statements:
+                cur.execute(statement)
+        cur.execute("INSERT INTO autocompact_schema (id, version) VALUES (1, ?)", (version,))
         cur.execute(
-            "INSERT INTO ac_sessions (id, meta, created, updated) VALUES ('old', '{}', 'x', 'x')"
+            "INSERT INTO ac_sessions (id, meta, created, updated, failures) "
+            "VALUES ('old', '{}', 'x', 'x', 2)"
         )
+        if version >= 2:
+            cur.execute("UPDATE ac_sessions SET hold_until = 40000 WHERE id = 'old'")
     store = reopen(sql_store)
     try:
+        old = store.load("old")
+        assert old.growth is None
+        assert (old.consecutive_failures, old.hold_until) == (2, 40_000 if version >= 2 else None)
         store.append_turn("old", "t0", turn(0))
         assert [e.turn_id for e in store.load("old").entries] == ["t0"]
-        assert store.load("old").hold_until is None
+        growth = {"recent": [5], "last_count": 9, "since_compaction": None, "compacted_to": 0}
+        store.append_turn("old", "t1", turn(1), growth=growth)
+        assert store.load("old").growth == growth
         with store._transaction(write=False) as cur:  # type: ignore[attr-defined]
             cur.execute("SELECT version FROM autocompact_schema")
-            assert cur.fetchone()[0] == LATEST_SCHEMA == 2
+            assert cur.fetchone()[0] == LATEST_SCHEMA == 3
     finally:
         store.close()
 

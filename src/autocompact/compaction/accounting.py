@@ -28,9 +28,12 @@ counted like an ineffective one, and its hold measured from the count it left
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from autocompact.compaction.plan import CompressionInfo, CompressionStatus, CompressionTrigger
+from autocompact.errors import ContentError
 from autocompact.thresholds import MAX_CONSECUTIVE_FAILURES, CompactionThresholds
 
 __all__ = [
@@ -40,6 +43,7 @@ __all__ = [
     "BreakerState",
     "GrowthLog",
     "automatic_trigger",
+    "growth_from_dict",
     "record_attempt",
     "record_outgrown",
 ]
@@ -191,6 +195,49 @@ class GrowthLog:
     def judged(self) -> GrowthLog:
         """The log once the last compaction was judged outgrown (it is judged only once)."""
         return replace(self, since_compaction=None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (``GuardState``'s ``growth`` field; a store keeps it with each turn)."""
+        return {
+            "recent": list(self.recent),
+            "last_count": self.last_count,
+            "since_compaction": self.since_compaction,
+            "compacted_to": self.compacted_to,
+        }
+
+
+def growth_from_dict(data: object, where: str = "autocompact state field") -> GrowthLog:
+    """A growth log from its JSON form (``None``: a fresh log, as in states written before it).
+
+    Raises:
+        ContentError: a field is not a count; the message names it (``where`` says whose).
+    """
+    if data is None:
+        return GrowthLog()
+
+    def bad(field_name: str, value: object) -> ContentError:
+        return ContentError(f"{where} 'growth.{field_name}' must be a count ≥ 0, got {value!r}")
+
+    if not isinstance(data, Mapping):
+        raise ContentError(f"{where} 'growth' must be an object, got {data!r}")
+
+    def count(field_name: str, value: object, *, optional: bool) -> int | None:
+        if value is None and optional:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise bad(field_name, value)
+        return value
+
+    recent = data.get("recent", [])
+    if not isinstance(recent, list):
+        raise bad("recent", recent)
+    values = tuple(count("recent", v, optional=False) or 0 for v in recent)
+    return GrowthLog(
+        recent=values[-GROWTH_CALLS:],
+        last_count=count("last_count", data.get("last_count"), optional=True),
+        since_compaction=count("since_compaction", data.get("since_compaction"), optional=True),
+        compacted_to=count("compacted_to", data.get("compacted_to", 0), optional=False) or 0,
+    )
 
 
 def record_outgrown(

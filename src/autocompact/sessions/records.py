@@ -115,6 +115,7 @@ class SavedSession:
         damaged: whether a damaged tail was dropped (the file needs a repair before appending).
         good_lines: how many leading lines were readable (the header included).
         hold_until: the breaker's hold (SPEC §10.2), when a store recorded one.
+        growth: the growth log's JSON form (design decision 69), when a store recorded one.
         turn_ids: the turn ids a store recorded with its turns (``{turn id: message number}``).
         clears: how many times the conversation was cleared.
     """
@@ -132,6 +133,7 @@ class SavedSession:
     hold_until: int | None = None
     turn_ids: Mapping[str, int] = field(default_factory=dict)
     clears: int = 0
+    growth: JsonDict | None = None
 
     @property
     def id(self) -> str:
@@ -340,6 +342,7 @@ def load_session(path: Path) -> SavedSession:
         damaged=damaged,
         good_lines=good,
         hold_until=state.hold_until,
+        growth=state.growth,
         turn_ids=state.turn_ids,
         clears=state.clears,
     )
@@ -424,6 +427,7 @@ class _ReplayState:
     hold_until: int | None = None
     turn_ids: dict[str, int] = field(default_factory=dict)
     clears: int = 0
+    growth: JsonDict | None = None
 
 
 def _replay(records: Sequence[JsonDict], path: Path, warnings: list[str]) -> _ReplayState:
@@ -446,6 +450,8 @@ def _replay(records: Sequence[JsonDict], path: Path, warnings: list[str]) -> _Re
                 state.calibration = record.get("calibration")
                 hold = record.get("hold_until")
                 state.hold_until = hold if isinstance(hold, int) and hold >= 0 else None
+                growth = record.get("growth")
+                state.growth = dict(growth) if isinstance(growth, Mapping) else None
             elif kind == "compaction":
                 info = record.get("info")
                 state.compactions.append(dict(info) if isinstance(info, Mapping) else {})
@@ -471,6 +477,7 @@ def _replay(records: Sequence[JsonDict], path: Path, warnings: list[str]) -> _Re
                 state.last_prompt_token_count = 0
                 state.consecutive_failures = 0
                 state.hold_until = None
+                state.growth = None
                 state.clears += 1
             else:
                 warnings.append(f"record type {kind!r} is unknown to this build; skipped")

@@ -59,6 +59,7 @@ class SessionWriter:
             the file.
         lock_fd: the session's lock, when the caller took it already (see :func:`lock_session`).
         hold_until: the breaker's hold already in the file.
+        growth: the growth log already in the file.
 
     A writer holds the session's lock (``<id>.jsonl.lock``, ``fcntl.flock``) until
     :meth:`close`: a second writer on the same session gets a :class:`SessionFileError` saying
@@ -77,6 +78,7 @@ class SessionWriter:
         state: tuple[int, int, Any] | None = None,
         lock_fd: int | None = None,
         hold_until: int | None = None,
+        growth: JsonDict | None = None,
     ) -> None:
         self.path = path
         self.header = header
@@ -84,6 +86,7 @@ class SessionWriter:
         self._history: tuple[Message, ...] = tuple(history)
         self._state = state
         self._hold_until = hold_until
+        self._growth = growth
         self.notices: list[str] = []
         self._lock_fd: int | None = lock_fd if lock_fd is not None else lock_session(path)
         try:
@@ -126,11 +129,12 @@ class SessionWriter:
         consecutive_failures: int,
         calibration: Any = None,
         hold_until: int | None = None,
+        growth: JsonDict | None = None,
     ) -> None:
-        """Record the counters needed to resume (written only when they changed; ``hold_until``:
-        the breaker's hold, which a session store keeps)."""
+        """Record the counters needed to resume (written only when they changed; ``hold_until``
+        and ``growth``: the breaker's hold and the growth log, which a session store keeps)."""
         state = (last_prompt_token_count, consecutive_failures, calibration)
-        if state == self._state and hold_until == self._hold_until:
+        if state == self._state and (hold_until, growth) == (self._hold_until, self._growth):
             return
         record: JsonDict = {
             "type": "state",
@@ -140,8 +144,11 @@ class SessionWriter:
         }
         if hold_until is not None:
             record["hold_until"] = hold_until
+        if growth is not None:
+            record["growth"] = growth
         self._write([record])
         self._hold_until = hold_until
+        self._growth = growth
         self._state = state
 
     def record_compaction(self, info: object, history: Sequence[Message] | None = None) -> None:
@@ -409,6 +416,7 @@ class SessionStore:
                 ),
                 lock_fd=lock_fd,
                 hold_until=saved.hold_until,
+                growth=saved.growth,
             )
         except BaseException:
             unlock(lock_fd)

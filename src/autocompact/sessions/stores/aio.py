@@ -30,6 +30,7 @@ from autocompact.sessions.stores.base import (
     SessionListing,
     SessionStore,
     Snapshot,
+    takes_growth,
 )
 
 __all__ = ["AsyncSessionStore", "AsyncStore"]
@@ -59,6 +60,7 @@ class AsyncSessionStore(Protocol):
         usage: JsonDict | None = None,
         calibration: JsonDict | None = None,
         owner: str | None = None,
+        growth: JsonDict | None = None,
     ) -> AppendResult: ...
 
     async def get_turn(self, session_id: str, turn_id: str) -> Entry | None: ...
@@ -147,11 +149,20 @@ class AsyncStore:
         usage: JsonDict | None = None,
         calibration: JsonDict | None = None,
         owner: str | None = None,
+        growth: JsonDict | None = None,
     ) -> AppendResult:
         """See :meth:`SessionStore.append_turn`."""
+        keep = growth is not None and takes_growth(self.store.append_turn)
+        extra = {"growth": growth} if keep else {}
         return await asyncio.to_thread(
             lambda: self.store.append_turn(
-                session_id, turn_id, messages, usage=usage, calibration=calibration, owner=owner
+                session_id,
+                turn_id,
+                messages,
+                usage=usage,
+                calibration=calibration,
+                owner=owner,
+                **extra,
             )
         )
 

@@ -20,6 +20,7 @@ in ``docs/sessions.md`` and implemented once for every SQL backend in
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -53,6 +54,7 @@ __all__ = [
     "encode_messages",
     "redact_address",
     "scrub",
+    "takes_growth",
 ]
 
 JsonDict: TypeAlias = dict[str, Any]
@@ -115,6 +117,8 @@ class Snapshot:
         calibration: the shared estimation calibration (JSON form), if any.
         usage: the last reported usage (the newest turn's), if any.
         hold_until: the breaker's shared hold (no automatic side query below this count).
+        growth: the session's growth log as the last turn left it (JSON form of
+            :class:`~autocompact.compaction.accounting.GrowthLog`; ``None``: none recorded).
         created, updated: ISO 8601 UTC.
     """
 
@@ -127,6 +131,7 @@ class Snapshot:
     calibration: JsonDict | None = None
     usage: JsonDict | None = None
     hold_until: int | None = None
+    growth: JsonDict | None = None
     created: str = ""
     updated: str = ""
 
@@ -256,8 +261,13 @@ class SessionStore(Protocol):
         usage: JsonDict | None = None,
         calibration: JsonDict | None = None,
         owner: str | None = None,
+        growth: JsonDict | None = None,
     ) -> AppendResult:
-        """Append one turn once: a second append with the same ``turn_id`` changes nothing."""
+        """Append one turn once: a second append with the same ``turn_id`` changes nothing.
+
+        ``growth``: the session's growth log after this turn (kept with the session, read back
+        as :attr:`Snapshot.growth`; ``None`` leaves the stored one).
+        """
         ...
 
     def get_turn(self, session_id: str, turn_id: str) -> Entry | None:
@@ -417,3 +427,13 @@ def scrub(text: str, secrets: Sequence[str]) -> str:
     for secret in sorted(secrets, key=len, reverse=True):
         text = text.replace(secret, "***")
     return text
+
+
+def takes_growth(append_turn: Callable[..., Any]) -> bool:
+    """Whether a store's ``append_turn`` takes ``growth=`` (a store written before it does not:
+    the session then keeps its growth log in memory only)."""
+    try:
+        parameters = inspect.signature(append_turn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "growth" or p.kind is p.VAR_KEYWORD for p in parameters)

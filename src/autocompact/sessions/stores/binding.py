@@ -43,6 +43,7 @@ from autocompact.sessions.stores.base import (
     Lease,
     SessionStore,
     Snapshot,
+    takes_growth,
 )
 from autocompact.thresholds import CompactionThresholds
 
@@ -92,6 +93,8 @@ class StoreBinding:
         self.session_id = session_id
         self.owner = owner or default_owner()
         self.is_async = inspect.iscoroutinefunction(getattr(store, "load", None))
+        # Whether the store keeps the growth log with each turn (design decision 69).
+        self.keeps_growth = takes_growth(store.append_turn)
         self._meta = meta
         self._lease: Lease | None = None
         self._base: Snapshot | None = None
@@ -228,8 +231,11 @@ class StoreBinding:
         *,
         usage: JsonDict | None,
         calibration: JsonDict | None,
+        growth: JsonDict | None = None,
     ) -> Generator[Any, Any, bool]:
-        """Append a turn; ``False`` when it was already there."""
+        """Append a turn (with the growth log after it, when the store keeps one); ``False``
+        when it was already there."""
+        extra = {"growth": growth} if growth is not None and self.keeps_growth else {}
         result = yield from self._call(
             "append_turn",
             self.session_id,
@@ -238,6 +244,7 @@ class StoreBinding:
             usage=usage,
             calibration=calibration,
             owner=self.owner,
+            **extra,
         )
         return not result.duplicate
 

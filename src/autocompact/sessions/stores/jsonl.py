@@ -207,6 +207,7 @@ class JsonlStore:
         usage: JsonDict | None = None,
         calibration: JsonDict | None = None,
         owner: str | None = None,
+        growth: JsonDict | None = None,
     ) -> AppendResult:
         """Append the turn's messages with its id, once per id (checked under the lock)."""
         check_session_id(session_id, self.address)
@@ -224,6 +225,7 @@ class JsonlStore:
                 consecutive_failures=saved.consecutive_failures,
                 calibration=calibration if calibration is not None else saved.calibration,
                 hold_until=saved.hold_until,
+                growth=growth if growth is not None else saved.growth,
             )
             return AppendResult(seq=len(saved.history) + 1, duplicate=False)
 
@@ -292,6 +294,7 @@ class JsonlStore:
                     consecutive_failures=after,
                     calibration=current.calibration,
                     hold_until=hold_until,
+                    growth=current.growth,
                 )
                 result = CommitResult(
                     committed=True, seq=current.last_seq + 1, consecutive_failures=after
@@ -320,6 +323,7 @@ class JsonlStore:
                 consecutive_failures=failures,
                 calibration=saved.calibration,
                 hold_until=hold_until,
+                growth=saved.growth,
             )
             if lease is not None:
                 self._release_in(saved, lease)
@@ -346,6 +350,7 @@ class JsonlStore:
                 consecutive_failures=saved.consecutive_failures + 1,
                 calibration=saved.calibration,
                 hold_until=hold_until,
+                growth=saved.growth,
             )
             return True
 
@@ -467,6 +472,7 @@ def _snapshot(saved: SavedSession) -> Snapshot:
         consecutive_failures=saved.consecutive_failures,
         calibration=saved.calibration,
         hold_until=saved.hold_until,
+        growth=saved.growth,
         created=saved.header.created,
     )
 

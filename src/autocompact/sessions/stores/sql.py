@@ -123,6 +123,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # version 1 -> 2: the breaker's hold (SPEC §10.2) lives with the session too.
     ("ALTER TABLE ac_sessions ADD COLUMN hold_until BIGINT",),
+    # version 2 -> 3: the growth log (design decisions 63, 69), written with each turn.
+    ("ALTER TABLE ac_sessions ADD COLUMN growth TEXT",),
 )
 """``MIGRATIONS[n]``: the statements that upgrade a version-``n`` database to ``n + 1``."""
 
@@ -380,7 +382,7 @@ class SqlRules:
         columns = ", ".join(f"e.{c.strip()}" for c in _ENTRY_COLUMNS.split(","))
         rows = yield Query(
             "SELECT s.meta, s.created, s.updated, s.epoch, s.last_seq, s.failures, "
-            f"s.calibration, s.usage, s.hold_until, {columns} FROM ac_sessions s "
+            f"s.calibration, s.usage, s.hold_until, s.growth, {columns} FROM ac_sessions s "
             "LEFT JOIN ac_entries e ON e.session_id = s.id AND e.replaced_by IS NULL "
             "AND e.seq > ? AND (? < 0 OR s.epoch = ?) "
             "WHERE s.id = ? ORDER BY e.pos, e.seq",
@@ -389,11 +391,13 @@ class SqlRules:
         )
         if not rows:
             raise self._missing(session_id)
-        head = rows[0][:9]
-        meta, created, updated, epoch_now, last_seq, failures, calibration, usage, hold = head
+        head = rows[0][:10]
+        meta, created, updated, epoch_now, last_seq, failures, calibration, usage, hold, growth = (
+            head
+        )
         if after is not None and int(epoch_now) != after.epoch:
             return None
-        new = tuple(_entry(r[9:]) for r in rows if r[9] is not None)
+        new = tuple(_entry(r[10:]) for r in rows if r[10] is not None)
         return Snapshot(
             session_id=session_id,
             meta=after.meta if after is not None else _load(meta) or {},
@@ -404,6 +408,7 @@ class SqlRules:
             calibration=_load(calibration),
             usage=_load(usage),
             hold_until=None if hold is None else int(hold),
+            growth=_load(growth),
             created=created,
             updated=updated,
         )
@@ -416,6 +421,7 @@ class SqlRules:
         usage: JsonDict | None,
         calibration: JsonDict | None,
         owner: str | None,
+        growth: JsonDict | None = None,
     ) -> Op[AppendResult]:
         check_session_id(session_id, self._address)
         if not isinstance(turn_id, str) or not turn_id or len(turn_id) > 256:
@@ -425,7 +431,7 @@ class SqlRules:
                 session_id=session_id,
             )
         payload = check_turn_size(messages, self.max_turn_bytes, self._address, session_id)
-        plan = self._append_plan(session_id, turn_id, payload, usage, calibration, owner)
+        plan = self._append_plan(session_id, turn_id, payload, usage, calibration, owner, growth)
         return Op(plan, write=True)
 
     def _append_plan(
@@ -436,6 +442,7 @@ class SqlRules:
         usage: JsonDict | None,
         calibration: JsonDict | None,
         owner: str | None,
+        growth: JsonDict | None,
     ) -> Plan[AppendResult]:
         row = yield from self._lock_row(session_id)
         found = yield Query(
@@ -454,8 +461,8 @@ class SqlRules:
         )
         yield Query(
             "UPDATE ac_sessions SET last_seq = ?, updated = ?, usage = ?, "
-            "calibration = COALESCE(?, calibration) WHERE id = ?",
-            (seq, now, _dump(usage), _dump(calibration), session_id),
+            "calibration = COALESCE(?, calibration), growth = COALESCE(?, growth) WHERE id = ?",
+            (seq, now, _dump(usage), _dump(calibration), _dump(growth), session_id),
         )
         self._step("append:written")
         return AppendResult(seq=seq, duplicate=False)
@@ -683,7 +690,7 @@ class SqlRules:
         )
         yield Query(
             "UPDATE ac_sessions SET epoch = epoch + 1, last_seq = ?, failures = 0, "
-            "hold_until = NULL, usage = NULL, updated = ? WHERE id = ?",
+            "hold_until = NULL, usage = NULL, growth = NULL, updated = ? WHERE id = ?",
             (seq, now, session_id),
         )
 
@@ -815,9 +822,11 @@ class SqlStore(SqlRules, ABC):
         usage: JsonDict | None = None,
         calibration: JsonDict | None = None,
         owner: str | None = None,
+        growth: JsonDict | None = None,
     ) -> AppendResult:
         """Append one turn once (see the module docstring); durable when this returns."""
-        return self._run(self._append_op(session_id, turn_id, messages, usage, calibration, owner))
+        op = self._append_op(session_id, turn_id, messages, usage, calibration, owner, growth)
+        return self._run(op)
 
     def get_turn(self, session_id: str, turn_id: str) -> Entry | None:
         """The turn stored under ``turn_id`` (live or replaced), if any."""
@@ -957,9 +966,10 @@ class AsyncSqlStore(SqlRules, ABC):
         usage: JsonDict | None = None,
         calibration: JsonDict | None = None,
         owner: str | None = None,
+        growth: JsonDict | None = None,
     ) -> AppendResult:
         """See :meth:`SqlStore.append_turn`."""
-        op = self._append_op(session_id, turn_id, messages, usage, calibration, owner)
+        op = self._append_op(session_id, turn_id, messages, usage, calibration, owner, growth)
         return await self._run(op)
 
     async def get_turn(self, session_id: str, turn_id: str) -> Entry | None:
