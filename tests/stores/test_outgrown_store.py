@@ -4,6 +4,8 @@ A compaction needed again fewer than 5 calls after an effective one is judged ou
 more on the breaker's count and a hold. With a store, both are written there in one write, so
 the compaction step that follows (which reads the stored counters back), another worker bound
 to the same session and a session reopened from the store all see them — on every backend.
+The growth log the judgement is made on is the session's too: stored with each turn, read at
+the start of the next by whichever worker sends it.
 """
 
 from __future__ import annotations
@@ -412,3 +414,43 @@ def test_a_malformed_stored_growth_log_is_skipped_with_a_warning(
     assert "bad" in caplog.text
     assert len(store.load("bad").history) == 4
     store.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres", "jsonl"])
+def test_workers_judging_at_once_count_it_once(kind: str, tmp_path: Path) -> None:
+    """Eight workers (each its own store object, as separate processes would have) record the
+    same judgement at the same moment: one write wins, the count goes up by one."""
+    import threading
+
+    from autocompact.sessions.stores import open_store
+
+    if kind == "postgres":
+        address = fresh_postgres_schema()
+    elif kind == "sqlite":
+        address = f"sqlite:///{tmp_path / 'sessions.db'}"
+    else:
+        address = str(tmp_path / "jsonl")
+    stores = [open_store(address) for _ in range(8)]
+    stores[0].ensure("race", {"provider": "fake", "model": "m", "context_window": WINDOW})
+    epoch = stores[0].load("race").epoch
+    barrier = threading.Barrier(len(stores))
+    results: list[bool] = []
+
+    def judge(store: SessionStore, n: int) -> None:
+        barrier.wait()
+        info: JsonDict = {"trigger": "auto", "original_token_count": 45_000}
+        results.append(store.record_outgrown("race", info, epoch=epoch, hold_until=36_400 + n))
+
+    threads = [threading.Thread(target=judge, args=(s, n)) for n, s in enumerate(stores)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        assert sorted(results) == [False] * 7 + [True]
+        stored = stores[0].load("race")
+        assert stored.consecutive_failures == 1
+        assert [a.status for a in stores[0].attempts("race")].count("outgrown") == 1
+    finally:
+        for store in stores:
+            store.close()
