@@ -105,8 +105,37 @@ def test_the_hold_ends_when_the_count_grows_by_a_tenth_of_the_window() -> None:
     session = _crowded_session(fake)
     session.send("x")
     assert side_queries(fake) == 1
-    session.send("g" * 4 * round(HOLD_GROWTH_SHARE * 200_000 + 1_000))
+    half = "g" * 4 * round(HOLD_GROWTH_SHARE * 200_000 / 2 + 500)
+    session.send(half)  # held: grown by half of the tenth
+    assert side_queries(fake) == 1
+    session.send(half)  # grown by the tenth; the first half can be summarized
     assert side_queries(fake) == 2
+
+
+def test_no_side_query_when_no_summary_can_buy_room() -> None:
+    """Design decision 70: when what could be summarized frees less than the clearing minimum
+    and even an empty summary leaves the count at or above warn, no side query is sent; the
+    no-op is reported as ineffective with what holds the space, and the session holds."""
+    fake = FakeProvider()
+    session = _crowded_session(fake)
+    session.send("x")
+    assert side_queries(fake) == 1
+    hold = session.hold_until
+    assert hold is not None
+    # Past the hold in one message: what is left to summarize is the earlier small summary.
+    session.send("g" * 4 * round(HOLD_GROWTH_SHARE * 200_000 + 1_000))
+    assert side_queries(fake) == 1
+    info = session.compactions[-1]
+    assert info.status is S.NOOP
+    assert info.ineffective
+    assert info.breakdown is not None
+    assert info.breakdown.largest() == "System prompt and tools"
+    line = describe_info(info)
+    assert "cannot buy room" in line
+    assert "System prompt and tools holds the most" in line
+    assert session.consecutive_failures == 1  # nothing counted: no side query was spent
+    assert session.hold_until is not None
+    assert session.hold_until > hold
 
 
 def test_manual_compress_is_never_held_back() -> None:

@@ -317,6 +317,7 @@ def test_cli_json_has_exactly_the_documented_keys(
             "prompt_tokens_sent",
             "mean_fill_at_compaction",
             "outgrown_compactions",
+            "no_room_skips",
             "orphaned_pairs",
             "ineffective_compactions",
             "mean_calls_between_compactions",
@@ -436,12 +437,19 @@ def test_ladder_makes_no_more_side_queries_than_legacy_on_recorded_sessions(
     window: int, failure_rate: float
 ) -> None:
     """Issue 10: over every recorded session (sub-agents included) the ladder sends no more side
-    queries than the legacy 70 % rule, never a request over the window, never a tool result
-    without its call, and no two compactions < 5 calls apart unless the first was reported
-    (ineffective, or outgrown after the fact)."""
+    queries than the legacy 70 % rule, in total and session by session, never a request over
+    the window, never a tool result without its call, and no two compactions < 5 calls apart
+    unless the first was reported (ineffective, or outgrown after the fact).
+
+    One session is allowed one side query more than legacy: ``agent-a881341`` at 64K, whose
+    third and last call (42.2K reported, auto 44.8K) the pre-send estimate sizes at 72K — new
+    content of a mix the calibration has not measured is sized at 2.0 (design decision 64, the
+    safe side of the guarantee) — so the ladder compacts there while legacy, looking at the
+    previous call's 22K, does not; the transcript ends before legacy's next check."""
     totals = {"ladder": 0, "legacy": 0}
     paths = sorted(_SESSIONS.rglob("*.jsonl.gz"))
     assert len(paths) >= 10
+    over_legacy = []
     for path in paths:
         transcript = read_transcript(path)
         options = ReplayOptions(window=window, failure_rate=failure_rate)
@@ -452,7 +460,12 @@ def test_ladder_makes_no_more_side_queries_than_legacy_on_recorded_sessions(
         assert ladder.oversized_requests == 0, path.name
         assert ladder.orphaned_pairs == 0, path.name
         assert ladder.close_compactions == 0, path.name
+        extra = ladder.side_queries - results["legacy"].side_queries
+        if extra > 0:
+            over_legacy.append((path.name, extra))
     assert totals["ladder"] <= totals["legacy"]
+    allowed = [("agent-a881341.jsonl.gz", 1)] if window == 64_000 else []
+    assert over_legacy == allowed
 
 
 def _bursty(calls: int = 30, burst_at: int = 4) -> Transcript:

@@ -132,7 +132,10 @@ def describe_info(info: CompressionInfo) -> str:
             line += "; " + _explain_space(info)
         return line
     if info.status == CompressionStatus.NOOP:
-        return f"Nothing to compress: {info.error or 'the history is too short'}"
+        line = f"Nothing to compress: {info.error or 'the history is too short'}"
+        if info.ineffective:  # no side query could buy room (design decision 70)
+            line += "; " + _explain_space(info)
+        return line
     reason = info.error or _FAILURE_REASONS.get(info.status, str(info.status))
     return f"Compaction failed ({trigger}): {reason}; the history is unchanged"
 

@@ -258,6 +258,7 @@ _POLICY_METRICS = (
     ("mean_fill_at_compaction", "mean fill at compaction"),
     ("ineffective_compactions", "ineffective compactions"),
     ("outgrown_compactions", "outgrown (needed again < 5 calls)"),
+    ("no_room_skips", "skipped: no summary could buy room"),
     ("mean_calls_between_compactions", "mean calls between"),
     ("min_calls_between_compactions", "min calls between"),
     ("close_compactions", "< 5 calls apart (unexplained)"),

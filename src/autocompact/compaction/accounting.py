@@ -10,6 +10,8 @@ Pure, and shared by the chat sessions and ``replay`` so both follow one rule (SP
   *warn*) is kept but counts like a failure, and starts a **hold**;
 - a clearing that stood while the summary after it failed counts the summary's failure;
 - a failed forced rescue (hard or reactive) starts a hold too;
+- an attempt that made no side query because none could buy room (a no-op judged ineffective,
+  design decision 70) starts a hold and counts nothing;
 - during a hold no automatic side query (auto or hard) runs until the count has grown by
   :data:`HOLD_GROWTH_SHARE` of the window past where the hold began; the guarantee's trimming
   carries every request meanwhile. A manual ``/compress`` is never blocked and ends the hold;
@@ -110,10 +112,12 @@ def record_attempt(
     state: BreakerState, info: CompressionInfo, thresholds: CompactionThresholds
 ) -> BreakerState:
     """The state after one attempt (see the module docstring for the rules)."""
+    hold_at = round(info.new_token_count + HOLD_GROWTH_SHARE * thresholds.window)
     if info.status is CompressionStatus.NOOP:
+        if info.ineffective:  # no side query could buy room: hold, count nothing (decision 70)
+            return replace(state, hold_until=hold_at)
         return state
     trigger = info.trigger
-    hold_at = round(info.new_token_count + HOLD_GROWTH_SHARE * thresholds.window)
     if trigger is CompressionTrigger.MANUAL:
         if info.status is CompressionStatus.COMPRESSED and info.summary_failure is None:
             return BreakerState()

@@ -9,6 +9,7 @@ history object itself, untouched.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -157,6 +158,9 @@ class CompressOptions:
             (:meth:`GrowthLog.expected_growth`): the kept tail shrinks, down to keeping only
             what must be kept, so the count after is at most ``auto − growth_room_tokens``, and
             clearing alone is enough only when it leaves that room (design decision 63).
+        skip_without_room: on automatic, hard and reactive triggers, send no side query when no
+            summary can buy room (design decision 70); ``replay``'s legacy policy turns it off
+            to simulate the rule before it.
     """
 
     context_window: int
@@ -177,6 +181,7 @@ class CompressOptions:
     token_scale: float = 1.0
     clear_at_least_tokens: int | None = None
     growth_room_tokens: int = 0
+    skip_without_room: bool = True
 
     def __post_init__(self) -> None:
         if not 0 <= self.keep_share < 1:
@@ -551,7 +556,53 @@ def _prepare(
         if clearing is not None:
             return _cleared_result(clearing, options, original, base)
         return noop("too little history can be compressed safely")
+    if options.skip_without_room and options.trigger is not CompressionTrigger.MANUAL:
+        futile = _cannot_buy_room(to_compress, base, options, thresholds.warn)
+        if futile is not None:
+            if clearing is not None:  # the clearing stands; it is judged ineffective
+                return _cleared_result(clearing, options, original, base)
+            return _no_room(working, options, original, futile)
     return original, base, clearing, to_compress, to_keep
+
+
+def _cannot_buy_room(
+    to_compress: tuple[Message, ...], base: int, options: CompressOptions, warn: float
+) -> int | None:
+    """The count an empty summary would leave, when a side query cannot buy room (else None).
+
+    A summary of ``to_compress`` can free at most what it replaces. When that is less than the
+    clearing minimum (the cached prefix it rewrites costs more) and even an empty summary would
+    leave the count at or above *warn* (SPEC §10.2: the compaction would be ineffective whatever
+    the summary), no side query is worth sending (design decision 70). The freed size is taken
+    on the provider's scale, rounded up, so the judgement errs toward trying.
+    """
+    plain = sum(exact_tokens(m.stats, options.image_token_estimate) for m in to_compress)
+    freed = math.ceil(plain * max(1.0, options.token_scale))
+    best = base - freed + _pending_tokens(options)
+    if freed < _clear_at_least(options) and best >= warn:
+        return max(0, best)
+    return None
+
+
+def _no_room(
+    history: tuple[Message, ...], options: CompressOptions, original: int, best: int
+) -> CompressionResult:
+    """No side query: nothing it could summarize would bring the count below *warn*. Reported
+    as an ineffective no-op with what holds the space; the session holds as after an
+    ineffective compaction, without counting a failure (no side query was spent)."""
+    warn = compute_thresholds(options.context_window).warn
+    result = _result(
+        history,
+        options,
+        CompressionStatus.NOOP,
+        original,
+        error=(
+            f"a summary cannot buy room: even an empty one would leave about {best:,} tokens, "
+            f"at or above warn ({warn:,.0f}); what must be kept holds the space"
+        ),
+    )
+    info = _judged(result.info, history, options)
+    return CompressionResult(history=history, info=replace(info, ineffective=True))
 
 
 def build_side_query(to_compress: Sequence[Message], options: CompressOptions) -> ChatRequest:

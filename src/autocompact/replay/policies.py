@@ -147,6 +147,7 @@ class _Sim:
         self.state = BreakerState()  # ladder: the breaker's count and the hold (SPEC §10.2)
         self.growth = GrowthLog()  # ladder: the recent growth and the last compaction's age
         self.outgrown = 0
+        self.no_room = 0
         self.orphans: set[str] = set()  # ids of tool results sent without their call
         self.pairs_checked: object = None
         self.disabled = False  # legacy: one failure stops automatic compaction for good
@@ -206,6 +207,7 @@ class _Sim:
             image_token_estimate=self.options.image_token_estimate,
             clear_tool_outputs=self.name == "ladder",
             growth_room_tokens=self.growth.expected_growth() if self.name == "ladder" else 0,
+            skip_without_room=self.name == "ladder",
         )
         side_queries = self.summaries.calls
         try:
@@ -217,6 +219,10 @@ class _Sim:
             self.sent_tokens += self.share(live[: info.compressed_messages], live)
         before = self.size
         if info.status is CompressionStatus.NOOP:
+            if self.name == "ladder" and info.ineffective:  # no summary could buy room
+                self.state = record_attempt(self.state, info, self.thresholds)
+                self.no_room += 1
+                self.event(step, "no_room", trigger.value, before, before)
             return False
         self.fills.append(before / self.options.window)
         if self.name == "ladder":
@@ -435,6 +441,7 @@ class _Sim:
             mean_fill_at_compaction=statistics.fmean(self.fills) if self.fills else None,
             ineffective_compactions=self.ineffective,
             outgrown_compactions=self.outgrown,
+            no_room_skips=self.no_room,
             orphaned_pairs=len(self.orphans),
             compaction_calls=tuple(call for call, _ in self.compacted_at),
             close_compactions=_close_pairs(self.compacted_at),

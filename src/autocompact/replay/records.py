@@ -164,13 +164,14 @@ class PolicyEvent:
         call: 1-based call number.
         kind: ``compacted``, ``failed``, ``trimmed``, ``oversized``, ``refused`` (a message
             alone larger than the window: the engine refuses it before sending) or ``outgrown``
-            (the previous compaction judged outgrown: needed again within 5 calls).
+            (the previous compaction judged outgrown: needed again within 5 calls) or
+            ``no_room`` (no side query: no summary could buy room, design decision 70).
         trigger: ``auto``, ``hard`` or ``reactive`` for compactions.
         tokens_before, tokens_after: the simulated size before and after.
     """
 
     call: int
-    kind: Literal["compacted", "failed", "trimmed", "oversized", "refused", "outgrown"]
+    kind: Literal["compacted", "failed", "trimmed", "oversized", "refused", "outgrown", "no_room"]
     trigger: str | None
     tokens_before: int
     tokens_after: int
@@ -198,6 +199,8 @@ class PolicyResult:
         ineffective_compactions: compactions that left the count at or above *warn*.
         outgrown_compactions: effective compactions judged outgrown after the fact: another
             was needed fewer than 5 calls later (reported and counted like ineffective ones).
+        no_room_skips: attempts that made no side query because no summary could buy room
+            (design decision 70): reported and held like an ineffective compaction.
         compaction_calls: the call before which each compaction happened.
         orphaned_pairs: tool results sent without their call in the same request (distinct
             ids; a compaction's cut or a trim must never orphan one).
@@ -222,6 +225,7 @@ class PolicyResult:
     refused_requests: int = 0
     ineffective_compactions: int = 0
     outgrown_compactions: int = 0
+    no_room_skips: int = 0
     orphaned_pairs: int = 0
     compaction_calls: tuple[int, ...] = ()
     close_compactions: int = 0
@@ -240,6 +244,7 @@ class PolicyResult:
         return {
             "ineffective_compactions": self.ineffective_compactions,
             "outgrown_compactions": self.outgrown_compactions,
+            "no_room_skips": self.no_room_skips,
             "mean_calls_between_compactions": statistics.fmean(gaps) if gaps else None,
             "min_calls_between_compactions": min(gaps) if gaps else None,
             "close_compactions": self.close_compactions,
