@@ -407,7 +407,9 @@ def test_a_malformed_stored_growth_log_is_skipped_with_a_warning(
     session = _session(store, "bad", [])
     session.send(STEADY)
     with store._transaction(write=True) as cur:  # type: ignore[attr-defined]
-        cur.execute("UPDATE ac_sessions SET growth = ? WHERE id = 'bad'", ('{"recent": [-1]}',))
+        cur.execute(
+            "UPDATE ac_sessions SET usage = ? WHERE id = 'bad'", ('{"growth": {"recent": [-1]}}',)
+        )
     with caplog.at_level("WARNING", logger="autocompact"):
         session.send(STEADY)
     assert "growth.recent" in caplog.text

@@ -213,8 +213,9 @@ def test_an_incremental_load_equals_a_full_one(sql_store: SessionStore) -> None:
 def test_an_older_schema_is_migrated_in_order_and_keeps_its_data(
     sql_store: SessionStore, version: int
 ) -> None:
-    """A version-1 database (no hold column) or version-2 one (no growth column, before design
-    decision 69) is brought to the latest version on first use, its data as it was."""
+    """A version-1 database (no hold column) is brought to the latest version on first use, its
+    data as it was; a version-2 one written before design decision 69 (no growth log in the
+    session's usage) reads as it was and takes the growth log from the next append."""
     from autocompact.sessions.stores.sql import MIGRATIONS
 
     with sql_store._transaction(write=True) as cur:  # type: ignore[attr-defined]
@@ -239,9 +240,10 @@ def test_an_older_schema_is_migrated_in_order_and_keeps_its_data(
         growth = {"recent": [5], "last_count": 9, "since_compaction": None, "compacted_to": 0}
         store.append_turn("old", "t1", turn(1), growth=growth)
         assert store.load("old").growth == growth
+        assert "growth" not in (store.load("old").usage or {})  # kept apart from the usage
         with store._transaction(write=False) as cur:  # type: ignore[attr-defined]
             cur.execute("SELECT version FROM autocompact_schema")
-            assert cur.fetchone()[0] == LATEST_SCHEMA == 3
+            assert cur.fetchone()[0] == LATEST_SCHEMA == 2
     finally:
         store.close()
 

@@ -123,8 +123,6 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # version 1 -> 2: the breaker's hold (SPEC §10.2) lives with the session too.
     ("ALTER TABLE ac_sessions ADD COLUMN hold_until BIGINT",),
-    # version 2 -> 3: the growth log (design decisions 63, 69), written with each turn.
-    ("ALTER TABLE ac_sessions ADD COLUMN growth TEXT",),
 )
 """``MIGRATIONS[n]``: the statements that upgrade a version-``n`` database to ``n + 1``."""
 
@@ -382,7 +380,7 @@ class SqlRules:
         columns = ", ".join(f"e.{c.strip()}" for c in _ENTRY_COLUMNS.split(","))
         rows = yield Query(
             "SELECT s.meta, s.created, s.updated, s.epoch, s.last_seq, s.failures, "
-            f"s.calibration, s.usage, s.hold_until, s.growth, {columns} FROM ac_sessions s "
+            f"s.calibration, s.usage, s.hold_until, {columns} FROM ac_sessions s "
             "LEFT JOIN ac_entries e ON e.session_id = s.id AND e.replaced_by IS NULL "
             "AND e.seq > ? AND (? < 0 OR s.epoch = ?) "
             "WHERE s.id = ? ORDER BY e.pos, e.seq",
@@ -391,13 +389,15 @@ class SqlRules:
         )
         if not rows:
             raise self._missing(session_id)
-        head = rows[0][:10]
-        meta, created, updated, epoch_now, last_seq, failures, calibration, usage, hold, growth = (
-            head
-        )
+        head = rows[0][:9]
+        meta, created, updated, epoch_now, last_seq, failures, calibration, usage, hold = head
         if after is not None and int(epoch_now) != after.epoch:
             return None
-        new = tuple(_entry(r[10:]) for r in rows if r[10] is not None)
+        new = tuple(_entry(r[9:]) for r in rows if r[9] is not None)
+        # The session row's usage also carries the growth log (no column: older builds still
+        # read the schema; design decision 69).
+        usage = _load(usage)
+        growth = usage.pop("growth", None) if isinstance(usage, dict) else None
         return Snapshot(
             session_id=session_id,
             meta=after.meta if after is not None else _load(meta) or {},
@@ -406,9 +406,9 @@ class SqlRules:
             last_seq=int(last_seq),
             consecutive_failures=int(failures),
             calibration=_load(calibration),
-            usage=_load(usage),
+            usage=usage or None,
             hold_until=None if hold is None else int(hold),
-            growth=_load(growth),
+            growth=growth if isinstance(growth, dict) else None,
             created=created,
             updated=updated,
         )
@@ -461,8 +461,8 @@ class SqlRules:
         )
         yield Query(
             "UPDATE ac_sessions SET last_seq = ?, updated = ?, usage = ?, "
-            "calibration = COALESCE(?, calibration), growth = COALESCE(?, growth) WHERE id = ?",
-            (seq, now, _dump(usage), _dump(calibration), _dump(growth), session_id),
+            "calibration = COALESCE(?, calibration) WHERE id = ?",
+            (seq, now, _dump(_with_growth(usage, growth)), _dump(calibration), session_id),
         )
         self._step("append:written")
         return AppendResult(seq=seq, duplicate=False)
@@ -690,7 +690,7 @@ class SqlRules:
         )
         yield Query(
             "UPDATE ac_sessions SET epoch = epoch + 1, last_seq = ?, failures = 0, "
-            "hold_until = NULL, usage = NULL, growth = NULL, updated = ? WHERE id = ?",
+            "hold_until = NULL, usage = NULL, updated = ? WHERE id = ?",
             (seq, now, session_id),
         )
 
@@ -1051,6 +1051,13 @@ def _release(lease: Lease) -> Query:
         "WHERE id = ? AND lease_token = ?",
         (lease.session_id, lease.token),
     )
+
+
+def _with_growth(usage: JsonDict | None, growth: JsonDict | None) -> JsonDict | None:
+    """The session row's usage, with the growth log in it when there is one."""
+    if growth is None:
+        return usage
+    return {**(usage or {}), "growth": growth}
 
 
 def _entry(row: Sequence[Any]) -> Entry:
