@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import posixpath
 import re
-from bisect import bisect_right
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate, compress
-from operator import add, not_
+from itertools import accumulate, count
+from operator import add
 from typing import Any
 
 from autocompact.compaction.clearing import is_cleared, read_target
@@ -103,15 +103,74 @@ _GOAL_PHRASES = (
     "goal is now",
     "from now on",
 )
-# The words of lower-cased sentences as ``re.findall(r"[a-z']+", lower)`` would give them, built
-# in C for a whole message at once: every code point outside ASCII becomes ``?`` (one byte each),
-# every byte but a letter, an apostrophe or the line break between sentences a space, then
-# ``bytes.split``. A regular-expression alternation over the keywords costs tens of nanoseconds a
-# character in ``re``; this costs about one.
-_WORD_BYTES = bytes(b if (0x61 <= b <= 0x7A or b in (0x27, 0x0A)) else 0x20 for b in range(256))
 _CONSTRAINT_TOKENS = frozenset(w.encode() for w in _CONSTRAINT_WORDS)
 _GOAL_TOKENS = frozenset(w.encode() for w in _GOAL_WORDS)
-_KEYWORD_TOKENS = _CONSTRAINT_TOKENS | _GOAL_TOKENS
+# The keywords and phrases of a whole message are found in one scan (``_word_lines``), over its
+# words: lower case, one byte a code point (``?`` for one outside ASCII), every byte but a
+# letter or an apostrophe a space (``_SCAN_BYTES``; the words are the runs of ``[a-z']``, as
+# ``re.findall(r"[a-z']+", lower)`` gives them), with a space at each end. The pattern opens with
+# that space, a one-character literal, which ``re`` skips to in C (a pattern opening with a
+# class of characters is tried at every position, about ten times slower); there it matches a
+# keyword as a whole word, or a phrase from its first space on with the words before it behind
+# (a phrase is a plain substring: ``at most`` is in ``what most``). Punctuation is a space here,
+# so a phrase hit is confirmed on the lower-cased text itself.
+_SCAN_BYTES = bytes(b if (0x61 <= b <= 0x7A or b == 0x27) else 0x20 for b in range(256))
+
+
+_Meaning = tuple[tuple[str, int, bool], ...]
+
+
+def _scan_pattern(
+    constraint_phrases: tuple[str, ...], goal_phrases: tuple[str, ...]
+) -> tuple[re.Pattern[bytes], dict[bytes, _Meaning]]:
+    """The scan, and what the text each match consumes after its space may be: entries of a
+    phrase (``""`` for a keyword), the offset of the phrase's first space, and whether it is a
+    goal word or phrase (else a constraint one)."""
+    meaning: dict[bytes, _Meaning] = {}
+    tails: dict[bytes, list[bytes]] = {}
+    for word in sorted(_CONSTRAINT_TOKENS | _GOAL_TOKENS):
+        meaning[word] = (*meaning.get(word, ()), ("", 0, word in _GOAL_TOKENS))
+        tails.setdefault(word[:1], []).append(re.escape(word[1:]) + rb"(?= )")
+    behind: dict[bytes, list[bytes]] = {}
+    for goal, phrases in ((False, constraint_phrases), (True, goal_phrases)):
+        for phrase in phrases:
+            words = phrase.encode().translate(_SCAN_BYTES)
+            space = words.index(b" ")
+            rest = words[space + 1 :]
+            behind.setdefault(rest, []).append(rb"(?<=" + re.escape(words) + rb")")
+            meaning[rest] = (*meaning.get(rest, ()), (phrase, space, goal))
+    for rest, looks in behind.items():
+        tails.setdefault(rest[:1], []).append(
+            re.escape(rest[1:]) + rb"(?:" + b"|".join(looks) + rb")"
+        )
+    body = b"|".join(
+        re.escape(first) + rb"(?:" + b"|".join(alternatives) + rb")"
+        for first, alternatives in tails.items()
+    )
+    return re.compile(rb" (?:" + body + rb")"), meaning
+
+
+_SCAN, _SCAN_MEANING = _scan_pattern(_CONSTRAINT_PHRASES, _GOAL_PHRASES)
+# The term test's first pass (``_term_lines``), on one byte class a character: a line can hold
+# a term only if it holds ``#`` (a digit, ``/``, a backtick, ``_``, or a backslash:
+# ``backslashreplace`` writes every character outside ASCII with one, so such a line always
+# goes on to the exact test), a letter before a capital (``aA``, ``AA``) or a full stop before
+# a letter (``.a``, ``.A``). Only the lines that pass run ``_HAS_TERM``.
+_TERM_CLASS = bytes(
+    0x23
+    if (0x30 <= b <= 0x39 or b in b"/`_\\")
+    else 0x61
+    if 0x61 <= b <= 0x7A
+    else 0x41
+    if 0x41 <= b <= 0x5A
+    else b
+    if b in b".\n"
+    else 0x20
+    for b in range(256)
+)
+# ``#``, then a capital after a letter, then a full stop before a letter: each pattern opens with
+# one literal character (see ``_SCAN``).
+_TERM_HINTS = (re.compile(rb"#"), re.compile(rb"A(?<=[aA]A)"), re.compile(rb"\.(?=[aA])"))
 
 
 _FACT = re.compile(
@@ -373,34 +432,32 @@ def _flagged(lines: Sequence[str], first_request: bool) -> Iterable[tuple[str, s
     """The sentences of one request that can be kept, each with the section it goes to.
 
     A sentence is kept when it constrains the work (a constraint word or phrase), changes the
-    goal (not in the first request) or holds a term, and is prose. The tests run over the whole
-    message at once and in C where they can (``_WORD_BYTES``, ``map``, ``compress``): most
-    sentences of a chatty request hold none of these and cost no Python-level work of their own.
+    goal (not in the first request) or holds a term, and is prose. Each test scans the whole
+    message at once in C and reports the lines it hits (``_word_lines``, ``_term_lines``);
+    Python-level work is per hit, so plain chatter costs little.
     """
     if not lines:
         return
+    joined = "\n".join(lines)
     # Lower-casing the joined text gives each line's lower case (a line break is uncased, like
-    # the ends of a string, and no lower case holds one).
-    joined = "\n".join(lines).lower()
-    lowers = joined.split("\n")
-    words = joined.encode("ascii", "replace").translate(_WORD_BYTES).split(b"\n")
-    indices = range(len(lines))
-    keyword = set(
-        compress(indices, map(not_, map(_KEYWORD_TOKENS.isdisjoint, map(bytes.split, words))))
-    )
-    term = set(compress(indices, map(_HAS_TERM.search, lines)))
-    constraint_phrase = _lines_holding(joined, lowers, _CONSTRAINT_PHRASES)
-    goal_phrase = set() if first_request else _lines_holding(joined, lowers, _GOAL_PHRASES)
-    for index in sorted(keyword | term | constraint_phrase | goal_phrase):
+    # the ends of a string, and no lower case holds one); it may change the length of a
+    # non-ASCII text, so its line ends are its own.
+    lower = joined.lower()
+    simple = joined.isascii()
+    ends = _line_ends(map(len, lines)) if simple else _line_ends(map(len, lower.split("\n")))
+    constraint, goal = _word_lines(lower, ends)
+    if first_request:
+        goal = set()
+    term = _term_lines(joined, ends if simple else None)
+    for index in sorted(constraint | goal | term):
         line = lines[index]
         if len(line) < 12:
             continue
-        tokens = words[index].split() if index in keyword else ()
-        if index in constraint_phrase or not _CONSTRAINT_TOKENS.isdisjoint(tokens):
+        if index in constraint:
             section = CONSTRAINTS
-        elif not first_request and (index in goal_phrase or not _GOAL_TOKENS.isdisjoint(tokens)):
+        elif index in goal:
             section = GOAL
-        elif index in term:
+        elif index in term and _HAS_TERM.search(line):
             section = KNOWLEDGE
         else:
             continue
@@ -408,18 +465,46 @@ def _flagged(lines: Sequence[str], first_request: bool) -> Iterable[tuple[str, s
             yield section, line
 
 
-def _lines_holding(joined: str, lowers: Sequence[str], phrases: tuple[str, ...]) -> set[int]:
-    """The indices of the lines (``joined`` is ``lowers`` joined by line breaks) holding one of
-    ``phrases``; a phrase holds no line break, so no match spans two lines."""
+def _line_ends(lengths: Iterable[int]) -> list[int]:
+    """The offset of the line break after each line (the text's length after the last) of
+    lines of ``lengths`` joined by line breaks."""
+    return list(map(add, accumulate(lengths), count()))
+
+
+def _word_lines(lower: str, ends: Sequence[int]) -> tuple[set[int], set[int]]:
+    """The lines of ``lower`` holding a constraint word or phrase, and those holding a goal
+    word or phrase (one ``_SCAN`` over the whole text; Python-level work per hit)."""
+    constraint: set[int] = set()
+    goal: set[int] = set()
+    words = b" " + lower.encode("ascii", "replace").translate(_SCAN_BYTES) + b" "
+    for match in _SCAN.finditer(words):
+        at = match.start()  # the space; ``lower[at]`` is the first letter after it
+        for phrase, space, is_goal in _SCAN_MEANING[match.group()[1:]]:
+            if phrase:
+                start = at - 1 - space
+                if not lower.startswith(phrase, start):
+                    continue
+            elif words[match.end()] == 0x20:
+                start = at
+            else:
+                continue
+            (goal if is_goal else constraint).add(bisect_left(ends, start))
+    return constraint, goal
+
+
+def _term_lines(joined: str, ends: Sequence[int] | None) -> set[int]:
+    """The lines of ``joined`` that may hold a term: a superset of those ``_HAS_TERM`` finds
+    (``_TERM_CLASS``), found in C; ``ends`` are the line ends when ``joined`` is ASCII."""
+    classes = joined.encode("ascii", "backslashreplace").translate(_TERM_CLASS)
+    if ends is None:
+        ends = _line_ends(map(len, classes.split(b"\n")))
     found: set[int] = set()
-    present = [p for p in phrases if p in joined]
-    if present:
-        starts = list(accumulate((len(lower) + 1 for lower in lowers), initial=0))
-        for phrase in present:
-            at = joined.find(phrase)
-            while at >= 0:
-                found.add(bisect_right(starts, at) - 1)
-                at = joined.find(phrase, at + 1)
+    for hint in _TERM_HINTS:
+        match = hint.search(classes)
+        while match is not None:
+            line = bisect_left(ends, match.start())
+            found.add(line)
+            match = hint.search(classes, ends[line] + 1)
     return found
 
 
