@@ -25,7 +25,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate, count
+from itertools import accumulate, count, repeat
 from operator import add
 from typing import Any
 
@@ -264,6 +264,43 @@ class Material:
 
 def sentences(text: str) -> Iterable[str]:
     """The sentences of ``text`` (split at sentence ends and line breaks), trimmed, bounded."""
+    return _sentence_list(text)
+
+
+# A sentence end for each mark, as ``_SENTENCE_END`` has it: each pattern opens with one literal
+# character, which ``re`` skips to in C (see ``_SCAN``); ``_SENTENCE_END`` opens with a class.
+_ENDS = tuple(
+    (re.compile(re.escape(mark) + r"[ \t]+(?=[A-Z`\"'(\[])"), mark + "\n") for mark in ".!?"
+)
+# A blank that is neither a space nor a line break (``str.splitlines``).
+_ODD_TEXT_BLANK = re.compile(r"[^\S \n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def _sentence_list(text: str) -> list[str]:
+    """The sentences of ``text``: each sentence end becomes a line break, in C, and when the
+    only blanks left are single spaces, trimming each line is all that is left to do (blanks
+    of any other kind, or a sentence longer than the 800 characters read, take the line by
+    line path of ``_line_sentences``)."""
+    marked = text
+    for end, mark in _ENDS:
+        marked = end.sub(mark, marked)
+    if not (
+        "  " in marked
+        or "\t" in marked
+        or "\x1f" in marked
+        or (not marked.isascii() and _ODD_TEXT_BLANK.search(marked))
+    ):
+        pieces = marked.splitlines()
+        if not pieces or max(map(len, pieces)) <= 2 * _MAX_SENTENCE:
+            lines = list(filter(None, map(str.strip, map(str.lstrip, pieces, repeat(_MARKS)))))
+            del lines[_MAX_SENTENCES_PER_MESSAGE:]
+            if lines and max(map(len, lines)) > _MAX_SENTENCE:
+                lines = [line[:_MAX_SENTENCE] for line in lines]
+            return lines
+    return list(_sentences_by_line(text))
+
+
+def _sentences_by_line(text: str) -> Iterable[str]:
     count = 0
     for raw_line in _lines(text):
         for line in _line_sentences(raw_line):
