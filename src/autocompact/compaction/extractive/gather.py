@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, count, repeat
 from operator import add
-from typing import Any
+from typing import Any, NamedTuple
 
 from autocompact.compaction.clearing import is_cleared, read_target
 from autocompact.content import FunctionCallPart, FunctionResponsePart, Message, TextPart, json_form
@@ -222,9 +222,9 @@ _NON_ALNUM = re.compile(r"[^a-z0-9]")
 _ACTION_RANK = {"read": 0, "edited": 1, "written": 1, "deleted": 1}
 
 
-@dataclass(frozen=True, kw_only=True)
-class Item:
-    """One line the summary may hold.
+class Item(NamedTuple):
+    """One line the summary may hold (a named tuple, not a frozen dataclass: a long history
+    gathers tens of thousands, and a tuple is made in a third of the time).
 
     Attributes:
         section: the snapshot tag it belongs in.
@@ -290,7 +290,11 @@ def _sentence_list(text: str) -> list[str]:
         or "\x1f" in marked
         or (not marked.isascii() and _ODD_TEXT_BLANK.search(marked))
     ):
-        pieces = marked.splitlines()
+        pieces = (
+            marked.split("\n")
+            if marked.isascii() and not any(mark in marked for mark in _LINE_BREAKS[1:])
+            else marked.splitlines()
+        )
         if not pieces or max(map(len, pieces)) <= 2 * _MAX_SENTENCE:
             lines = list(filter(None, map(str.strip, map(str.lstrip, pieces, repeat(_MARKS)))))
             del lines[_MAX_SENTENCES_PER_MESSAGE:]
@@ -451,6 +455,12 @@ _THREE_WORDS = re.compile(r"[A-Za-z]{2}(?:.*?[^A-Za-z][A-Za-z]{2}){2}", re.S)
 _NOT_PROSE = ("```", "{", "}", "<", "|", "#!")
 # What a harness line can start with (``_HARNESS`` ignores case); other lines skip the pattern.
 _HARNESS_FIRST = frozenset("[<CcTtAaGg")
+# The first three characters of a harness sentence, lower-cased: a sentence is stripped, so only
+# those decide whether to try ``_HARNESS`` (one outside ASCII always tries it: ``re`` matches
+# some of them to an ASCII letter when it ignores case).
+_HARNESS_HEADS = frozenset(
+    ("[re", "[to", "<co", "<lo", "<sy", "cav", "<ba", "thi", "ack", "got", "con")
+)
 
 
 def _harness(line: str) -> bool:
@@ -575,11 +585,11 @@ def _fact_key(match: re.Match[str]) -> str:
 
 
 def _user_text(material: Material, text: str) -> None:
-    # A sentence is never blank, so only its first character decides whether to try _HARNESS.
     lines = [
         line
-        for line in sentences(text)
-        if line[0] not in _HARNESS_FIRST or _HARNESS.match(line) is None
+        for line in _sentence_list(text)
+        if (line[:3].lower() not in _HARNESS_HEADS and line[:3].isascii())
+        or _HARNESS.match(line) is None
     ]
     if not lines:
         return
