@@ -26,7 +26,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, count, repeat
-from operator import add
+from operator import add, getitem
 from typing import Any, NamedTuple
 
 from autocompact.compaction.clearing import is_cleared, read_target
@@ -585,12 +585,14 @@ def _fact_key(match: re.Match[str]) -> str:
 
 
 def _user_text(material: Material, text: str) -> None:
-    lines = [
-        line
-        for line in _sentence_list(text)
-        if (line[:3].lower() not in _HARNESS_HEADS and line[:3].isascii())
-        or _HARNESS.match(line) is None
-    ]
+    lines = _sentence_list(text)
+    heads = list(map(str.lower, map(getitem, lines, repeat(slice(0, 3)))))
+    if not (_HARNESS_HEADS.isdisjoint(heads) and "".join(heads).isascii()):
+        lines = [
+            line
+            for line, head in zip(lines, heads, strict=True)
+            if (head not in _HARNESS_HEADS and head.isascii()) or _HARNESS.match(line) is None
+        ]
     if not lines:
         return
     first_request = not material.has_goal

@@ -12,6 +12,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 from autocompact.compaction.extractive.gather import (
     ACTIONS,
@@ -98,18 +99,21 @@ def _candidates(material: Material) -> list[Item]:
 
 
 def _deduplicated(items: Sequence[Item]) -> list[Item]:
-    newest_by_key: dict[str, int] = {}
-    for item in items:
-        if item.key:
-            newest_by_key[item.key] = max(newest_by_key.get(item.key, 0), item.position)
+    """Newest first, each text once (ignoring case and blanks) and each fact key once (only
+    its newest item counts, kept or not); then the recent actions, at most eight."""
+    ordered = sorted(items, key=attrgetter("position"), reverse=True)  # stable, as -position
+    norms = map(" ".join, map(str.split, map(str.lower, map(attrgetter("text"), ordered))))
     seen: set[str] = set()
+    keys: set[str] = set()
     kept: list[Item] = []
-    for item in sorted(items, key=lambda i: -i.position):
-        norm = " ".join(item.text.lower().split())
-        if norm in seen or (item.key and newest_by_key[item.key] != item.position):
-            continue
-        seen.add(norm)
-        kept.append(item)
+    for item, norm in zip(ordered, norms, strict=True):
+        if item.key:
+            if item.key in keys:
+                continue
+            keys.add(item.key)
+        if norm not in seen:
+            seen.add(norm)
+            kept.append(item)
     actions = [i for i in kept if i.section == ACTIONS][:_RECENT_ACTIONS]
     return [i for i in kept if i.section != ACTIONS] + actions
 
