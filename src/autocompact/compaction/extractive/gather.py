@@ -559,7 +559,7 @@ def _keep_user_sentence(material: Material, section: str, line: str) -> None:
     if section == GOAL:
         material.add(GOAL, f"Changed: {line}", 85)
         return
-    fact = _fact(line)
+    fact = _sentence_fact(line)
     if section == CONSTRAINTS:
         material.add(CONSTRAINTS, line, 80, key=_fact_key(fact) if fact else "")
     elif fact:
@@ -569,6 +569,19 @@ def _keep_user_sentence(material: Material, section: str, line: str) -> None:
 
 
 _LEAD = re.compile(r"^(?:update|updated|note|fyi|also|correction|reminder|btw)\s*[:,-]\s*", re.I)
+
+
+# What stands between a fact's key and its value (``_FACT``) in a sentence, whose only blanks
+# are single spaces (``sentences``): a sentence holding none of these is no fact.
+_FACT_JOINS = (" is ", " are ", " was ", " = ", " : ", " equals ", " lives in ", " runs on ")
+
+
+def _sentence_fact(line: str) -> re.Match[str] | None:
+    """``_fact`` of a sentence (of ``sentences``: single spaces only)."""
+    for join in _FACT_JOINS:
+        if join in line:
+            return _fact(line)
+    return None
 
 
 def _fact(line: str) -> re.Match[str] | None:
@@ -710,7 +723,7 @@ def gather(messages: Sequence[Message]) -> Material:
             material.last_action = f"replied: {' '.join(text.split())[:160]}"
         for line in sentences(text):
             if len(line) < 200 and _HAS_TERM.search(line) and _prose(line):
-                fact = _fact(line)
+                fact = _sentence_fact(line)
                 if fact:
                     material.add(KNOWLEDGE, line, 25, key=_fact_key(fact))
     return material
