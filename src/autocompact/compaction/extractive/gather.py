@@ -721,9 +721,14 @@ def gather(messages: Sequence[Message]) -> Material:
         text = message.text.strip()
         if text and not message.function_calls:
             material.last_action = f"replied: {' '.join(text.split())[:160]}"
-        for line in sentences(text):
-            if len(line) < 200 and _HAS_TERM.search(line) and _prose(line):
-                fact = _sentence_fact(line)
+        for line in _sentence_list(text):
+            if (
+                len(line) < 200
+                and any(join in line for join in _FACT_JOINS)
+                and _HAS_TERM.search(line)
+                and _prose(line)
+            ):
+                fact = _fact(line)
                 if fact:
                     material.add(KNOWLEDGE, line, 25, key=_fact_key(fact))
     return material

@@ -12,6 +12,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from operator import attrgetter
 
 from autocompact.compaction.extractive.gather import (
@@ -122,9 +123,20 @@ def select(material: Material, budget: int) -> Selection:
     """The items that fit ``budget`` characters (section framing included)."""
     chosen: dict[str, list[Item]] = {}
     used = 0
-    for item in sorted(
-        _deduplicated(_candidates(material)), key=lambda i: (-i.priority, -i.position)
-    ):
+    # Priority, then position, both descending (two stable sorts: the same order as one by
+    # ``(-priority, -position)``, without a Python-level key).
+    ordered = sorted(
+        sorted(_deduplicated(_candidates(material)), key=attrgetter("position"), reverse=True),
+        key=attrgetter("priority"),
+        reverse=True,
+    )
+    # The shortest text from each item on: once the room left is below both it and the least
+    # worth a cut, nothing more fits.
+    shortest = list(accumulate(reversed([len(i.text) for i in ordered]), min))[::-1]
+    for index, item in enumerate(ordered):
+        free = budget - used - _ITEM_OVERHEAD
+        if free < _MIN_CUT and free < shortest[index]:
+            break
         opening = 0 if item.section in chosen else section_overhead(item.section)
         room = budget - used - opening - _ITEM_OVERHEAD
         text = item.text
