@@ -1,8 +1,8 @@
 """The extractive summarizer's time on long chat-heavy histories (issue 10, item 6).
 
-    .venv/bin/python benchmarks/extractive_speed.py                # 250, 500, 1,000, 2,000 requests
+    .venv/bin/python benchmarks/extractive_speed.py                # 500 to 4,000 requests
     .venv/bin/python benchmarks/extractive_speed.py --rounds 9     # more rounds, steadier medians
-    .venv/bin/python benchmarks/extractive_speed.py --max-growth 1.5
+    .venv/bin/python benchmarks/extractive_speed.py --report-only  # print, never fail
 
 Two kinds of session, each request about 3,000 characters with one reply:
 
@@ -10,7 +10,8 @@ Two kinds of session, each request about 3,000 characters with one reply:
   issue 10 measured: 0.27 s at 250 requests, 2.85 s at 300, 21.5 s at 2,000);
 - **chat**: prose of 6-25 common words a sentence (about 40 sentences a request, one in twenty a
   rule or a limit, some with a fact, a path, an identifier or a version; 300-character replies
-  of the same prose). This is the harder case: every sentence is classified.
+  of the same prose). This is the harder case: every sentence is classified, and about one in
+  six holds a constraint word of everyday speech ("only", "never") and is kept as an item.
 
 Side by side in one process, on the same messages, each round in a rotating order (see
 ``_timing.py``; fresh message objects every round, built outside the timed region):
@@ -24,15 +25,20 @@ Side by side in one process, on the same messages, each round in a rotating orde
 Prints the median CPU time of each (the process's, so other load on a shared machine counts
 less than in wall time, which is shown for the summarizer too), the time per request, the
 within-round ratio to ``trim_messages``, and the growth of the summarizer's CPU time per request
-from the smallest to the largest count. Exits 1 when that
-growth exceeds ``--max-growth`` (default 2.0: linear time gives about 1.0, the quadratic cliff
-issue 10 found gave 10), or when ``--max-seconds`` is given and the largest count's median CPU
-time of either kind exceeds it.
+from the smallest to the largest count. Two targets, checked for each kind (exit 1 when one is
+missed, unless ``--report-only``):
+
+- linear time: the time per request at the largest count is at most ``--max-growth`` times
+  that at the smallest (default 2.0: linear time gives about 1.0, the quadratic cliff issue 10
+  found gave 10);
+- "2,000 requests well under a second": 2,000 requests at the largest count's time per request
+  take at most ``--max-seconds`` of CPU (default 0.75).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import sys
@@ -51,7 +57,8 @@ from autocompact.content import Message
 from autocompact.estimation import estimate_content_tokens
 
 CAP_TOKENS = 20_000
-COUNTS = (250, 500, 1_000, 2_000)
+COUNTS = (500, 1_000, 2_000, 4_000)
+TARGET_REQUESTS = 2_000  # issue 10: "2,000 requests well under a second"
 _NOUNS = ("cache", "queue", "parser", "billing", "report", "auth", "scheduler", "exporter")
 _VERBS = ("refactor", "fix", "speed up", "document", "test", "port", "harden")
 # About 400 common English words; the constraint words among them are those of everyday speech
@@ -241,8 +248,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--max-seconds",
         type=float,
-        default=None,
-        help="also fail when the largest count takes longer than this (median, either kind)",
+        default=0.75,
+        help=f"fail when {TARGET_REQUESTS:,} requests of either kind (at the largest count's time "
+        "per request) take more CPU seconds than this (default 0.75)",
+    )
+    parser.add_argument(
+        "--report-only", action="store_true", help="print the tables and verdicts; never fail"
     )
     args = parser.parse_args(argv)
     counts = sorted(set(args.counts))
@@ -251,7 +262,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("## Extractive summarizer time\n")
     print(
         f"Median of {args.rounds} rounds; cap {CAP_TOKENS:,} tokens. Machine: an empty Python "
-        f"loop of 10M steps took {_machine_loop():.2f} s of CPU before the run."
+        f"loop of 10M steps took {_machine_loop():.2f} s of CPU before the run; load average "
+        f"{', '.join(f'{x:.2f}' for x in os.getloadavg())} (1, 5, 15 min) on {os.cpu_count()} "
+        "cores."
     )
     medians = run(counts, args.rounds)
     small, large = counts[0], counts[-1]
@@ -259,20 +272,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     for kind, by_count in medians.items():
         growth = (by_count[large] / large) / (by_count[small] / small)
-        verdict = "ok" if growth <= args.max_growth else "FAILED"
-        failed = failed or growth > args.max_growth
+        over_growth = growth > args.max_growth
         print(
             f"- {kind}: time per request at {large:,} requests is {growth:.2f}× that at "
-            f"{small:,} (limit {args.max_growth:g}×): {verdict}"
+            f"{small:,} (limit {args.max_growth:g}×): {'FAILED' if over_growth else 'ok'}"
         )
-        if args.max_seconds is not None:
-            over = by_count[large] > args.max_seconds
-            failed = failed or over
-            print(
-                f"- {kind}: {large:,} requests in {by_count[large]:.3f} s "
-                f"(limit {args.max_seconds:g} s): {'FAILED' if over else 'ok'}"
-            )
-    return 1 if failed else 0
+        target = by_count[large] / large * TARGET_REQUESTS
+        over_time = target > args.max_seconds
+        print(
+            f"- {kind}: {TARGET_REQUESTS:,} requests in {target:.3f} s of CPU "
+            f"(limit {args.max_seconds:g} s): {'FAILED' if over_time else 'ok'}"
+        )
+        failed = failed or over_growth or over_time
+    if failed and args.report_only:
+        print("\n(--report-only: a target was missed, exit status 0)")
+    return 1 if failed and not args.report_only else 0
 
 
 if __name__ == "__main__":
