@@ -278,9 +278,9 @@ _ODD_TEXT_BLANK = re.compile(r"[^\S \n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 def _sentence_list(text: str) -> list[str]:
     """The sentences of ``text``: each sentence end becomes a line break, in C, and when the
-    only blanks left are single spaces, trimming each line is all that is left to do (blanks
-    of any other kind, or a sentence longer than the 800 characters read, take the line by
-    line path of ``_line_sentences``)."""
+    only blanks left are single spaces, cutting each line to the 800 characters read and
+    trimming it is all that is left to do (blanks of any other kind take the line by line path
+    of ``_line_sentences``)."""
     marked = text
     for end, mark in _ENDS:
         marked = end.sub(mark, marked)
@@ -295,12 +295,13 @@ def _sentence_list(text: str) -> list[str]:
             if marked.isascii() and not any(mark in marked for mark in _LINE_BREAKS[1:])
             else marked.splitlines()
         )
-        if not pieces or max(map(len, pieces)) <= 2 * _MAX_SENTENCE:
-            lines = list(filter(None, map(str.strip, map(str.lstrip, pieces, repeat(_MARKS)))))
-            del lines[_MAX_SENTENCES_PER_MESSAGE:]
-            if lines and max(map(len, lines)) > _MAX_SENTENCE:
-                lines = [line[:_MAX_SENTENCE] for line in lines]
-            return lines
+        if pieces and max(map(len, pieces)) > 2 * _MAX_SENTENCE:
+            pieces = [piece[: 2 * _MAX_SENTENCE] for piece in pieces]  # what is read of each
+        lines = list(filter(None, map(str.strip, map(str.lstrip, pieces, repeat(_MARKS)))))
+        del lines[_MAX_SENTENCES_PER_MESSAGE:]
+        if lines and max(map(len, lines)) > _MAX_SENTENCE:
+            lines = [line[:_MAX_SENTENCE] for line in lines]
+        return lines
     return list(_sentences_by_line(text))
 
 
