@@ -282,8 +282,9 @@ def _sentence_list(text: str) -> list[str]:
     trimming it is all that is left to do (blanks of any other kind take the line by line path
     of ``_line_sentences``)."""
     marked = text
-    for end, mark in _ENDS:
-        marked = end.sub(mark, marked)
+    if _breaks(text):
+        for end, mark in _ENDS:
+            marked = end.sub(mark, marked)
     if not (
         "  " in marked
         or "\t" in marked
