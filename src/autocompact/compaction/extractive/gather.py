@@ -281,10 +281,11 @@ def _sentence_list(text: str) -> list[str]:
     only blanks left are single spaces, cutting each line to the 800 characters read and
     trimming it is all that is left to do (blanks of any other kind take the line by line path
     of ``_line_sentences``)."""
+    if not _breaks(text):  # each line is one sentence, of which 800 characters are read
+        return list(_sentences_by_line(text))
     marked = text
-    if _breaks(text):
-        for end, mark in _ENDS:
-            marked = end.sub(mark, marked)
+    for end, mark in _ENDS:
+        marked = end.sub(mark, marked)
     if not (
         "  " in marked
         or "\t" in marked
