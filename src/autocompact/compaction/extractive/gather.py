@@ -26,7 +26,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, count, repeat
-from operator import add, getitem
+from operator import add, itemgetter
 from typing import Any, NamedTuple
 
 from autocompact.compaction.clearing import is_cleared, read_target
@@ -461,6 +461,7 @@ _HARNESS_FIRST = frozenset("[<CcTtAaGg")
 # The first three characters of a harness sentence, lower-cased: a sentence is stripped, so only
 # those decide whether to try ``_HARNESS`` (one outside ASCII always tries it: ``re`` matches
 # some of them to an ASCII letter when it ignores case).
+_HEAD = itemgetter(slice(0, 3))
 _HARNESS_HEADS = frozenset(
     ("[re", "[to", "<co", "<lo", "<sy", "cav", "<ba", "thi", "ack", "got", "con")
 )
@@ -602,7 +603,7 @@ def _fact_key(match: re.Match[str]) -> str:
 
 def _user_text(material: Material, text: str) -> None:
     lines = _sentence_list(text)
-    heads = list(map(str.lower, map(getitem, lines, repeat(slice(0, 3)))))
+    heads: list[str] = list(map(str.lower, map(_HEAD, lines)))
     if not (_HARNESS_HEADS.isdisjoint(heads) and "".join(heads).isascii()):
         lines = [
             line
