@@ -89,7 +89,7 @@ CLEAR_AT_LEAST_SHARE = 0.05
 ``CompressOptions.clear_at_least_tokens``): every clearing rewrites the cached prompt prefix, so
 a small one costs more than it saves (Anthropic's ``clear_at_least`` is the model). A summary
 that could free less than this, and cannot bring the count below *warn*, is not sent either
-(design decision 69)."""
+(design decision 70)."""
 PROTECT_SHARE = 0.2
 """Clearing keeps the newest tool output up to ``min(protect_tool_tokens, this × window)``."""
 
