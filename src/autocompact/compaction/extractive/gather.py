@@ -26,7 +26,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, count, repeat
-from operator import add, itemgetter
+from operator import add
 from typing import Any, NamedTuple
 
 from autocompact.compaction.clearing import is_cleared, read_target
@@ -461,7 +461,6 @@ _HARNESS_FIRST = frozenset("[<CcTtAaGg")
 # The first three characters of a harness sentence, lower-cased: a sentence is stripped, so only
 # those decide whether to try ``_HARNESS`` (one outside ASCII always tries it: ``re`` matches
 # some of them to an ASCII letter when it ignores case).
-_HEAD = itemgetter(slice(0, 3))
 _HARNESS_HEADS = frozenset(
     ("[re", "[to", "<co", "<lo", "<sy", "cav", "<ba", "thi", "ack", "got", "con")
 )
@@ -582,10 +581,7 @@ _FACT_JOINS = (" is ", " are ", " was ", " = ", " : ", " equals ", " lives in ",
 
 def _sentence_fact(line: str) -> re.Match[str] | None:
     """``_fact`` of a sentence (of ``sentences``: single spaces only)."""
-    for join in _FACT_JOINS:
-        if join in line:
-            return _fact(line)
-    return None
+    return _fact(line) if any(map(line.__contains__, _FACT_JOINS)) else None
 
 
 def _fact(line: str) -> re.Match[str] | None:
@@ -602,26 +598,30 @@ def _fact_key(match: re.Match[str]) -> str:
 
 
 def _user_text(material: Material, text: str) -> None:
+    # Harness sentences are left out; only those that count are tested (the first ones, for the
+    # goal and the request's head, and those kept as items).
     lines = _sentence_list(text)
-    heads: list[str] = list(map(str.lower, map(_HEAD, lines)))
-    if not (_HARNESS_HEADS.isdisjoint(heads) and "".join(heads).isascii()):
-        lines = [
-            line
-            for line, head in zip(lines, heads, strict=True)
-            if (head not in _HARNESS_HEADS and head.isascii()) or _HARNESS.match(line) is None
-        ]
-    if not lines:
+    start = next((i for i, line in enumerate(lines) if not _is_harness(line)), None)
+    if start is None:
         return
     first_request = not material.has_goal
-    material.latest_request = _request_head(lines)
+    material.latest_request = _request_head(line for line in lines[start:] if not _is_harness(line))
     if first_request:
-        material.add(GOAL, lines[0], 100)
+        material.add(GOAL, lines[start], 100)
         material.has_goal = True
-    for section, line in _flagged(lines[1:] if first_request else lines, first_request):
-        _keep_user_sentence(material, section, line)
+        start += 1
+    for section, line in _flagged(lines[start:], first_request):
+        if not _is_harness(line):
+            _keep_user_sentence(material, section, line)
 
 
-def _request_head(lines: Sequence[str], limit: int = 160) -> str:
+def _is_harness(sentence: str) -> bool:
+    """Whether a (stripped) sentence is a harness line (``_HARNESS``)."""
+    head = sentence[:3].lower()
+    return (head in _HARNESS_HEADS or not head.isascii()) and _HARNESS.match(sentence) is not None
+
+
+def _request_head(lines: Iterable[str], limit: int = 160) -> str:
     """The request's sentences joined, cut after ``limit`` characters on a word boundary; only
     the sentences that reach the cut are joined."""
     head: list[str] = []
@@ -728,7 +728,7 @@ def gather(messages: Sequence[Message]) -> Material:
         for line in _sentence_list(text):
             if (
                 len(line) < 200
-                and any(join in line for join in _FACT_JOINS)
+                and any(map(line.__contains__, _FACT_JOINS))
                 and _HAS_TERM.search(line)
                 and _prose(line)
             ):
