@@ -257,9 +257,7 @@ class Material:
 
     def add(self, section: str, text: str, priority: int, key: str = "") -> None:
         self.position += 1
-        self.items.append(
-            Item(section=section, text=text, priority=priority, position=self.position, key=key)
-        )
+        self.items.append(Item(section, text, priority, self.position, key))  # positional: faster
 
 
 def sentences(text: str) -> Iterable[str]:
