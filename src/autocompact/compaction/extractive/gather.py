@@ -496,7 +496,10 @@ def _flagged(lines: Sequence[str], first_request: bool) -> Iterable[tuple[str, s
     constraint, goal = _word_lines(lower, ends)
     if first_request:
         goal = set()
-    term = _term_lines(joined, ends if simple else None)
+    # A first pass pays for itself over many lines; a few go straight to ``_HAS_TERM``.
+    term = (
+        _term_lines(joined, ends if simple else None) if len(lines) > 3 else set(range(len(lines)))
+    )
     for index in sorted(constraint | goal | term):
         line = lines[index]
         if len(line) < 12:
