@@ -31,8 +31,9 @@ missed, unless ``--report-only``):
 - linear time: the time per request at the largest count is at most ``--max-growth`` times
   that at the smallest (default 2.0: linear time gives about 1.0, the quadratic cliff issue 10
   found gave 10);
-- "2,000 requests well under a second": 2,000 requests at the largest count's time per request
-  take at most ``--max-seconds`` of CPU (default 0.75).
+- "2,000 requests well under a second": 2,000 requests (measured when 2,000 is among the counts,
+  else at the largest count's time per request) take at most ``--max-seconds`` of CPU (default
+  0.75).
 """
 
 from __future__ import annotations
@@ -249,8 +250,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--max-seconds",
         type=float,
         default=0.75,
-        help=f"fail when {TARGET_REQUESTS:,} requests of either kind (at the largest count's time "
-        "per request) take more CPU seconds than this (default 0.75)",
+        help=f"fail when {TARGET_REQUESTS:,} requests of either kind (measured, or at the largest "
+        "count's time per request) take more CPU seconds than this (default 0.75)",
     )
     parser.add_argument(
         "--report-only", action="store_true", help="print the tables and verdicts; never fail"
@@ -277,11 +278,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"- {kind}: time per request at {large:,} requests is {growth:.2f}× that at "
             f"{small:,} (limit {args.max_growth:g}×): {'FAILED' if over_growth else 'ok'}"
         )
-        target = by_count[large] / large * TARGET_REQUESTS
+        if TARGET_REQUESTS in by_count:
+            target, how = by_count[TARGET_REQUESTS], "measured"
+        else:
+            target, how = by_count[large] / large * TARGET_REQUESTS, f"from {large:,} requests"
         over_time = target > args.max_seconds
         print(
-            f"- {kind}: {TARGET_REQUESTS:,} requests in {target:.3f} s of CPU "
-            f"(limit {args.max_seconds:g} s): {'FAILED' if over_time else 'ok'}"
+            f"- {kind}: {TARGET_REQUESTS:,} requests in {target:.3f} s of CPU ({how}; "
+            f"limit {args.max_seconds:g} s): {'FAILED' if over_time else 'ok'}"
         )
         failed = failed or over_growth or over_time
     if failed and args.report_only:
