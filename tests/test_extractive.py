@@ -22,7 +22,7 @@ from autocompact.compaction.extractive import (
     key_terms,
     shorten_middle,
 )
-from autocompact.compaction.extractive.gather import sentences
+from autocompact.compaction.extractive.sentences import sentences
 from autocompact.compaction.prompts import SUMMARY_ACKNOWLEDGEMENT, SUMMARY_PREAMBLE
 from autocompact.content import FunctionCallPart, FunctionResponsePart, Message
 from autocompact.errors import ConfigError

@@ -1,7 +1,8 @@
 """The extractive summarizer: a ``<state_snapshot>`` built from the history itself, no model.
 
 Split by concern (STYLE.md): :mod:`.gather` decides what to keep, :mod:`.rank` what fits,
-:mod:`.render` how it reads; :mod:`.terms` holds the key-term helpers.
+:mod:`.render` how it reads; :mod:`.sentences` splits a message into sentences and
+:mod:`.terms` holds the key-term helpers.
 
 :func:`extractive_summary` is what the offline demo and replay use, and what the engine uses
 when no model is available for the side query; its signature fits
