@@ -173,14 +173,17 @@ class _SessionCore:
         store_owner: str | None = None,
         keep_share: float = COMPRESSION_PRESERVE_THRESHOLD,
         summary_target_tokens: int | None = None,
+        hold_until: int | None = None,
+        growth: GrowthLog | None = None,
     ) -> None:
         self.provider = provider
         self.keep_share = keep_share
         self.summary_target_tokens = summary_target_tokens
+        check_count(hold_until, "hold_until", optional=True)
         # SPEC §10.2/§10.7: no automatic side query while the count is below this.
-        self.hold_until: int | None = None
+        self.hold_until: int | None = hold_until
         # The recent growth of the count and the last compaction's age (design decision 63).
-        self._growth = GrowthLog()
+        self._growth = growth or GrowthLog()
         self.calibration = calibration or Calibration()
         self.clear_tool_outputs = clear_tool_outputs
         self.context_window = parse_window(context_window, name="context_window", minimum=1)
@@ -290,6 +293,12 @@ class _SessionCore:
     def breaker_open(self) -> bool:
         """Whether automatic compaction is paused by the circuit breaker."""
         return self.consecutive_failures >= MAX_CONSECUTIVE_FAILURES
+
+    @property
+    def growth(self) -> GrowthLog:
+        """The recent growth of the count and the last compaction's age (design decision 63);
+        a saved session keeps it (``GrowthLog.to_dict``) to continue with the same pace."""
+        return self._growth
 
     def space(self) -> SpaceBreakdown:
         """What holds the space in the context now, by category (``/context``)."""
@@ -869,6 +878,9 @@ class ChatSession(_SessionCore):
             ``last_prompt_token_count=0`` so the first send takes the cold estimate path).
         last_prompt_token_count: the provider's last count of ``history``, if known.
         consecutive_failures: the breaker's count to continue from.
+        hold_until: the breaker's hold to continue from (SPEC §10.2; a saved session's).
+        growth: the growth log to continue from (design decision 63; a saved session's, read
+            with :func:`autocompact.compaction.accounting.growth_from_dict`).
         image_token_estimate: tokens per image or document.
         hooks: callables that receive every :mod:`autocompact.events` record.
         max_output_tokens: the output cap of chat turns (``None``: the provider's default).

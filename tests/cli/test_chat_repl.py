@@ -121,6 +121,35 @@ def test_continue_of_a_long_session_compacts_on_the_first_send(chat_env: ChatEnv
     assert saved.history[-2].text == "next question"
 
 
+@pytest.mark.parametrize(("window", "held"), [([], True), (["--window", "33k"], False)])
+def test_continue_keeps_the_hold_on_the_same_window(
+    chat_env: ChatEnv, window: list[str], held: bool
+) -> None:
+    """A session saved during a hold (SPEC §10.2) resumes held: the restored history past
+    *hard* makes no side query, the guarantee trims the request instead, and the hold is saved
+    again. On another window the saved hold means nothing: it is dropped and the restore
+    compacts (as test_restored_history_past_threshold_compacts_before_send shows without one)."""
+    from autocompact.content import Message
+
+    store = SessionStore(chat_env.sessions)
+    with store.create(
+        provider="fake",
+        model="fake-model",
+        context_window=32_000,
+        window_source="configured",
+        cwd=chat_env.cwd,
+    ) as w:
+        for i in range(10):
+            w.append_messages([Message.user(f"q{i} {words(3_000)}"), Message.model(f"a{i}")])
+        w.record_state(last_prompt_token_count=500, consecutive_failures=1, hold_until=60_000)
+    result = chat_env.run(["chat", "--continue", "--provider", "fake", *window], ["next"])
+    assert result.code == 0, result.err
+    assert ("Compacting the conversation" in result.out) is not held, result.out
+    saved = store.open(w.id)
+    assert (saved.hold_until == 60_000) is held
+    assert saved.history[-2].text == "next"
+
+
 def test_continue_without_a_session_says_so(chat_env: ChatEnv) -> None:
     """--continue in a directory with no saved session is a clear usage error."""
     result = chat_env.run(["chat", "--continue", "--provider", "fake"])

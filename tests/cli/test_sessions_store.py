@@ -49,6 +49,25 @@ def test_round_trip_keeps_history_state_and_header(tmp_path: Path) -> None:
     assert saved.warnings == ()
 
 
+def test_sync_keeps_the_hold_and_the_growth_log(tmp_path: Path) -> None:
+    """The chat's saves carry the breaker's hold and the growth log; a reader gets them back,
+    and a clear drops them (SPEC §10.2, design decision 63)."""
+    store = _store(tmp_path)
+    growth = {"recent": [300, 400], "last_count": 9_000, "since_compaction": 1, "compacted_to": 7}
+    with store.create(provider="fake", model="m", context_window=32_000, cwd=tmp_path) as w:
+        w.sync(_turn(1), last_prompt_token_count=50, hold_until=25_000, growth=growth)
+        sid = w.id
+    saved = store.open(sid)
+    assert saved.hold_until == 25_000
+    assert saved.growth == growth
+    _, writer = store.open_for_append(sid)
+    with writer:
+        writer.sync(_turn(2), last_prompt_token_count=60)  # a clear: another history
+    saved = store.open(sid)
+    assert saved.hold_until is None
+    assert saved.growth is None
+
+
 def test_tool_parts_survive_the_round_trip(tmp_path: Path) -> None:
     """Function calls and responses are stored in the codec form and read back equal."""
     store = _store(tmp_path)

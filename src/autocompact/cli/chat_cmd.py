@@ -31,11 +31,13 @@ from autocompact.cli.repl import PipedInput, Repl, TerminalInput
 from autocompact.cli.slash import ChatContext
 from autocompact.cli.store_cmd import chat_store, store_address
 from autocompact.compaction import CompressionService
+from autocompact.compaction.accounting import GrowthLog, growth_from_dict
 from autocompact.content import portable_history
 from autocompact.context_report import WindowSource
 from autocompact.errors import (
     AutocompactError,
     ConfigError,
+    ContentError,
     SessionFileError,
     SessionInUseError,
 )
@@ -266,6 +268,7 @@ def run_chat(args: argparse.Namespace) -> int:
                 cwd=str(cwd),
             ),
         )
+    hold_until, growth = _breaker_of(saved, window)
     session = ChatSession(
         provider,
         context_window=window,
@@ -278,6 +281,8 @@ def run_chat(args: argparse.Namespace) -> int:
         last_prompt_token_count=0,
         calibration=calibration,
         consecutive_failures=saved.consecutive_failures if saved is not None else 0,
+        hold_until=hold_until,
+        growth=growth,
         image_token_estimate=settings.image_token_estimate,
         max_output_tokens=args.max_tokens,
         clear_tool_outputs=settings.tool_output_clearing,
@@ -454,6 +459,18 @@ def _greet(console: Console, ctx: ChatContext, saved: SavedSession | None) -> No
 # -- saving ----------------------------------------------------------------------------------
 
 
+def _breaker_of(saved: SavedSession | None, window: int) -> tuple[int | None, GrowthLog | None]:
+    """The saved hold and growth log, when the session continues on the window they were
+    measured on (another window's counts say nothing about this one)."""
+    if saved is None or saved.header.context_window != window:
+        return None, None
+    try:
+        growth = growth_from_dict(saved.growth, "the saved session's field")
+    except ContentError:  # a bad growth log is not worth refusing the session over
+        growth = None
+    return saved.hold_until, growth
+
+
 def _calibration_of(saved: SavedSession | None) -> Calibration:
     if saved is None or saved.calibration is None:
         return Calibration()
@@ -519,6 +536,8 @@ class _Saver:
                 last_prompt_token_count=session.last_prompt_token_count,
                 consecutive_failures=session.consecutive_failures,
                 calibration=session.calibration.to_dict() if session.calibration.samples else None,
+                hold_until=session.hold_until,
+                growth=session.growth.to_dict(),
             )
         except AutocompactError as exc:
             self.error = exc  # the chat goes on; the next save tries again

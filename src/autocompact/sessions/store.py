@@ -189,6 +189,8 @@ class SessionWriter:
         last_prompt_token_count: int = 0,
         consecutive_failures: int = 0,
         calibration: Any = None,
+        hold_until: int | None = None,
+        growth: JsonDict | None = None,
     ) -> None:
         """Persist whatever changed since the last call, in one write.
 
@@ -202,6 +204,8 @@ class SessionWriter:
             last_prompt_token_count: the chat's current value.
             consecutive_failures: the chat's current value.
             calibration: the current estimation calibration, if any.
+            hold_until: the breaker's hold, if one is on (SPEC §10.2).
+            growth: the growth log's JSON form (design decision 63), if the chat keeps one.
         """
         history = tuple(history)
         records: list[JsonDict] = []
@@ -224,19 +228,23 @@ class SessionWriter:
             new = history
         records.extend(message_record(m) for m in new)
         state = (last_prompt_token_count, consecutive_failures, calibration)
-        if state != self._state:
-            records.append(
-                {
-                    "type": "state",
-                    "last_prompt_token_count": last_prompt_token_count,
-                    "consecutive_failures": consecutive_failures,
-                    "calibration": calibration,
-                }
-            )
+        if state != self._state or (hold_until, growth) != (self._hold_until, self._growth):
+            state_record: JsonDict = {
+                "type": "state",
+                "last_prompt_token_count": last_prompt_token_count,
+                "consecutive_failures": consecutive_failures,
+                "calibration": calibration,
+            }
+            if hold_until is not None:
+                state_record["hold_until"] = hold_until
+            if growth is not None:
+                state_record["growth"] = growth
+            records.append(state_record)
         if records:
             self._write(records)
         self._history = history
         self._state = state
+        self._hold_until, self._growth = hold_until, growth
 
     def close(self) -> None:
         """Close the file and release the session (further appends raise)."""
