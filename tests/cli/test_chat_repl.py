@@ -91,8 +91,9 @@ def test_ctrl_c_mid_stream_keeps_the_history(chat_env: ChatEnv) -> None:
     assert [m.text for m in history] == ["q1", "first answer", "q3", "third answer"]
 
 
-def test_continue_of_a_long_session_compacts_on_the_first_send(chat_env: ChatEnv) -> None:
-    """A restored history past the threshold compacts before it is sent, whatever was saved."""
+def _saved_long_session(chat_env: ChatEnv, **state: int) -> tuple[SessionStore, str]:
+    """A saved 32K session of 10 turns (about 30K tokens: past auto/hard, inside the window),
+    its ``state`` record written with ``state``; returns the store and the session's id."""
     from autocompact.content import Message
 
     store = SessionStore(chat_env.sessions)
@@ -105,8 +106,14 @@ def test_continue_of_a_long_session_compacts_on_the_first_send(chat_env: ChatEnv
     ) as w:
         for i in range(10):
             w.append_messages([Message.user(f"q{i} {words(3_000)}"), Message.model(f"a{i}")])
-        # A stale, tiny count: trusting it would skip every threshold.
-        w.record_state(last_prompt_token_count=500, consecutive_failures=0)
+        w.record_state(**state)
+    return store, w.id
+
+
+def test_continue_of_a_long_session_compacts_on_the_first_send(chat_env: ChatEnv) -> None:
+    """A restored history past the threshold compacts before it is sent, whatever was saved."""
+    # A stale, tiny count: trusting it would skip every threshold.
+    store, sid = _saved_long_session(chat_env, last_prompt_token_count=500, consecutive_failures=0)
     # About 30K tokens: past auto/hard (22.4K) yet inside the fake's 32K window, so only the
     # pre-send cold estimate can trigger this compaction (not the provider's rejection).
     result = chat_env.run(["chat", "--continue", "--provider", "fake"], ["next question"])
@@ -115,7 +122,7 @@ def test_continue_of_a_long_session_compacts_on_the_first_send(chat_env: ChatEnv
     assert "Compacting the conversation (hard," in result.out  # 32K: hard collapses onto auto
     assert "Compressed" in result.out
     assert "reactive" not in result.out
-    saved = store.open(w.id)
+    saved = store.open(sid)
     assert saved.compactions[-1]["trigger"] == "hard"
     assert len(saved.history) < 20
     assert saved.history[-2].text == "next question"
@@ -128,24 +135,14 @@ def test_continue_keeps_the_hold_on_the_same_window(
     """A session saved during a hold (SPEC §10.2) resumes held: the restored history past
     *hard* makes no side query, the guarantee trims the request instead, and the hold is saved
     again. On another window the saved hold means nothing: it is dropped and the restore
-    compacts (as test_restored_history_past_threshold_compacts_before_send shows without one)."""
-    from autocompact.content import Message
-
-    store = SessionStore(chat_env.sessions)
-    with store.create(
-        provider="fake",
-        model="fake-model",
-        context_window=32_000,
-        window_source="configured",
-        cwd=chat_env.cwd,
-    ) as w:
-        for i in range(10):
-            w.append_messages([Message.user(f"q{i} {words(3_000)}"), Message.model(f"a{i}")])
-        w.record_state(last_prompt_token_count=500, consecutive_failures=1, hold_until=60_000)
+    compacts (as test_continue_of_a_long_session_compacts_on_the_first_send shows without one)."""
+    store, sid = _saved_long_session(
+        chat_env, last_prompt_token_count=500, consecutive_failures=1, hold_until=60_000
+    )
     result = chat_env.run(["chat", "--continue", "--provider", "fake", *window], ["next"])
     assert result.code == 0, result.err
     assert ("Compacting the conversation" in result.out) is not held, result.out
-    saved = store.open(w.id)
+    saved = store.open(sid)
     assert (saved.hold_until == 60_000) is held
     assert saved.history[-2].text == "next"
 

@@ -134,8 +134,19 @@ class SessionWriter:
         """Record the counters needed to resume (written only when they changed; ``hold_until``
         and ``growth``: the breaker's hold and the growth log, which a session store keeps)."""
         state = (last_prompt_token_count, consecutive_failures, calibration)
-        if state == self._state and (hold_until, growth) == (self._hold_until, self._growth):
+        record = self._state_record(state, hold_until, growth)
+        if record is None:
             return
+        self._write([record])
+        self._state, self._hold_until, self._growth = state, hold_until, growth
+
+    def _state_record(
+        self, state: tuple[int, int, Any], hold_until: int | None, growth: JsonDict | None
+    ) -> JsonDict | None:
+        """The ``state`` record to write, or ``None`` when nothing changed since the last one."""
+        if state == self._state and (hold_until, growth) == (self._hold_until, self._growth):
+            return None
+        last_prompt_token_count, consecutive_failures, calibration = state
         record: JsonDict = {
             "type": "state",
             "last_prompt_token_count": last_prompt_token_count,
@@ -146,10 +157,7 @@ class SessionWriter:
             record["hold_until"] = hold_until
         if growth is not None:
             record["growth"] = growth
-        self._write([record])
-        self._hold_until = hold_until
-        self._growth = growth
-        self._state = state
+        return record
 
     def record_compaction(self, info: object, history: Sequence[Message] | None = None) -> None:
         """Record a compaction attempt; ``history`` is the new history after a success."""
@@ -228,17 +236,8 @@ class SessionWriter:
             new = history
         records.extend(message_record(m) for m in new)
         state = (last_prompt_token_count, consecutive_failures, calibration)
-        if state != self._state or (hold_until, growth) != (self._hold_until, self._growth):
-            state_record: JsonDict = {
-                "type": "state",
-                "last_prompt_token_count": last_prompt_token_count,
-                "consecutive_failures": consecutive_failures,
-                "calibration": calibration,
-            }
-            if hold_until is not None:
-                state_record["hold_until"] = hold_until
-            if growth is not None:
-                state_record["growth"] = growth
+        state_record = self._state_record(state, hold_until, growth)
+        if state_record is not None:
             records.append(state_record)
         if records:
             self._write(records)
