@@ -63,16 +63,21 @@ def _session(store: Any, session_id: str | None, events: list[object]) -> ChatSe
     return session
 
 
-def _drive(session: ChatSession, events: list[object]) -> CompactionOutgrown:
-    """Steady sends until a compaction succeeds, one more call, then a burst that brings the
-    count back to auto 2 calls later: that compaction is judged outgrown, and the summary that
-    follows fails (counted too)."""
+def _compact_then_one_more(session: ChatSession) -> None:
+    """Steady sends until a compaction succeeds, then one more call."""
     for _ in range(30):
         session.send(STEADY)
         if session.compactions:
             break
     assert session.compactions, "no compaction within 30 sends"
     session.send(STEADY)
+
+
+def _drive(session: ChatSession, events: list[object]) -> CompactionOutgrown:
+    """Steady sends until a compaction succeeds, one more call, then a burst that brings the
+    count back to auto 2 calls later: that compaction is judged outgrown, and the summary that
+    follows fails (counted too)."""
+    _compact_then_one_more(session)
     session.send(BURST)
     judged = [e for e in events if isinstance(e, CompactionOutgrown)]
     assert len(judged) == 1
@@ -170,11 +175,7 @@ def test_the_judgement_holds_while_another_worker_has_the_lease(tmp_path: Path) 
     store = make_store("sqlite", tmp_path)
     events: list[object] = []
     session = _session(store, "leased", events)
-    for _ in range(30):
-        session.send(STEADY)
-        if session.compactions:
-            break
-    session.send(STEADY)
+    _compact_then_one_more(session)
     assert store.acquire_lease("leased", "another-worker") is not None
     session.send(BURST)
     (judged,) = [e for e in events if isinstance(e, CompactionOutgrown)]
@@ -302,11 +303,7 @@ def test_a_failed_judgement_write_leaves_the_session_as_it_was(tmp_path: Path) -
     store = _FailingJudgement(inner)
     events: list[object] = []
     session = _session(store, "failing", events)
-    for _ in range(30):
-        session.send(STEADY)
-        if session.compactions:
-            break
-    session.send(STEADY)
+    _compact_then_one_more(session)
     history, sent = session.history, len(session.provider.requests)  # type: ignore[attr-defined]
     with pytest.raises(SessionStoreError, match="the database is gone"):
         session.send(BURST)
@@ -322,15 +319,6 @@ def test_a_failed_judgement_write_leaves_the_session_as_it_was(tmp_path: Path) -
 
 
 # -- the growth log is the session's (design decision 69) ------------------------------------
-
-
-def _compact_then_one_more(session: ChatSession) -> None:
-    for _ in range(30):
-        session.send(STEADY)
-        if session.compactions:
-            break
-    assert session.compactions, "no compaction within 30 sends"
-    session.send(STEADY)
 
 
 def test_a_restart_between_a_compaction_and_the_burst_still_judges_it(
