@@ -188,7 +188,9 @@ def _labelled(state: SessionState, rnd: int) -> tuple[Said, Planted, str]:
     rng = state.rng
     label, key, shape = rng.choice(_KEYS)
     value = _fill(shape, state)
-    text = rng.choice((f"{label}: {value}", f"{label} = {value}", f"For the record, {label}: {value}"))
+    text = rng.choice(
+        (f"{label}: {value}", f"{label} = {value}", f"For the record, {label}: {value}")
+    )
     return ("user", text), Planted(kind="fact:labelled", value=value, sentence=text, round=rnd), key
 
 
@@ -203,9 +205,11 @@ def _prose(state: SessionState, rnd: int) -> tuple[Said, Planted, str]:
         if role == "user"
         else f"I checked the deploy config: {said}."
     )
-    return (role, text[0].upper() + text[1:]), Planted(
-        kind="fact:prose", value=value, sentence=said, round=rnd
-    ), f"the {key}"
+    return (
+        (role, text[0].upper() + text[1:]),
+        Planted(kind="fact:prose", value=value, sentence=said, round=rnd),
+        f"the {key}",
+    )
 
 
 def _multi(state: SessionState, rnd: int) -> tuple[Said, Planted]:
@@ -269,7 +273,10 @@ def _goal(state: SessionState, rnd: int, first: bool) -> tuple[Said, Planted]:
         for index, old in enumerate(state.items):
             if old.kind == "goal" and old.superseded is None:
                 state.items[index] = Planted(
-                    kind="goal", value=old.value, sentence=old.sentence, round=old.round,
+                    kind="goal",
+                    value=old.value,
+                    sentence=old.sentence,
+                    round=old.round,
                     superseded=rnd,
                 )
         value = f"/v2/reports/{rng.choice(_WORDS)}-{state.number()}"
@@ -346,15 +353,19 @@ def _tool_pair(state: SessionState) -> list[Message]:
         path = f"src/importer/{rng.choice(_WORDS)}.py"
         call = FunctionCallPart(id=cid, name="Read", arguments={"file_path": path})
         out = "\n".join(
-            f"def step_{k}(row):\n    return row.strip().split(';')" for k in range(rng.randrange(4, 14))
+            f"def step_{k}(row):\n    return row.strip().split(';')"
+            for k in range(rng.randrange(4, 14))
         )
     elif kind == "test":
         call = FunctionCallPart(id=cid, name="Bash", arguments={"command": "pytest -q tests"})
-        out = "\n".join(f"tests/test_rows.py::test_case_{k} PASSED" for k in range(rng.randrange(5, 20)))
+        out = "\n".join(
+            f"tests/test_rows.py::test_case_{k} PASSED" for k in range(rng.randrange(5, 20))
+        )
     else:
         call = FunctionCallPart(id=cid, name="Bash", arguments={"command": "cat settings.toml"})
         out = "\n".join(
-            f"{rng.choice(_WORDS)}_{k} = {rng.randrange(2, 99)}" for k in range(rng.randrange(6, 15))
+            f"{rng.choice(_WORDS)}_{k} = {rng.randrange(2, 99)}"
+            for k in range(rng.randrange(6, 15))
         )
     return [
         Message.model(state.rng.choice(_FILLER_MODEL), call),

@@ -26,6 +26,9 @@ normalised, whole tokens):
   test, go test, jest, vitest, rspec, make test) — the summary names its count (the number
   before ``tests`` or ``passed``);
 - **next step**: the latest user request of the part — the summary names it (as for the goal);
+  a request is text of three words or more, or with an identifier (``continue`` is none), and a
+  user message holding harness text is no request (a task notification ends with a sentence of
+  its own after the tag);
 - **harness-free**: the summary holds no harness text (``<task-notification>``,
   ``<system-reminder>``, ``[Request interrupted``, ``STOP what you are doing``, the tool-rejection
   sentence, ``<command-name>``, ``<local-command-``).
@@ -98,11 +101,18 @@ def _request(message: Message) -> str | None:
     """A user message's own text (harness blocks removed), or None when nothing is left."""
     if message.role != "user" or message.function_responses:
         return None
+    if any(h in message.text.lower() for h in HARNESS):  # a notification's tail is harness too
+        return None
     text = _TAGGED.sub("", message.text).strip()
     low = text.lower()
-    if not text or any(low.startswith(h) for h in (*HARNESS, "caveat:", "this session is being")):
+    if not text or any(low.startswith(h) for h in ("caveat:", "this session is being")):
         return None
     return text
+
+
+def _substantial(request: str) -> bool:
+    """A request that asks for something: three words or more, or an identifier."""
+    return len(request.split()) >= 3 or bool(_IDENT.search(request))
 
 
 def _names_request(summary: str, request: str) -> bool:
@@ -135,7 +145,7 @@ def _facts(part: Sequence[Message]) -> dict[str, Any]:
             call = calls.get(response.id)
             if call is not None:
                 results.append((call, str(response.response), response.is_error))
-    requests = [r for r in map(_request, part) if r]
+    requests = [r for r in map(_request, part) if r and _substantial(r)]
     files = sorted(
         {
             Path(str(c.arguments.get("file_path") or c.arguments.get("notebook_path"))).name
@@ -149,7 +159,8 @@ def _facts(part: Sequence[Message]) -> dict[str, Any]:
     for index, (call, text, error) in enumerate(results):
         command = str(call.arguments.get("command", ""))
         if not error and re.search(r"\bbd close\b", command):
-            done |= set(re.findall(r"\b[a-z]+-[\w.]+\b", command.split("bd close", 1)[1]))
+            ids = re.split(r"\s--|&&|;|\||\n", command.split("bd close", 1)[1])[0]
+            done |= set(re.findall(r"\b[a-z]+-[a-z0-9]+(?:\.\d+)*\b", ids))
         if not error and re.search(r"\bgit commit\b", command):
             done.add("commit")
         if call.name == "TodoWrite":
@@ -235,17 +246,30 @@ def recorded_handoff(directory: Path | None = None) -> list[dict[str, Any]] | No
         cuts = [m.position for m in transcript.compactions] or [len(messages)]
         start = 0
         for cut in cuts:
-            cc_index = next((i for i in summaries if i >= cut), None) if transcript.compactions else None
+            cc_index = (
+                next((i for i in summaries if i >= cut), None) if transcript.compactions else None
+            )
             part = list(messages[start:cut])
             truth = [m for i, m in enumerate(part, start) if i not in transcript.summary_positions]
             facts = _facts(truth)
             cc = messages[cc_index].text if cc_index is not None else None
             ours = _ours(part, max(256, len(cc) // 4) if cc else None)
-            where = f"{path.name.split('.')[0][:8]} @{cut}" + ("" if cc else " (end, no CC summary)")
+            where = f"{path.name.split('.')[0][:8]} @{cut}" + (
+                "" if cc else " (end, no CC summary)"
+            )
             size = sum(len(message_text(m)) for m in truth) // 4
             if cc is not None:
-                rows.append({"point": where, "part_tokens": size, "by": "Claude Code", **checklist(facts, cc)})
-            rows.append({"point": where, "part_tokens": size, "by": "autocompact", **checklist(facts, ours)})
+                rows.append(
+                    {
+                        "point": where,
+                        "part_tokens": size,
+                        "by": "Claude Code",
+                        **checklist(facts, cc),
+                    }
+                )
+            rows.append(
+                {"point": where, "part_tokens": size, "by": "autocompact", **checklist(facts, ours)}
+            )
             start = cut
     return rows
 

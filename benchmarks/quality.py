@@ -38,8 +38,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _quality_corpus import new_round, new_state, trigger_words_in  # noqa: E402
-from _quality_score import COMPACTORS, Counter, Record, run_session  # noqa: E402
+from _quality_corpus import new_round, new_state, trigger_words_in
+from _quality_score import COMPACTORS, Counter, Record, run_session
 
 KINDS = ("chat", "mixed")
 BUDGETS = (0.10, 0.20, 0.30)
@@ -136,13 +136,17 @@ def targets(rows: Sequence[dict[str, Any]], rounds: int) -> list[dict[str, Any]]
                 lambda v: v >= 0.85,
             )
         tens = [r["kept"] for r in mine if r["budget"] == 0.1]
-        add(f"{kind}: kept at 10 %, every round ≥ 50 %", min(tens, default=None), lambda v: v >= 0.5)
+        add(
+            f"{kind}: kept at 10 %, every round ≥ 50 %", min(tens, default=None), lambda v: v >= 0.5
+        )
         add(
             f"{kind}: compactions within budget (both oracles)",
             sum(r["within_budget"] for r in mine) / sum(r["compactions"] for r in mine),
             lambda v: v == 1.0,
         )
-        add(f"{kind}: stale values carried", sum(r["stale_carried"] for r in mine), lambda v: v == 0)
+        add(
+            f"{kind}: stale values carried", sum(r["stale_carried"] for r in mine), lambda v: v == 0
+        )
     return out
 
 
@@ -150,7 +154,9 @@ def _pct(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.0f} %"
 
 
-def print_synthetic(rows: Sequence[dict[str, Any]], rounds: int, seeds: Sequence[int], unit: str) -> None:
+def print_synthetic(
+    rows: Sequence[dict[str, Any]], rounds: int, seeds: Sequence[int], unit: str
+) -> None:
     """The tables of part 1, as Markdown."""
     print("## Planted items through repeated compaction\n")
     print(f"Seeds {', '.join(map(str, seeds))}; {rounds} rounds; token oracle {unit}.\n")
@@ -159,7 +165,11 @@ def print_synthetic(rows: Sequence[dict[str, Any]], rounds: int, seeds: Sequence
     head = "| " + " | ".join(f"round {k}" for k in range(1, rounds + 1)) + " |"
     for kind in KINDS:
         print(f"### {kind} sessions: share of planted items kept\n")
-        print("| compactor | budget " + head + " stale carried | within budget | largest summary |")
+        print(
+            "| compactor | budget "
+            + head
+            + " stale carried | within budget | largest summary (chars / tokens) |"
+        )
         print("|---|---|" + "---|" * (rounds + 3))
         for name in COMPACTORS:
             for budget in budgets:
@@ -170,11 +180,12 @@ def print_synthetic(rows: Sequence[dict[str, Any]], rounds: int, seeds: Sequence
                 stale = sum(c["stale_carried"] for c in got), sum(c["stale_total"] for c in got)
                 within = sum(c["within_budget"] for c in got), sum(c["compactions"] for c in got)
                 largest = max(c["summary_share_chars"] for c in got)
+                largest_tokens = max(c["summary_share_tokens"] for c in got)
                 print(
                     f"| {name} | {100 * budget:g} % | "
                     + " | ".join(_pct(c["kept"] if c else None) for c in cells)
                     + f" | {stale[0]} of {stale[1]} | {within[0]} of {within[1]} "
-                    f"| {100 * largest:.1f} % |"
+                    f"| {100 * largest:.1f} % / {100 * largest_tokens:.1f} % |"
                 )
         print()
         for budget in budgets:
@@ -185,7 +196,9 @@ def print_synthetic(rows: Sequence[dict[str, Any]], rounds: int, seeds: Sequence
                 cells = [index.get(("autocompact", kind, budget, k)) for k in range(1, rounds + 1)]
                 print(
                     f"| {item_kind} | "
-                    + " | ".join(_pct(c["kept_by_type"].get(item_kind) if c else None) for c in cells)
+                    + " | ".join(
+                        _pct(c["kept_by_type"].get(item_kind) if c else None) for c in cells
+                    )
                     + " |"
                 )
             print()
