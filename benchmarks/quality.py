@@ -105,6 +105,8 @@ def aggregate(records: Sequence[Record]) -> list[dict[str, Any]]:
                 "stale_carried": sum(r.stale_carried for r in group),
                 "stale_total": sum(r.stale_total for r in group),
                 "within_budget": sum(r.within_chars and r.within_tokens for r in group),
+                "within_chars": sum(r.within_chars for r in group),
+                "within_tokens": sum(r.within_tokens for r in group),
                 "compactions": len(group),
                 "summary_share_chars": max(r.summary_chars / r.part_chars for r in group),
                 "summary_share_tokens": max(r.summary_tokens / r.part_tokens for r in group),
@@ -168,7 +170,7 @@ def print_synthetic(
         print(
             "| compactor | budget "
             + head
-            + " stale carried | within budget | largest summary (chars / tokens) |"
+            + " stale carried | within budget (chars / tokens) | largest summary (chars / tokens) |"
         )
         print("|---|---|" + "---|" * (rounds + 3))
         for name in COMPACTORS:
@@ -178,13 +180,14 @@ def print_synthetic(
                 if not got:
                     continue
                 stale = sum(c["stale_carried"] for c in got), sum(c["stale_total"] for c in got)
-                within = sum(c["within_budget"] for c in got), sum(c["compactions"] for c in got)
+                within = [sum(c[k] for c in got) for k in ("within_chars", "within_tokens")]
+                total = sum(c["compactions"] for c in got)
                 largest = max(c["summary_share_chars"] for c in got)
                 largest_tokens = max(c["summary_share_tokens"] for c in got)
                 print(
                     f"| {name} | {100 * budget:g} % | "
                     + " | ".join(_pct(c["kept"] if c else None) for c in cells)
-                    + f" | {stale[0]} of {stale[1]} | {within[0]} of {within[1]} "
+                    + f" | {stale[0]} of {stale[1]} | {within[0]} / {within[1]} of {total} "
                     f"| {100 * largest:.1f} % / {100 * largest_tokens:.1f} % |"
                 )
         print()
