@@ -12,7 +12,8 @@ normalised, whole tokens):
   of its identifiers (a token holding ``-``, ``_``, ``.``, ``/`` or a digit), or, if it has none,
   half of its words of six letters or more;
 - **status**: what the part shows done — the ids closed by a successful ``bd close``, the
-  completed TodoWrite items, and ``commit`` when a ``git commit`` succeeded — the share named;
+  completed TodoWrite items, and ``commit`` when a ``git commit`` succeeded — the share named (an
+  id also counts without its project prefix: ``gqc.4`` names ``spotter-gqc.4``);
 - **files**: the files edited or written (Edit, MultiEdit, Write, NotebookEdit), the share whose
   base name the summary names;
 - **errors**: each tool error (a result flagged as an error; the tool-rejection and interruption
@@ -124,6 +125,14 @@ def _names_request(summary: str, request: str) -> bool:
     return bool(words) and sum(kept(summary, w) for w in words) * 2 >= len(words)
 
 
+def _names_id(summary: str, ident: str) -> bool:
+    """An id named whole, or without its project prefix (``gqc.4`` for ``spotter-gqc.4``)."""
+    tail = ident.split("-", 1)[-1]
+    return kept(summary, ident) or (
+        tail != ident and len(tail) >= 4 and bool(re.search(r"[.\d]", tail)) and kept(summary, tail)
+    )
+
+
 def _signature(call: FunctionCallPart) -> str:
     command = call.arguments.get("command")
     if isinstance(command, str):
@@ -142,9 +151,9 @@ def _facts(part: Sequence[Message]) -> dict[str, Any]:
         for call in message.function_calls:
             calls[call.id] = call
         for response in message.function_responses:
-            call = calls.get(response.id)
-            if call is not None:
-                results.append((call, str(response.response), response.is_error))
+            called = calls.get(response.id)
+            if called is not None:
+                results.append((called, str(response.response), response.is_error))
     requests = [r for r in map(_request, part) if r and _substantial(r)]
     files = sorted(
         {
@@ -203,7 +212,7 @@ def checklist(facts: dict[str, Any], summary: str) -> dict[str, Any]:
     return {
         "tokens": len(summary) // 4,
         "goal": None if facts["goal"] is None else _names_request(normal, facts["goal"]),
-        "status": [sum(kept(normal, d) for d in facts["done"]), len(facts["done"])],
+        "status": [sum(_names_id(normal, d) for d in facts["done"]), len(facts["done"])],
         "files": [sum(kept(normal, f) for f in facts["files"]), len(facts["files"])],
         "fixed_called_open": [sum(map(called_open, fixed)), len(fixed)],
         "open_named": [sum(kept(normal, s) for s in still_open), len(still_open)],

@@ -22,7 +22,8 @@ tool call's name and JSON arguments and every tool result, one message a line.
 
 Match rule: an item is kept when its value occurs in the summary after both are normalised
 (Unicode NFKC, case folded, backticks, quotes and ``*`` removed, runs of white space made one
-space), not preceded or followed by a letter or a digit (``pg-x-41`` is not in ``pg-x-410``).
+space), not preceded or followed by a letter or a digit, nor followed by ``-``, ``.``, ``/`` or
+``_`` and one (``pg-x-41`` is not in ``pg-x-410``, ``spotter-gqc`` not in ``spotter-gqc.4``).
 A value cut by an ellipsis is not kept. A stale value is *carried* when it matches the same way.
 """
 
@@ -74,7 +75,8 @@ def normalise(text: str) -> str:
 def kept(summary_normal: str, value: str) -> bool:
     """Whether ``value`` occurs in an already normalised summary (module docstring)."""
     needle = re.escape(normalise(value))
-    return re.search(rf"(?<![a-z0-9]){needle}(?![a-z0-9])", summary_normal) is not None
+    pattern = rf"(?<![a-z0-9]){needle}(?![a-z0-9]|[-./_][a-z0-9])"
+    return re.search(pattern, summary_normal) is not None
 
 
 # A compactor: (part, target tokens, items active now, rng) -> (summary, next history head)
