@@ -19,7 +19,10 @@ oracle that knows the items (it shows the targets fit in the budget). See ``_qua
 for the compactors, the oracles and the match rule.
 
 Part 2 (recorded sessions, ``_quality_handoff.py``): a handoff checklist for autocompact's offline
-summary next to Claude Code's own summary at each of Claude Code's compactions.
+summary next to Claude Code's own summary at each of Claude Code's compactions; skipped with a
+message when the sessions are absent. ``--room`` adds the room tables of the script before the
+rewrite (``_quality_room.py``: no NOOP for lack of a cut, the size after compaction at the 70 %
+point, the files touched that each summary names).
 
 Targets, for autocompact on each session kind (exit 1 when one is missed, unless
 ``--report-only``): at 20 % ≥ 90 % of the items after round 1 and ≥ 85 % after the last round;
@@ -116,8 +119,10 @@ def aggregate(records: Sequence[Record]) -> list[dict[str, Any]]:
     return rows
 
 
-def targets(rows: Sequence[dict[str, Any]], rounds: int) -> list[dict[str, Any]]:
-    """The targets for autocompact on each kind, with the measured figure and a verdict."""
+def targets(
+    rows: Sequence[dict[str, Any]], rounds: int, compactor: str = "autocompact"
+) -> list[dict[str, Any]]:
+    """The targets for ``compactor`` on each kind, with the measured figure and a verdict."""
     out = []
 
     def add(name: str, measured: float | None, ok: Callable[[float], bool]) -> None:
@@ -125,7 +130,7 @@ def targets(rows: Sequence[dict[str, Any]], rounds: int) -> list[dict[str, Any]]
             out.append({"target": name, "measured": measured, "met": ok(measured)})
 
     for kind in KINDS:
-        mine = [r for r in rows if r["compactor"] == "autocompact" and r["kind"] == kind]
+        mine = [r for r in rows if r["compactor"] == compactor and r["kind"] == kind]
         if not mine:
             continue
         at = {(r["budget"], r["round"]): r for r in mine}
@@ -148,6 +153,49 @@ def targets(rows: Sequence[dict[str, Any]], rounds: int) -> list[dict[str, Any]]
         )
         add(
             f"{kind}: stale values carried", sum(r["stale_carried"] for r in mine), lambda v: v == 0
+        )
+    return out
+
+
+def sanity(rows: Sequence[dict[str, Any]], rounds: int) -> list[dict[str, Any]]:
+    """Checks that the benchmark itself works: the controls score low, the oracle meets every
+    target (the targets fit in the budget), and the budget binds (autocompact's summaries and
+    the controls' shares grow with it). A failed check means a broken benchmark."""
+    out: list[dict[str, Any]] = []
+    if not rows:
+        return out
+    controls = [r for r in rows if r["compactor"] in ("head+tail", "random sentences")]
+    worst = max(r["kept"] or 0.0 for r in controls if r["budget"] <= 0.1 + 1e-9 or r["round"] > 1)
+    out.append(
+        {
+            "target": "benchmark: controls keep < 60 % (at 10 %; from round 2 at any budget)",
+            "measured": worst,
+            "met": worst < 0.6,
+        }
+    )
+    oracle = targets(rows, rounds, "oracle")
+    out.append(
+        {
+            "target": "benchmark: the oracle meets every target (they fit in the budget)",
+            "measured": sum(v["met"] for v in oracle) / len(oracle) if oracle else 1.0,
+            "met": all(v["met"] for v in oracle),
+        }
+    )
+    budgets = sorted({r["budget"] for r in rows})
+    if len(budgets) > 1:
+        size = {
+            b: sum(r["summary_share_chars"] for r in rows
+                   if r["compactor"] == "autocompact" and r["budget"] == b)
+            for b in budgets
+        }  # fmt: skip
+        growth = size[budgets[-1]] / max(size[budgets[0]], 1e-9)
+        out.append(
+            {
+                "target": f"benchmark: the budget binds (autocompact's summaries at "
+                f"{100 * budgets[-1]:g} % vs {100 * budgets[0]:g} %, × ≥ 1.5)",
+                "measured": growth,
+                "met": growth >= 1.5,
+            }
         )
     return out
 
@@ -217,6 +265,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--report-only", action="store_true", help="never exit 1")
     parser.add_argument("--sessions-only", action="store_true", help="only the recorded part")
     parser.add_argument("--no-sessions", action="store_true", help="skip the recorded part")
+    parser.add_argument(
+        "--room",
+        action="store_true",
+        help="also print the room tables on the recorded sessions (Markdown only)",
+    )
     args = parser.parse_args(argv)
     if args.rounds < 1 or not all(0 < b < 1 for b in args.budgets):
         parser.error("--rounds must be ≥ 1 and every --budgets value between 0 and 1")
@@ -234,7 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         records += run_session(name, kind, seed, budget, args.rounds, tokens)
         rows = aggregate(records)
     handoff = None if args.no_sessions else recorded_handoff()
-    verdicts = targets(rows, args.rounds)
+    verdicts = targets(rows, args.rounds) + sanity(rows, args.rounds)
     if args.json:
         out = {
             "seeds": args.seeds,
@@ -250,13 +303,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         if rows:
             print_synthetic(rows, args.rounds, args.seeds, unit)
-        if handoff is not None:
+        if not args.no_sessions:
             print_handoff(handoff)
-        print("## Targets (autocompact)\n")
-        print("| target | measured | verdict |\n|---|---|---|")
+        if args.room:
+            from _quality_room import recorded
+
+            recorded()
+            print()
+        if verdicts:
+            print("## Targets (autocompact) and the benchmark's own checks\n")
+            print("| target | measured | verdict |\n|---|---|---|")
         for v in verdicts:
             measured = v["measured"]
             shown = f"{100 * measured:.0f} %" if isinstance(measured, float) else str(measured)
+            if "×" in v["target"]:
+                shown = f"{measured:.2f}×"
             print(f"| {v['target']} | {shown} | {'met' if v['met'] else 'NOT met'} |")
     missed = [v for v in verdicts if not v["met"]]
     return 1 if missed and not args.report_only else 0

@@ -179,7 +179,11 @@ def test_quality_json_has_every_field(quality_json: dict[str, Any]) -> None:
     record = quality_json["records"][0]
     for key in ("part_chars", "part_tokens", "target_tokens", "summary_chars", "summary_tokens"):
         assert record[key] >= 0, key
-    assert {t["target"].split(":")[0] for t in quality_json["targets"]} == {"chat", "mixed"}
+    assert {t["target"].split(":")[0] for t in quality_json["targets"]} == {
+        "chat",
+        "mixed",
+        "benchmark",
+    }
 
 
 def test_quality_naive_control_keeps_little_at_ten_percent(quality_json: dict[str, Any]) -> None:
