@@ -287,3 +287,12 @@ def test_handoff_checklist_sees_fixed_errors_called_open() -> None:
     assert good["harness_free"]
     assert good["goal"]
     assert good["next_step"]
+
+
+def test_handoff_skips_absent_sessions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without recorded sessions the handoff part returns None and prints why it was skipped."""
+    handoff = _bench_module("_quality_handoff")
+    rows = handoff.recorded_handoff(tmp_path / "absent")
+    assert rows is None
+    handoff.print_handoff(rows)
+    assert "not found" in capsys.readouterr().out
