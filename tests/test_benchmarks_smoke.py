@@ -1,4 +1,4 @@
-"""Smoke test of ``benchmarks/run.py --quick``: it runs and prints every section of the report.
+"""Smoke tests of ``benchmarks/run.py --quick`` and ``benchmarks/quality.py`` on tiny inputs.
 
 No timing is asserted (benchmarks never decide pass/fail); only the report's structure, and that
 the offline tiktoken loader yields the real ``o200k_base``.
@@ -6,12 +6,17 @@ the offline tiktoken loader yields the real ``o200k_base``.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from autocompact.content import FunctionCallPart, FunctionResponsePart, Message
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
@@ -112,3 +117,182 @@ def test_offline_tiktoken_is_the_real_o200k_base() -> None:
     assert encoding.name == "o200k_base"
     assert encoding.encode("hello world") == [24912, 2375]
     assert encoding.n_vocab == 200019
+
+
+# --- benchmarks/quality.py: only what holds by construction, never the summarizer's targets ---
+
+QUALITY_SEEDS = ("11", "12")  # the reported run uses 9001-9004
+
+
+@pytest.fixture(scope="module")
+def quality_json() -> dict[str, Any]:
+    """Run quality.py once on two small seeds, two rounds, 10 and 30 %; return its JSON."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "quality.py"),
+            "--seeds",
+            *QUALITY_SEEDS,
+            "--rounds",
+            "2",
+            "--budgets",
+            "0.1",
+            "0.3",
+            "--json",
+            "--report-only",
+            "--no-sessions",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    data: dict[str, Any] = json.loads(done.stdout)
+    return data
+
+
+def _rows(data: dict[str, Any], compactor: str, budget: float) -> list[dict[str, Any]]:
+    return [r for r in data["rows"] if r["compactor"] == compactor and r["budget"] == budget]
+
+
+def test_quality_json_has_every_field(quality_json: dict[str, Any]) -> None:
+    """Rows, records and targets carry every field, for every compactor, kind, budget and round."""
+    rows = quality_json["rows"]
+    assert {r["compactor"] for r in rows} == {
+        "autocompact",
+        "head+tail",
+        "random sentences",
+        "oracle",
+    }
+    assert {r["kind"] for r in rows} == {"chat", "mixed"}
+    assert {(r["budget"], r["round"]) for r in rows} == {(b, k) for b in (0.1, 0.3) for k in (1, 2)}
+    for row in rows:
+        for key in ("kept", "kept_by_type", "stale_carried", "stale_total", "within_budget"):
+            assert key in row, key
+        assert row["compactions"] == len(QUALITY_SEEDS)
+    kinds = set().union(*(r["kept_by_type"] for r in rows))
+    assert {"constraint", "preference", "fact:labelled", "fact:prose", "multi-sentence"} <= kinds
+    assert "update" in kinds
+    assert "goal" in kinds
+    record = quality_json["records"][0]
+    for key in ("part_chars", "part_tokens", "target_tokens", "summary_chars", "summary_tokens"):
+        assert record[key] >= 0, key
+    assert {t["target"].split(":")[0] for t in quality_json["targets"]} == {
+        "chat",
+        "mixed",
+        "benchmark",
+    }
+
+
+def test_quality_naive_control_keeps_little_at_ten_percent(quality_json: dict[str, Any]) -> None:
+    """The head+tail control keeps under 60 % of the planted items at a 10 % budget."""
+    for row in _rows(quality_json, "head+tail", 0.1):
+        assert row["kept"] < 0.6, row
+
+
+def test_quality_budget_binds(quality_json: dict[str, Any]) -> None:
+    """The targets passed at 10 % and 30 % differ, and the control's summaries grow with them."""
+    for kind in ("chat", "mixed"):
+        for seed in map(int, QUALITY_SEEDS):
+            targets = {
+                r["budget"]: r["target_tokens"]
+                for r in quality_json["records"]
+                if r["compactor"] == "autocompact"
+                and r["kind"] == kind
+                and r["seed"] == seed
+                and r["round"] == 1
+            }
+            assert targets[0.3] > 2 * targets[0.1]
+    small = sum(r["summary_share_chars"] for r in _rows(quality_json, "head+tail", 0.1))
+    large = sum(r["summary_share_chars"] for r in _rows(quality_json, "head+tail", 0.3))
+    assert large > 2 * small
+
+
+def _bench_module(name: str) -> Any:
+    sys.path.insert(0, str(BENCH))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_quality_corpus_avoids_trigger_words() -> None:
+    """The generated sessions hold no trigger word, and the check finds one when it is there."""
+    corpus = _bench_module("_quality_corpus")
+    quality = _bench_module("quality")
+    quality.check_corpus([11], 3)  # raises SystemExit on a trigger word
+    assert corpus.trigger_words_in("You must never push; Update: the port is 9") == [
+        "must",
+        "never",
+        "Update",
+    ]
+
+
+def test_quality_match_rule_needs_whole_values() -> None:
+    """A value counts only whole: not inside a longer number, and not when cut by an ellipsis."""
+    score = _bench_module("_quality_score")
+    summary = score.normalise("Host: `PG-amber-4102.internal`; port 44120; bucket exp-arc…")
+    assert score.kept(summary, "pg-amber-4102.internal")
+    assert not score.kept(summary, "4412")
+    assert not score.kept(summary, "exp-archive-88")
+
+
+def test_quality_targets_fail_when_missed() -> None:
+    """Rows below the targets give NOT met verdicts: quality.py exits 1 without --report-only."""
+    quality = _bench_module("quality")
+    rows = [
+        {
+            "compactor": "autocompact",
+            "kind": "chat",
+            "budget": budget,
+            "round": rnd,
+            "kept": 0.4,
+            "stale_carried": 1,
+            "within_budget": 1,
+            "compactions": 2,
+        }
+        for budget in (0.1, 0.2)
+        for rnd in (1, 2)
+    ]
+    verdicts = quality.targets(rows, 2)
+    assert len(verdicts) == 5
+    assert not any(v["met"] for v in verdicts)
+
+
+def test_handoff_checklist_sees_fixed_errors_called_open() -> None:
+    """An error retried with success is fixed; a summary that lists it failed calls it open."""
+    handoff = _bench_module("_quality_handoff")
+    push = {"command": "git push 2>&1"}
+    part = [
+        Message.user("Ship `spotter-7` to the remote please"),
+        Message.model("Pushing.", FunctionCallPart(id="a", name="Bash", arguments=push)),
+        Message.user(
+            FunctionResponsePart(id="a", name="Bash", response="fatal: no upstream", is_error=True)
+        ),
+        Message.model("Retrying.", FunctionCallPart(id="b", name="Bash", arguments=push)),
+        Message.user(FunctionResponsePart(id="b", name="Bash", response="ok")),
+        Message.user("<task-notification>done</task-notification>\nRead the output file."),
+    ]
+    facts = handoff._facts(part)
+    assert facts["errors"] == [("git push", True)]
+    assert facts["next"] == "Ship `spotter-7` to the remote please"
+    bad = handoff.checklist(facts, "Errors:\n- git push failed: no upstream\n<task-notification>")
+    good = handoff.checklist(facts, "spotter-7: git push failed, then worked with -u.")
+    assert bad["fixed_called_open"] == [1, 1]
+    assert not bad["harness_free"]
+    assert not bad["goal"]
+    assert good["fixed_called_open"] == [0, 1]
+    assert good["harness_free"]
+    assert good["goal"]
+    assert good["next_step"]
+
+
+def test_handoff_skips_absent_sessions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without recorded sessions the handoff part returns None and prints why it was skipped."""
+    handoff = _bench_module("_quality_handoff")
+    rows = handoff.recorded_handoff(tmp_path / "absent")
+    assert rows is None
+    handoff.print_handoff(rows)
+    assert "not found" in capsys.readouterr().out
