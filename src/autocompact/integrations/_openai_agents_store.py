@@ -24,10 +24,10 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from autocompact.chat import _SessionCore
 from autocompact.compaction.plan import CompressionInfo, CompressionTrigger
 from autocompact.compaction.service import drive_flow_async
 from autocompact.content import Message
+from autocompact.engine import Engine
 from autocompact.errors import ContentError, SessionStoreError
 from autocompact.estimation import Calibration
 from autocompact.events import Hook
@@ -102,7 +102,7 @@ class StoreSession:
             hooks=hooks,
         )
 
-    def _core(self) -> _SessionCore:
+    def _core(self) -> Engine:
         return self._guard.store_core(
             self.store,
             self.session_id,

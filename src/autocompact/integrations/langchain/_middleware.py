@@ -54,12 +54,12 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from autocompact.chat import _SessionCore
 from autocompact.compaction.extractive import extractive_summary
 from autocompact.compaction.plan import CompressionStatus
 from autocompact.compaction.service import CompressionService
 from autocompact.content import Message
 from autocompact.context_report import ContextReport, build_context_report
+from autocompact.engine import CarriedState, ConversationState, Engine, EngineConfig
 from autocompact.errors import ConfigError, ContextOverflowError, ProviderError
 from autocompact.estimation import Calibration
 from autocompact.events import Hook
@@ -137,18 +137,23 @@ class _Turn:
         self.turn_id = _turn_id(body)
         self.stored: _Stored | None = None
         tier = Tier(entry["tier"]) if "tier" in entry else None
+        config = EngineConfig(
+            context_window=middleware.context_window,
+            system_instruction=system,
+            tools=fixed.tools,
+            image_token_estimate=middleware.image_token_estimate,
+            clear_tool_outputs=middleware.clear_tool_outputs,
+        )
+        provider = middleware.summary_provider(fixed.model)
+        service = middleware.compression_service(fixed.model)
         if middleware.store is not None:
             # The conversation is the store's: the state's history gives way to it.
             self.stored = _Stored(middleware.store, middleware.session_of())
-            self.core = _SessionCore(
-                middleware.summary_provider(fixed.model),
-                context_window=middleware.context_window,
-                system_instruction=system,
-                tools=fixed.tools,
-                image_token_estimate=middleware.image_token_estimate,
+            self.core = Engine(
+                provider,
+                config,
                 hooks=middleware.hooks,
-                compression_service=middleware.compression_service(fixed.model),
-                clear_tool_outputs=middleware.clear_tool_outputs,
+                compression_service=service,
                 store=self.stored.store,
                 session_id=self.stored.session_id,
                 store_owner=middleware.owner,
@@ -164,21 +169,19 @@ class _Turn:
         counted = bool(history) and entry.get("counted_through") == _last_id(
             self.sources[id(history[-1])]
         )
-        self.core = _SessionCore(
-            middleware.summary_provider(fixed.model),
-            context_window=middleware.context_window,
-            system_instruction=system,
-            tools=fixed.tools,
-            history=history,
-            last_prompt_token_count=int(entry.get("last_prompt_tokens", 0)) if counted else 0,
+        hold = entry.get("hold_until")
+        carried = CarriedState(
             consecutive_failures=int(entry.get("consecutive_failures", 0)),
-            image_token_estimate=middleware.image_token_estimate,
-            hooks=middleware.hooks,
-            compression_service=middleware.compression_service(fixed.model),
-            clear_tool_outputs=middleware.clear_tool_outputs,
             calibration=Calibration.from_dict(entry.get("calibration")),
         )
-        hold = entry.get("hold_until")
+        state = ConversationState.start(
+            history,
+            last_prompt_token_count=int(entry.get("last_prompt_tokens", 0)) if counted else 0,
+            carried=carried,
+        )
+        self.core = Engine(
+            provider, config, state=state, hooks=middleware.hooks, compression_service=service
+        )
         self.core.resume(
             since_count=int(entry.get("since_count", 0)) if counted else 0,
             hold_until=int(hold) if hold is not None else None,
@@ -535,7 +538,7 @@ def _drive(
 
     With ``send=None`` the flow is stopped at the main request (``before_model``).
     """
-    provider = turn.core._side_provider
+    provider = turn.core.side_provider
     try:
         request = next(flow)
         while True:
@@ -572,7 +575,7 @@ async def _adrive(
     asend: Callable[[ChatRequest], Awaitable[Completion]] | None = None,
 ) -> None:
     """Async :func:`_drive`."""
-    provider = turn.core._side_provider
+    provider = turn.core.side_provider
     try:
         request = next(flow)
         while True:
