@@ -84,7 +84,8 @@ class _ChatBase(Engine):
         self,
         provider: Provider,
         *,
-        context_window: int,
+        context_window: int | None = None,
+        config: EngineConfig | None = None,
         system_instruction: str | None = None,
         tools: Sequence[ToolSpec] = (),
         history: Sequence[Message] = (),
@@ -105,8 +106,8 @@ class _ChatBase(Engine):
         growth: GrowthLog | None = None,
     ) -> None:
         check_count(hold_until, "hold_until", optional=True)
-        config = EngineConfig(
-            context_window=context_window,
+        settings = EngineConfig(
+            context_window=1 if context_window is None else context_window,
             system_instruction=system_instruction,
             tools=tools,
             image_token_estimate=image_token_estimate,
@@ -115,6 +116,16 @@ class _ChatBase(Engine):
             keep_share=keep_share,
             summary_target_tokens=summary_target_tokens,
         )
+        if config is None:
+            if context_window is None:
+                raise ConfigError("context_window is required (or pass config=)", key="config")
+            config = settings
+        elif context_window is not None or settings != EngineConfig(context_window=1):
+            raise ConfigError(
+                "pass the window, system prompt, tools, output cap and compaction settings "
+                "either in config=EngineConfig(...) or as keyword arguments, not both",
+                key="config",
+            )
         check_count(consecutive_failures, "consecutive_failures")
         carried = CarriedState(
             consecutive_failures=consecutive_failures,
@@ -148,6 +159,10 @@ class ChatSession(_ChatBase):
         provider: the model to talk to (and, unless ``compression_service`` says otherwise, the
             model that writes summaries).
         context_window: the model's context window in tokens.
+        config: all of the model's and the compaction's settings as one
+            :class:`~autocompact.engine.EngineConfig` (instead of ``context_window``,
+            ``system_instruction``, ``tools``, ``image_token_estimate``, ``max_output_tokens``,
+            ``clear_tool_outputs``, ``keep_share`` and ``summary_target_tokens``).
         system_instruction: the system prompt.
         tools: tool declarations sent with every turn.
         history: a conversation to continue (a restored session: pass
