@@ -136,3 +136,54 @@ def test_no_import_cycles_among_autocompact_modules() -> None:
         if name != "autocompact"
     }
     assert _cycles(graph) == []
+
+
+# (importer, module, name): sessions/store.py is being rewritten by the stores work of issue 23;
+# it should expose a public session-id function, and this entry go.
+PRIVATE_IMPORTS_ALLOWED = {("autocompact.cli.store_cmd", "autocompact.sessions.store", "_new_id")}
+
+
+def _private_imports(name: str, path: Path) -> set[tuple[str, str, str]]:
+    """What ``name`` imports that is private to another module: an ``_underscored`` name from
+    any other module, or anything from a ``_private`` module outside its own package."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[tuple[str, str, str]] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+            continue
+        if not node.module.startswith("autocompact"):
+            continue
+        parts = node.module.split(".")
+        for depth, part in enumerate(parts):
+            owner = ".".join(parts[:depth])
+            if part.startswith("_") and not (package == owner or package.startswith(owner + ".")):
+                found.add((name, node.module, "*"))
+        for alias in node.names:
+            if alias.name.startswith("_") and not alias.name.startswith("__"):
+                submodule = f"{node.module}.{alias.name}"
+                if not (node.module == package and submodule in _modules()):
+                    found.add((name, node.module, alias.name))
+    return found
+
+
+def test_private_import_finder_flags_a_planted_import(tmp_path: Path) -> None:
+    """The finder flags a private name and a foreign private module, not a public import."""
+    planted = tmp_path / "mod.py"
+    planted.write_text(
+        "from autocompact.chat import _hidden\n"
+        "from autocompact.providers._common import looks_like_overflow\n"
+        "from autocompact.engine import Engine\n",
+        encoding="utf-8",
+    )
+    assert _private_imports("autocompact.cli.mod", planted) == {
+        ("autocompact.cli.mod", "autocompact.chat", "_hidden"),
+        ("autocompact.cli.mod", "autocompact.providers._common", "*"),
+    }
+
+
+def test_no_module_imports_another_modules_private_name() -> None:
+    """Private names stay in their module, and a package's ``_private`` modules are its own."""
+    found: set[tuple[str, str, str]] = set()
+    for name, path in _modules().items():
+        found |= _private_imports(name, path)
+    assert found - PRIVATE_IMPORTS_ALLOWED == set()

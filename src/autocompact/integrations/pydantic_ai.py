@@ -66,7 +66,7 @@ from autocompact.integrations._pydantic_ai_store import (
     stored_reply,
     turn_id_of,
 )
-from autocompact.providers._common import looks_like_overflow
+from autocompact.providers import looks_like_overflow
 from autocompact.sessions.stores.base import SessionStore
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
 
