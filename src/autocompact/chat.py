@@ -118,7 +118,9 @@ class _ChatBase(Engine):
         )
         if config is None:
             if context_window is None:
-                raise ConfigError("context_window is required (or pass config=)", key="config")
+                raise ConfigError(
+                    "context_window is required (or pass config=)", key="context_window"
+                )
             config = settings
         elif context_window is not None or settings != EngineConfig(context_window=1):
             raise ConfigError(
