@@ -103,7 +103,7 @@ def test_running_history_statistics_match_a_fresh_count() -> None:
     session = ChatSession(provider, context_window=40_000, system_instruction=SYSTEM)
     for i in range(30):
         session.send(f"turn {i}: " + "words and more words " * 200)
-        assert session._history_stats == content_stats(session.history)
+        assert session.state.history_stats == content_stats(session.history)
     assert any(info.status is CompressionStatus.COMPRESSED for info in session.compactions)
     session.clear()
-    assert session._history_stats == content_stats(session.history)
+    assert session.state.history_stats == content_stats(session.history)

@@ -33,7 +33,7 @@ def test_a_send_copies_no_history(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeProvider()
     session = ChatSession(fake, context_window=WINDOW, history=_history(40))
     session.history  # noqa: B018 - a read builds the snapshot; sends must not need it
-    log = session._log
+    log = session.state.log
     monkeypatch.setattr(MessageLog, "snapshot", _no_snapshot)
     storage = log._items
     for i in range(5):

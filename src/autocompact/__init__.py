@@ -30,6 +30,7 @@ from autocompact.content import (
     Usage,
 )
 from autocompact.context_report import ContextReport, build_context_report
+from autocompact.engine import CarriedState, ConversationState, Engine, EngineConfig
 from autocompact.errors import (
     AuthenticationError,
     AutocompactError,
@@ -117,6 +118,7 @@ __all__ = [
     "AutocompactError",
     "BreakerClosed",
     "BreakerOpened",
+    "CarriedState",
     "ChatRequest",
     "ChatSession",
     "ClearingResult",
@@ -139,7 +141,10 @@ __all__ = [
     "ContextGuard",
     "ContextOverflowError",
     "ContextReport",
+    "ConversationState",
     "DocumentPart",
+    "Engine",
+    "EngineConfig",
     "Event",
     "FinishReason",
     "FunctionCallPart",

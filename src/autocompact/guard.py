@@ -5,32 +5,33 @@ about to send, already converted to :class:`~autocompact.content.Message` object
 the pending user message or tool results), with the system prompt and the tool declarations.
 :class:`ContextGuard` runs exactly the steps a :class:`~autocompact.chat.ChatSession` runs before
 its own sends — the size check, the ladder (hard rescue, auto compaction, breaker), the guarantee's
-trimming — through the same code (the session core's ``pre_send_flow``, ``_request_for`` and
-``compaction_step``, which ``ChatSession.turn_flow`` runs too), and the reactive compaction when
-the provider still said "too long". No decision is made here.
+trimming — through the same code (the engine's ``pre_send_flow``, ``request_for`` and
+``reactive_step``, which ``ChatSession.turn_flow`` runs too), and the reactive compaction when
+the provider still said "too long". No decision is made here: this is a driver of
+:class:`autocompact.engine.Engine`.
 
 What a session keeps between sends (the breaker's count, the calibration) travels in a frozen
-:class:`GuardState` that the caller stores where its framework keeps state (pydantic-ai: the
-message history's metadata; Agents SDK: the session wrapper), so a restored conversation resumes
-with the breaker and calibration it had.
+:class:`GuardState` (the engine's :class:`~autocompact.engine.state.CarriedState`) that the
+caller stores where its framework keeps state (pydantic-ai: the message history's metadata;
+Agents SDK: the session wrapper), so a restored conversation resumes with the breaker and
+calibration it had.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import AsyncIterator, Generator, Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from autocompact.chat import _SessionCore
-from autocompact.compaction.accounting import GrowthLog, growth_from_dict
-from autocompact.compaction.plan import CompressionInfo, CompressionStatus, CompressionTrigger
+from autocompact.compaction.plan import CompressionInfo, CompressionStatus
 from autocompact.compaction.service import CompressionService, drive_flow, drive_flow_async
 from autocompact.content import CharStats, Message, json_length
+from autocompact.engine import CarriedState, ConversationState, Engine, EngineConfig
 from autocompact.errors import ConfigError, ContentError
-from autocompact.estimation import Calibration, content_stats, update_calibration
+from autocompact.estimation import content_stats, update_calibration
 from autocompact.events import Hook
 from autocompact.providers.base import ChatRequest, Completion, Provider, StreamEvent, ToolSpec
-from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE, MAX_CONSECUTIVE_FAILURES
+from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
 
 if TYPE_CHECKING:
     from autocompact.sessions.stores.base import SessionStore
@@ -40,66 +41,9 @@ __all__ = ["ContextGuard", "GuardResult", "GuardState", "learn_from_usage", "req
 _GuardFlow = Generator[ChatRequest, Completion, "GuardResult"]
 
 
-@dataclass(frozen=True, kw_only=True)
-class GuardState:
-    """What the engine carries from one request to the next.
-
-    Attributes:
-        consecutive_failures: the breaker's count (automatic failures in a row).
-        hold_until: no automatic side query while the count is below this (SPEC §10.2/§10.7;
-            ``None``: no hold).
-        calibration: what reported prompt sizes taught about this model's tokenizer.
-        growth: the recent growth of the count and the last compaction's age (docs/design.md,
-            decision 63).
-    """
-
-    consecutive_failures: int = 0
-    hold_until: int | None = None
-    calibration: Calibration = field(default_factory=Calibration)
-    growth: GrowthLog = field(default_factory=GrowthLog)
-
-    @property
-    def breaker_open(self) -> bool:
-        """Whether automatic compaction is paused."""
-        return self.consecutive_failures >= MAX_CONSECUTIVE_FAILURES
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form a framework stores with its history."""
-        return {
-            "consecutive_failures": self.consecutive_failures,
-            "hold_until": self.hold_until,
-            "calibration": self.calibration.to_dict(),
-            "growth": self.growth.to_dict(),
-        }
-
-    @classmethod
-    def from_dict(cls, data: object) -> GuardState:
-        """A state from its JSON form (``None`` gives the initial state).
-
-        Raises:
-            ContentError: the value is not a state; the message names the field.
-        """
-        if data is None:
-            return cls()
-        if not isinstance(data, Mapping):
-            raise ContentError(f"autocompact state must be an object, got {type(data).__name__}")
-        failures = data.get("consecutive_failures", 0)
-        if isinstance(failures, bool) or not isinstance(failures, int) or failures < 0:
-            raise ContentError(
-                f"autocompact state field 'consecutive_failures' must be a count ≥ 0, "
-                f"got {failures!r}"
-            )
-        hold = data.get("hold_until")
-        if hold is not None and (isinstance(hold, bool) or not isinstance(hold, int) or hold < 0):
-            raise ContentError(
-                f"autocompact state field 'hold_until' must be a count ≥ 0 or null, got {hold!r}"
-            )
-        return cls(
-            consecutive_failures=failures,
-            hold_until=hold,
-            calibration=Calibration.from_dict(data.get("calibration")),
-            growth=growth_from_dict(data.get("growth")),
-        )
+GuardState = CarriedState
+"""What the engine carries from one request to the next (the engine's
+:class:`~autocompact.engine.state.CarriedState`; its JSON form is unchanged)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -191,29 +135,24 @@ class ContextGuard:
         tools: Sequence[ToolSpec],
         state: GuardState,
         last_prompt_token_count: int,
-    ) -> tuple[_SessionCore, Message]:
+    ) -> tuple[Engine, Message]:
         if not messages or messages[-1].role != "user":
             raise ContentError(
                 "a request must end with the pending user message or tool results "
                 f"(got {'no messages' if not messages else 'a model message last'})"
             )
         provider: Provider = self.compression.provider or _NoChatProvider()
-        core = _SessionCore(
+        config = self._config(system_instruction, tools)
+        carried = ConversationState.start(
+            messages[:-1], last_prompt_token_count=last_prompt_token_count, carried=state
+        )
+        core = Engine(
             provider,
-            context_window=self.context_window,
-            system_instruction=system_instruction,
-            tools=tools,
-            history=messages[:-1],
-            last_prompt_token_count=last_prompt_token_count,
-            consecutive_failures=state.consecutive_failures,
-            image_token_estimate=self.image_token_estimate,
+            config,
+            state=carried,
             hooks=self.hooks,
             compression_service=self.compression,
-            clear_tool_outputs=self.clear_tool_outputs,
-            calibration=state.calibration,
         )
-        core.hold_until = state.hold_until
-        core._growth = state.growth
         return core, messages[-1]
 
     def store_core(
@@ -224,8 +163,8 @@ class ContextGuard:
         owner: str | None = None,
         system_instruction: str | None = None,
         tools: Sequence[ToolSpec] = (),
-    ) -> _SessionCore:
-        """A session core over a conversation kept in ``store`` (shared by workers).
+    ) -> Engine:
+        """An engine over a conversation kept in ``store`` (shared by workers).
 
         Its history, breaker count, hold and calibration are the stored ones (read now); its
         compactions take the store's lease and commit with the compare-and-swap, and the turns
@@ -233,18 +172,23 @@ class ContextGuard:
         ``ChatSession(store=…)`` (:class:`~autocompact.sessions.stores.binding.StoreBinding`).
         """
         provider: Provider = self.compression.provider or _NoChatProvider()
-        return _SessionCore(
+        return Engine(
             provider,
+            self._config(system_instruction, tools),
+            hooks=self.hooks,
+            compression_service=self.compression,
+            store=store,
+            session_id=session_id,
+            store_owner=owner,
+        )
+
+    def _config(self, system_instruction: str | None, tools: Sequence[ToolSpec]) -> EngineConfig:
+        return EngineConfig(
             context_window=self.context_window,
             system_instruction=system_instruction,
             tools=tools,
             image_token_estimate=self.image_token_estimate,
-            hooks=self.hooks,
-            compression_service=self.compression,
             clear_tool_outputs=self.clear_tool_outputs,
-            store=store,
-            session_id=session_id,
-            store_owner=owner,
         )
 
     def flow(
@@ -275,21 +219,19 @@ class ContextGuard:
         tokens = core.estimate_tokens(pending)
         if reactive:
             # As the session's send flow: a forced compaction, then the request once more.
-            if core._growth.outgrown:
-                yield from core._judge_outgrown(tokens, CompressionTrigger.REACTIVE)
-            info = yield from core.compaction_step(CompressionTrigger.REACTIVE, pending)
+            info = yield from core.reactive_step(pending)
             if info.status is CompressionStatus.COMPRESSED:
-                request, trim = core._request_for(pending)
+                request, trim = core.request_for(pending)
             else:
                 request, trim = ChatRequest(messages=tuple(messages)), None
         else:
             yield from core.pre_send_flow(pending)
-            request, trim = core._request_for(pending)
+            request, trim = core.request_for(pending)
         return GuardResult(
             history=(*core.history, pending),
             request=tuple(request.messages),
             compactions=tuple(core.compactions),
-            state=_state_of(core),
+            state=core.state.carried(),
             tokens=tokens,
             left_out_tokens=0 if trim is None else trim.left_out_tokens,
         )
@@ -311,7 +253,7 @@ class ContextGuard:
             tuple(messages), system_instruction, tools, state, last_prompt_token_count
         )
         tokens = core.estimate_tokens(pending)
-        request, trim = core._request_for(pending)
+        request, trim = core.request_for(pending)
         return GuardResult(
             history=tuple(messages),
             request=tuple(request.messages),
@@ -333,15 +275,6 @@ class ContextGuard:
         if self.compression.provider is None:
             raise ConfigError("a summary is needed but the compression service has no provider")
         return self.compression.provider
-
-
-def _state_of(core: _SessionCore) -> GuardState:
-    return GuardState(
-        consecutive_failures=core.consecutive_failures,
-        hold_until=core.hold_until,
-        calibration=core.calibration,
-        growth=core._growth,
-    )
 
 
 def request_stats(

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -26,6 +25,7 @@ from rich.console import Console
 from autocompact.chat import ChatSession
 from autocompact.cli.calibrations import CalibrationMemory
 from autocompact.cli.fake_script import ScriptedFake, load_fake_script
+from autocompact.cli.paths import data_dir, secrets_in_env, settings_paths
 from autocompact.cli.render import format_tokens
 from autocompact.cli.repl import PipedInput, Repl, TerminalInput
 from autocompact.cli.slash import ChatContext
@@ -76,7 +76,6 @@ DEFAULT_MODELS = {
 SERVER_KINDS = {"vllm", "ollama", "llamacpp", "lmstudio", "openai-compatible", "compatible"}
 """Provider names that are local servers, asked for the model's window at start-up."""
 
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 
 NO_PROVIDER_HELP = """no provider is configured. Pick one:
   --provider openai       and set OPENAI_API_KEY
@@ -146,31 +145,6 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}")
     return value
-
-
-def data_dir(env: Mapping[str, str] | None = None) -> Path:
-    """Where sessions and user settings live: ``$AUTOCOMPACT_HOME`` or the user data dir."""
-    env = os.environ if env is None else env
-    home = env.get("AUTOCOMPACT_HOME")
-    if home:
-        return Path(home).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("autocompact", appauthor=False))
-
-
-def settings_paths(home: Path, cwd: Path) -> list[Path]:
-    """The settings files, in merge order: the user's, then the project's."""
-    return [home / "settings.json", cwd / ".autocompact" / "settings.json"]
-
-
-def secrets_in_env(env: Mapping[str, str] | None = None) -> list[str]:
-    """Values of environment variables that look like credentials (to keep out of files)."""
-    env = os.environ if env is None else env
-    from autocompact.providers.registry import API_KEY_VARIABLES
-
-    names = {n for names in API_KEY_VARIABLES.values() for n in names}
-    return [v for k, v in env.items() if (k in names or _SECRET_NAME.search(k)) and len(v) >= 8]
 
 
 @dataclass(frozen=True, kw_only=True)

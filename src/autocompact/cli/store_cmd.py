@@ -84,7 +84,7 @@ def run_store_list(args: argparse.Namespace, address: str) -> int:
     """``sessions list --store``."""
     store = open_store(address)
     if isinstance(store, JsonlStore):  # the files: name the unreadable ones (as without --store)
-        from autocompact.cli.sessions_cmd import list_files
+        from autocompact.cli.listing import list_files
         from autocompact.sessions import SessionStore as JsonlDirectory
 
         return list_files(args, JsonlDirectory(store.root))

@@ -39,12 +39,12 @@ def response_text(response: Any) -> str:
     """A function response as one string: strings as they are, text blocks joined, else JSON."""
     if isinstance(response, str):
         return response
-    if _is_text_block_list(response):
+    if is_text_block_list(response):
         return "".join(block["text"] for block in response)
     return json.dumps(response, ensure_ascii=False)
 
 
-def _is_text_block_list(value: Any) -> bool:
+def is_text_block_list(value: Any) -> bool:
     return (
         isinstance(value, list)
         and bool(value)
@@ -55,7 +55,7 @@ def _is_text_block_list(value: Any) -> bool:
     )
 
 
-def _require_mapping(value: Any, index: int, what: str) -> Mapping[str, Any]:
+def require_mapping(value: Any, index: int, what: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise ContentError(
             f"message {index}: {what} must be a JSON object, got {type(value).__name__}",
@@ -64,7 +64,7 @@ def _require_mapping(value: Any, index: int, what: str) -> Mapping[str, Any]:
     return value
 
 
-def _require_str(block: Mapping[str, Any], key: str, index: int, what: str) -> str:
+def require_str(block: Mapping[str, Any], key: str, index: int, what: str) -> str:
     value = block.get(key)
     if not isinstance(value, str):
         raise ContentError(

@@ -26,8 +26,8 @@ from autocompact.content import (
 from autocompact.convert._common import (
     UNKNOWN_TOOL_NAME,
     JsonDict,
-    _require_mapping,
-    _require_str,
+    require_mapping,
+    require_str,
 )
 from autocompact.errors import ContentError
 
@@ -93,7 +93,7 @@ def from_anthropic_message(
     Raises:
         ContentError: an unknown role or block type, or a malformed block.
     """
-    msg = _require_mapping(msg, index, "an Anthropic message")
+    msg = require_mapping(msg, index, "an Anthropic message")
     names = tool_names if tool_names is not None else {}
     role = msg.get("role")
     if role not in ("user", "assistant"):
@@ -117,30 +117,30 @@ def from_anthropic_message(
 
 
 def _anthropic_block(raw: Any, index: int, names: dict[str, str]) -> Part:
-    block = _require_mapping(raw, index, "a content block")
+    block = require_mapping(raw, index, "a content block")
     kind = block.get("type")
     if kind == "text":
-        return TextPart(text=_require_str(block, "text", index, "a text block"))
+        return TextPart(text=require_str(block, "text", index, "a text block"))
     if kind == "thinking":
         signature = block.get("signature")
         return ThinkingPart(
-            text=_require_str(block, "thinking", index, "a thinking block"),
+            text=require_str(block, "thinking", index, "a thinking block"),
             signature=signature if isinstance(signature, str) and signature else None,
         )
     if kind == "redacted_thinking":
         return ThinkingPart(
             text="",
-            signature=_require_str(block, "data", index, "a redacted_thinking block"),
+            signature=require_str(block, "data", index, "a redacted_thinking block"),
             redacted=True,
         )
     if kind == "tool_use":
-        call_id = _require_str(block, "id", index, "a tool_use block")
-        name = _require_str(block, "name", index, "a tool_use block")
-        arguments = _require_mapping(block.get("input", {}), index, "tool_use input")
+        call_id = require_str(block, "id", index, "a tool_use block")
+        name = require_str(block, "name", index, "a tool_use block")
+        arguments = require_mapping(block.get("input", {}), index, "tool_use input")
         names[call_id] = name
         return FunctionCallPart(id=call_id, name=name, arguments=dict(arguments))
     if kind == "tool_result":
-        call_id = _require_str(block, "tool_use_id", index, "a tool_result block")
+        call_id = require_str(block, "tool_use_id", index, "a tool_result block")
         return FunctionResponsePart(
             id=call_id,
             name=names.get(call_id, UNKNOWN_TOOL_NAME),
@@ -164,10 +164,10 @@ def _anthropic_tool_result_content(content: Any, index: int) -> Any:
     if isinstance(content, list):
         blocks: list[JsonDict] = []
         for item in content:
-            block = _require_mapping(item, index, "a tool_result content block")
+            block = require_mapping(item, index, "a tool_result content block")
             kind = block.get("type")
             if kind == "text":
-                text = _require_str(block, "text", index, "a text block")
+                text = require_str(block, "text", index, "a text block")
                 blocks.append({"type": "text", "text": text})
             elif kind in ("image", "document"):
                 # Kept as the provider's own JSON: the content model has no nested parts.
@@ -186,18 +186,18 @@ def _anthropic_tool_result_content(content: Any, index: int) -> Any:
 
 
 def _anthropic_media(block: Mapping[str, Any], kind: str, index: int) -> Part:
-    source = _require_mapping(block.get("source"), index, f"an {kind} block's source")
+    source = require_mapping(block.get("source"), index, f"an {kind} block's source")
     source_type = source.get("type")
     title = block.get("title")
     title = title if isinstance(title, str) else None
     if source_type == "base64":
-        media_type = _require_str(source, "media_type", index, f"a base64 {kind} source")
-        data = _require_str(source, "data", index, f"a base64 {kind} source")
+        media_type = require_str(source, "media_type", index, f"a base64 {kind} source")
+        data = require_str(source, "data", index, f"a base64 {kind} source")
         if kind == "image":
             return ImagePart(media_type=media_type, data=data)
         return DocumentPart(media_type=media_type, data=data, title=title)
     if source_type == "url":
-        url = _require_str(source, "url", index, f"a url {kind} source")
+        url = require_str(source, "url", index, f"a url {kind} source")
         if kind == "image":
             return ImagePart(url=url)
         return DocumentPart(url=url, title=title)

@@ -25,11 +25,11 @@ from autocompact.convert._common import (
     UNKNOWN_TOOL_NAME,
     JsonDict,
     ThinkingMode,
-    _is_text_block_list,
-    _require_mapping,
-    _require_str,
     data_url,
+    is_text_block_list,
     parse_data_url,
+    require_mapping,
+    require_str,
     response_text,
 )
 from autocompact.errors import ContentError
@@ -69,7 +69,7 @@ def from_openai_messages(
             pending_user = None
 
     for index, raw in enumerate(msgs):
-        msg = _require_mapping(raw, index, "an OpenAI message")
+        msg = require_mapping(raw, index, "an OpenAI message")
         role = msg.get("role")
         if role in ("system", "developer"):
             if started:
@@ -82,7 +82,7 @@ def from_openai_messages(
             continue
         started = True
         if role == "tool":
-            call_id = _require_str(msg, "tool_call_id", index, "a tool message")
+            call_id = require_str(msg, "tool_call_id", index, "a tool message")
             part = FunctionResponsePart(
                 id=call_id,
                 name=tool_names.get(call_id, UNKNOWN_TOOL_NAME),
@@ -119,14 +119,14 @@ def _openai_text_content(content: Any, index: int, role: str) -> str:
     if isinstance(content, list):
         texts = []
         for item in content:
-            block = _require_mapping(item, index, f"a {role} content part")
+            block = require_mapping(item, index, f"a {role} content part")
             if block.get("type") != "text":
                 raise ContentError(
                     f"message {index}: content part type {block.get('type')!r} is not allowed "
                     f"in a {role} message (only 'text')",
                     index=index,
                 )
-            texts.append(_require_str(block, "text", index, "a text part"))
+            texts.append(require_str(block, "text", index, "a text part"))
         return "".join(texts)
     raise ContentError(
         f"message {index}: {role} content must be a string or a list of text parts", index=index
@@ -141,14 +141,14 @@ def _openai_tool_content(content: Any, index: int) -> Any:
     if isinstance(content, list):
         blocks: list[JsonDict] = []
         for item in content:
-            block = _require_mapping(item, index, "a tool content part")
+            block = require_mapping(item, index, "a tool content part")
             if block.get("type") != "text":
                 raise ContentError(
                     f"message {index}: unknown tool content part type {block.get('type')!r} "
                     "(only 'text')",
                     index=index,
                 )
-            blocks.append({"type": "text", "text": _require_str(block, "text", index, "a part")})
+            blocks.append({"type": "text", "text": require_str(block, "text", index, "a part")})
         return blocks
     raise ContentError(
         f"message {index}: tool content must be a string or a list of text parts", index=index
@@ -166,20 +166,20 @@ def _openai_user_parts(content: Any, index: int) -> tuple[Part, ...]:
         )
     parts: list[Part] = []
     for item in content:
-        block = _require_mapping(item, index, "a user content part")
+        block = require_mapping(item, index, "a user content part")
         kind = block.get("type")
         if kind == "text":
-            parts.append(TextPart(text=_require_str(block, "text", index, "a text part")))
+            parts.append(TextPart(text=require_str(block, "text", index, "a text part")))
         elif kind == "image_url":
-            image = _require_mapping(block.get("image_url"), index, "image_url")
-            url = _require_str(image, "url", index, "an image_url part")
+            image = require_mapping(block.get("image_url"), index, "image_url")
+            url = require_str(image, "url", index, "an image_url part")
             decoded = parse_data_url(url)
             if decoded is not None:
                 parts.append(ImagePart(media_type=decoded[0], data=decoded[1]))
             else:
                 parts.append(ImagePart(url=url))
         elif kind == "file":
-            file = _require_mapping(block.get("file"), index, "file")
+            file = require_mapping(block.get("file"), index, "file")
             file_data = file.get("file_data")
             decoded = parse_data_url(file_data) if isinstance(file_data, str) else None
             if decoded is None:
@@ -216,12 +216,12 @@ def _openai_assistant(msg: Mapping[str, Any], index: int) -> Message:
             parts.append(TextPart(text=content))
     elif isinstance(content, list):
         for item in content:
-            block = _require_mapping(item, index, "an assistant content part")
+            block = require_mapping(item, index, "an assistant content part")
             kind = block.get("type")
             if kind == "text":
-                parts.append(TextPart(text=_require_str(block, "text", index, "a text part")))
+                parts.append(TextPart(text=require_str(block, "text", index, "a text part")))
             elif kind == "refusal":
-                parts.append(TextPart(text=_require_str(block, "refusal", index, "a refusal")))
+                parts.append(TextPart(text=require_str(block, "refusal", index, "a refusal")))
             else:
                 raise ContentError(
                     f"message {index}: unknown OpenAI assistant content part type {kind!r} "
@@ -241,14 +241,14 @@ def _openai_assistant(msg: Mapping[str, Any], index: int) -> Message:
 
 
 def _openai_tool_call(raw: Any, index: int) -> FunctionCallPart:
-    call = _require_mapping(raw, index, "a tool call")
+    call = require_mapping(raw, index, "a tool call")
     kind = call.get("type", "function")
     if kind != "function":
         raise ContentError(
             f"message {index}: unknown tool call type {kind!r} (only 'function')", index=index
         )
-    function = _require_mapping(call.get("function"), index, "tool_calls[].function")
-    name = _require_str(function, "name", index, "a tool call function")
+    function = require_mapping(call.get("function"), index, "tool_calls[].function")
+    name = require_str(function, "name", index, "a tool call function")
     arguments_text = function.get("arguments") or "{}"
     try:
         arguments = (
@@ -264,7 +264,7 @@ def _openai_tool_call(raw: Any, index: int) -> FunctionCallPart:
             f"message {index}: tool call {name!r} arguments must be a JSON object", index=index
         )
     return FunctionCallPart(
-        id=_require_str(call, "id", index, "a tool call"), name=name, arguments=arguments
+        id=require_str(call, "id", index, "a tool call"), name=name, arguments=arguments
     )
 
 
@@ -328,7 +328,7 @@ def _openai_user_messages(message: Message, index: int) -> list[JsonDict]:
             case FunctionResponsePart():
                 tool_content: Any = (
                     [dict(b) for b in part.response]
-                    if _is_text_block_list(part.response)
+                    if is_text_block_list(part.response)
                     else response_text(part.response)
                 )
                 tools.append({"role": "tool", "tool_call_id": part.id, "content": tool_content})

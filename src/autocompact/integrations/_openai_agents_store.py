@@ -24,21 +24,21 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from autocompact.chat import _SessionCore
 from autocompact.compaction.plan import CompressionInfo, CompressionTrigger
 from autocompact.compaction.service import drive_flow_async
 from autocompact.content import Message
+from autocompact.engine import Engine
 from autocompact.errors import ContentError, SessionStoreError
 from autocompact.estimation import Calibration
 from autocompact.events import Hook
 from autocompact.guard import ContextGuard, GuardResult, GuardState
-from autocompact.integrations.openai_agents import (
+from autocompact.integrations._openai_agents_convert import (
     Item,
     SummarizerChoice,
-    _pending_start,
-    _service,
     agent_tool_specs,
     from_autocompact,
+    pending_start,
+    summary_service,
     to_autocompact,
 )
 from autocompact.providers.base import ChatRequest, Provider, ToolSpec
@@ -96,13 +96,13 @@ class StoreSession:
         self._writes = 0
         self._guard = ContextGuard(
             context_window=context_window,
-            compression=_service(summarizer),
+            compression=summary_service(summarizer),
             clear_tool_outputs=clear_tool_outputs,
             image_token_estimate=image_token_estimate,
             hooks=hooks,
         )
 
-    def _core(self) -> _SessionCore:
+    def _core(self) -> Engine:
         return self._guard.store_core(
             self.store,
             self.session_id,
@@ -161,7 +161,7 @@ class StoreSession:
         """
         core = self._core()
         history = core.history
-        if not history or _pending_start(history) < len(history):
+        if not history or pending_start(history) < len(history):
             return
         if args and args.get("force"):
             flow: Any = core.compaction_step(CompressionTrigger.MANUAL, None)

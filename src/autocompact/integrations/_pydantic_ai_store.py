@@ -22,9 +22,9 @@ import dataclasses
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
-from autocompact.chat import _SessionCore
 from autocompact.compaction.plan import CompressionInfo
 from autocompact.content import Message, Usage
+from autocompact.engine import Engine
 from autocompact.errors import ConfigError, ContextOverflowError, ProviderError
 from autocompact.guard import ContextGuard
 from autocompact.integrations._pydantic_ai_convert import (
@@ -121,7 +121,7 @@ class StoreTurn:
         system = "\n\n".join(
             t for t in ("\n\n".join(p.content for p in self.system_parts), instructions) if t
         )
-        self.core: _SessionCore = guard.store_core(
+        self.core: Engine = guard.store_core(
             store,
             session_id,
             owner=owner,

@@ -5,6 +5,7 @@ Adapters import their SDK lazily, so importing this package imports no SDK.
 
 from __future__ import annotations
 
+from autocompact.providers._common import looks_like_overflow
 from autocompact.providers.base import (
     ChatRequest,
     Completion,
@@ -29,4 +30,5 @@ __all__ = [
     "ThinkingDelta",
     "ToolSpec",
     "get_provider",
+    "looks_like_overflow",
 ]

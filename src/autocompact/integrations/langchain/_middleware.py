@@ -26,7 +26,7 @@ No decision is made here: tiers, estimates, compaction and failure accounting ar
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NotRequired, TypeAlias, cast
 
@@ -54,13 +54,13 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from autocompact.chat import _SessionCore
 from autocompact.compaction.extractive import extractive_summary
 from autocompact.compaction.plan import CompressionStatus
 from autocompact.compaction.service import CompressionService
 from autocompact.content import Message
 from autocompact.context_report import ContextReport, build_context_report
-from autocompact.errors import ConfigError, ContextOverflowError, ProviderError
+from autocompact.engine import CarriedState, ConversationState, Engine, EngineConfig
+from autocompact.errors import ConfigError
 from autocompact.estimation import Calibration
 from autocompact.events import Hook
 from autocompact.integrations.langchain._convert import (
@@ -68,10 +68,10 @@ from autocompact.integrations.langchain._convert import (
     message_to_langchain,
     system_text,
 )
+from autocompact.integrations.langchain._driving import Flow, adrive, drive
 from autocompact.integrations.langchain._provider import (
     LangChainProvider,
     completion_of,
-    is_overflow,
     model_name,
 )
 from autocompact.providers.base import ChatRequest, Completion, Provider, ToolSpec
@@ -137,18 +137,23 @@ class _Turn:
         self.turn_id = _turn_id(body)
         self.stored: _Stored | None = None
         tier = Tier(entry["tier"]) if "tier" in entry else None
+        config = EngineConfig(
+            context_window=middleware.context_window,
+            system_instruction=system,
+            tools=fixed.tools,
+            image_token_estimate=middleware.image_token_estimate,
+            clear_tool_outputs=middleware.clear_tool_outputs,
+        )
+        provider = middleware.summary_provider(fixed.model)
+        service = middleware.compression_service(fixed.model)
         if middleware.store is not None:
             # The conversation is the store's: the state's history gives way to it.
             self.stored = _Stored(middleware.store, middleware.session_of())
-            self.core = _SessionCore(
-                middleware.summary_provider(fixed.model),
-                context_window=middleware.context_window,
-                system_instruction=system,
-                tools=fixed.tools,
-                image_token_estimate=middleware.image_token_estimate,
+            self.core = Engine(
+                provider,
+                config,
                 hooks=middleware.hooks,
-                compression_service=middleware.compression_service(fixed.model),
-                clear_tool_outputs=middleware.clear_tool_outputs,
+                compression_service=service,
                 store=self.stored.store,
                 session_id=self.stored.session_id,
                 store_owner=middleware.owner,
@@ -164,21 +169,19 @@ class _Turn:
         counted = bool(history) and entry.get("counted_through") == _last_id(
             self.sources[id(history[-1])]
         )
-        self.core = _SessionCore(
-            middleware.summary_provider(fixed.model),
-            context_window=middleware.context_window,
-            system_instruction=system,
-            tools=fixed.tools,
-            history=history,
-            last_prompt_token_count=int(entry.get("last_prompt_tokens", 0)) if counted else 0,
+        hold = entry.get("hold_until")
+        carried = CarriedState(
             consecutive_failures=int(entry.get("consecutive_failures", 0)),
-            image_token_estimate=middleware.image_token_estimate,
-            hooks=middleware.hooks,
-            compression_service=middleware.compression_service(fixed.model),
-            clear_tool_outputs=middleware.clear_tool_outputs,
             calibration=Calibration.from_dict(entry.get("calibration")),
         )
-        hold = entry.get("hold_until")
+        state = ConversationState.start(
+            history,
+            last_prompt_token_count=int(entry.get("last_prompt_tokens", 0)) if counted else 0,
+            carried=carried,
+        )
+        self.core = Engine(
+            provider, config, state=state, hooks=middleware.hooks, compression_service=service
+        )
         self.core.resume(
             since_count=int(entry.get("since_count", 0)) if counted else 0,
             hold_until=int(hold) if hold is not None else None,
@@ -267,9 +270,6 @@ def _tool_spec(tool: BaseTool | Mapping[str, Any]) -> ToolSpec:
         description=str(function.get("description", "")),
         parameters=function.get("parameters") or {"type": "object"},
     )
-
-
-_Flow: TypeAlias = Generator[ChatRequest, Completion, Any]
 
 
 class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
@@ -392,7 +392,7 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
         self._fixed = fixed
         return fixed
 
-    def _before(self, state: Mapping[str, Any]) -> tuple[_Turn, _Flow] | None:
+    def _before(self, state: Mapping[str, Any]) -> tuple[_Turn, Flow] | None:
         if self._fixed is None or not state.get("messages"):
             return None  # the system prompt and tools are unknown yet: wrap_model_call checks
         turn = _Turn(self, state["messages"], state.get(STATE_KEY) or {}, self._fixed)
@@ -414,7 +414,7 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
         if prepared is None:
             return None
         turn, flow = prepared
-        _drive(flow, turn, send=None)
+        drive(flow, turn.core.side_provider, send=None)
         return self._before_update(turn, state)
 
     async def abefore_model(
@@ -425,10 +425,10 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
         if prepared is None:
             return None
         turn, flow = prepared
-        await _adrive(flow, turn, send=None)
+        await adrive(flow, turn.core.side_provider, send=None)
         return self._before_update(turn, state)
 
-    def _wrap(self, request: ModelRequest[Any]) -> tuple[_Turn, _Flow]:
+    def _wrap(self, request: ModelRequest[Any]) -> tuple[_Turn, Flow]:
         fixed = self._learn(request)
         entry: Mapping[str, Any] = cast("Mapping[str, Any]", request.state.get(STATE_KEY) or {})
         turn = _Turn(self, request.messages, entry, fixed)
@@ -463,7 +463,7 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
             flow.close()
             return ExtendedModelResponse(model_response=ModelResponse(result=[stored]))
         sender = _Sender(turn, request)
-        _drive(flow, turn, send=lambda r: sender.done(handler(sender.request(r))))
+        drive(flow, turn.core.side_provider, send=lambda r: sender.done(handler(sender.request(r))))
         assert sender.response is not None
         return self._wrap_result(turn, sender.response)
 
@@ -483,7 +483,7 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
         async def send(r: ChatRequest) -> Completion:
             return sender.done(await handler(sender.request(r)))
 
-        await _adrive(flow, turn, asend=send)
+        await adrive(flow, turn.core.side_provider, asend=send)
         assert sender.response is not None
         return self._wrap_result(turn, sender.response)
 
@@ -515,93 +515,3 @@ class _Sender:
         completion = completion_of(reply, model=model_name(self.base.model))
         self.turn.sources[id(completion.message)] = list(response.result)
         return completion
-
-
-class _Overflow(ContextOverflowError):
-    """The framework's overflow error, carried through the engine's reactive step."""
-
-    def __init__(self, original: Exception) -> None:
-        super().__init__(str(original), provider="langchain")
-        self.original = original
-
-
-def _drive(
-    flow: _Flow,
-    turn: _Turn,
-    *,
-    send: Callable[[ChatRequest], Completion] | None,
-) -> None:
-    """Answer side queries with the summary provider and main requests with ``send``.
-
-    With ``send=None`` the flow is stopped at the main request (``before_model``).
-    """
-    provider = turn.core._side_provider
-    try:
-        request = next(flow)
-        while True:
-            if request.purpose == "side_query":
-                try:
-                    completion = provider.complete(request)
-                except ProviderError as exc:
-                    request = flow.throw(exc)
-                    continue
-                request = flow.send(completion)
-                continue
-            if send is None:
-                flow.close()
-                return
-            try:
-                completion = send(request)
-            except Exception as exc:
-                if not is_overflow(exc):
-                    raise
-                request = _throw_overflow(flow, exc)
-                continue
-            request = flow.send(completion)
-    except StopIteration:
-        return
-    except _Overflow as overflow:  # the engine gave up: the framework's own error
-        raise overflow.original from None
-
-
-async def _adrive(
-    flow: _Flow,
-    turn: _Turn,
-    *,
-    send: None = None,
-    asend: Callable[[ChatRequest], Awaitable[Completion]] | None = None,
-) -> None:
-    """Async :func:`_drive`."""
-    provider = turn.core._side_provider
-    try:
-        request = next(flow)
-        while True:
-            if request.purpose == "side_query":
-                try:
-                    completion = await provider.acomplete(request)
-                except ProviderError as exc:
-                    request = flow.throw(exc)
-                    continue
-                request = flow.send(completion)
-                continue
-            if asend is None:
-                flow.close()
-                return
-            try:
-                completion = await asend(request)
-            except Exception as exc:
-                if not is_overflow(exc):
-                    raise
-                request = _throw_overflow(flow, exc)
-                continue
-            request = flow.send(completion)
-    except StopIteration:
-        return
-    except _Overflow as overflow:  # the engine gave up: the framework's own error
-        raise overflow.original from None
-
-
-def _throw_overflow(flow: _Flow, exc: Exception) -> ChatRequest:
-    """Throw the overflow into the flow: the reactive step (the drivers turn an overflow the
-    engine gives up on back into the framework's own error)."""
-    return flow.throw(_Overflow(exc))

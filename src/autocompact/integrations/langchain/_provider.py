@@ -29,7 +29,7 @@ from autocompact.integrations.langchain._convert import (
     convert_groups,
     from_autocompact,
 )
-from autocompact.providers._common import looks_like_overflow
+from autocompact.providers import looks_like_overflow
 from autocompact.providers.base import (
     ChatRequest,
     Completion,

@@ -1,0 +1,38 @@
+"""Where the CLI keeps its files (``$AUTOCOMPACT_HOME`` or the user data dir, the settings
+files) and which environment values must never be written to them."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+__all__ = ["data_dir", "secrets_in_env", "settings_paths"]
+
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+
+
+def data_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Where sessions and user settings live: ``$AUTOCOMPACT_HOME`` or the user data dir."""
+    env = os.environ if env is None else env
+    home = env.get("AUTOCOMPACT_HOME")
+    if home:
+        return Path(home).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("autocompact", appauthor=False))
+
+
+def settings_paths(home: Path, cwd: Path) -> list[Path]:
+    """The settings files, in merge order: the user's, then the project's."""
+    return [home / "settings.json", cwd / ".autocompact" / "settings.json"]
+
+
+def secrets_in_env(env: Mapping[str, str] | None = None) -> list[str]:
+    """Values of environment variables that look like credentials (to keep out of files)."""
+    env = os.environ if env is None else env
+    from autocompact.providers.registry import API_KEY_VARIABLES
+
+    names = {n for names in API_KEY_VARIABLES.values() for n in names}
+    return [v for k, v in env.items() if (k in names or _SECRET_NAME.search(k)) and len(v) >= 8]

@@ -1,0 +1,97 @@
+"""The engine's configuration: one frozen object for what does not change between sends.
+
+:class:`EngineConfig` replaces the two dozen keyword arguments the session core took: the
+window, what every request carries besides the messages (system prompt, tool declarations),
+the output cap, and the compaction's knobs (keep share, summary target, clearing, image
+estimate). It validates itself once, and derives the thresholds and the fixed part's size
+(measured once, in one serialization — issue 11). A server that states a smaller window in an
+overflow error gives a new config (:meth:`EngineConfig.with_window`), never a mutated one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from autocompact.compaction.split import COMPRESSION_PRESERVE_THRESHOLD
+from autocompact.content import CharStats, json_lengths_total
+from autocompact.estimation import (
+    BYTES_PER_TOKEN_JSON,
+    estimate_stats_tokens,
+    estimate_text_tokens,
+)
+from autocompact.providers.base import ToolSpec
+from autocompact.thresholds import (
+    DEFAULT_IMAGE_TOKEN_ESTIMATE,
+    CompactionThresholds,
+    compute_thresholds,
+    parse_window,
+)
+from autocompact.validation import check_count, check_optional_str
+
+__all__ = ["EngineConfig"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineConfig:
+    """What the engine needs to know about the model and the compaction (frozen).
+
+    Attributes:
+        context_window: the model's context window in tokens (``128k`` style strings are
+            accepted and normalized to an int).
+        system_instruction: the system prompt every request carries.
+        tools: the tool declarations every request carries.
+        image_token_estimate: tokens per image or document.
+        max_output_tokens: the output cap of chat turns (``None``: the provider's default).
+        clear_tool_outputs: clear old tool output (no model call) before summarizing on
+            automatic triggers.
+        keep_share: the share of the history a compaction keeps verbatim (0: summary only).
+        summary_target_tokens: the summary's target size (``None``: the summarizer's default).
+
+    Raises:
+        ConfigError: a value is out of range; the message names the argument.
+    """
+
+    context_window: int
+    system_instruction: str | None = None
+    tools: Sequence[ToolSpec] = ()
+    image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE
+    max_output_tokens: int | None = None
+    clear_tool_outputs: bool = True
+    keep_share: float = COMPRESSION_PRESERVE_THRESHOLD
+    summary_target_tokens: int | None = None
+    thresholds: CompactionThresholds = field(init=False, repr=False, compare=False)
+    """The ladder for ``context_window`` (derived)."""
+    fixed_stats: CharStats = field(init=False, repr=False, compare=False)
+    """The character statistics of the system prompt and tool declarations (derived)."""
+    fixed_plain: int = field(init=False, repr=False, compare=False)
+    """Their plain token estimate, summed as one (derived)."""
+    fixed_tokens: int = field(init=False, repr=False, compare=False)
+    """The same, rounded part by part as ``estimate_prompt_tokens`` rounds (derived)."""
+
+    def __post_init__(self) -> None:
+        window = parse_window(self.context_window, name="context_window", minimum=1)
+        check_optional_str(self.system_instruction, "system_instruction")
+        check_count(self.image_token_estimate, "image_token_estimate")
+        check_count(self.max_output_tokens, "max_output_tokens", positive=True, optional=True)
+        tools = tuple(self.tools)
+        tools_chars = json_lengths_total([tool.as_json() for tool in tools])
+        fixed_stats = CharStats(
+            text_chars=len(self.system_instruction or ""), json_chars=tools_chars
+        )
+        derived = {
+            "context_window": window,
+            "tools": tools,
+            "thresholds": compute_thresholds(window),
+            "fixed_stats": fixed_stats,
+            "fixed_plain": estimate_stats_tokens(fixed_stats, self.image_token_estimate),
+            "fixed_tokens": estimate_text_tokens(self.system_instruction)
+            + math.ceil(tools_chars / BYTES_PER_TOKEN_JSON),
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
+
+    def with_window(self, context_window: int) -> EngineConfig:
+        """The same configuration for another window (a window learned from the server)."""
+        return replace(self, context_window=context_window)

@@ -1,0 +1,383 @@
+"""The OpenAI Agents SDK's items as autocompact messages, and the summarizer choice.
+
+Shared by :mod:`autocompact.integrations.openai_agents` (the compacting session wrapper) and
+:mod:`autocompact.integrations._openai_agents_store` (the session kept in a store); neither
+imports the other's internals. Conversion is lossless: items the engine did not change come
+back as the same objects; item types the engine cannot express raise
+:class:`~autocompact.errors.ContentError` naming the item.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias, assert_never
+
+from autocompact.compaction.extractive import extractive_summary
+from autocompact.compaction.plan import Summarizer
+from autocompact.compaction.service import CompressionService
+from autocompact.content import (
+    DocumentPart,
+    FunctionCallPart,
+    FunctionResponsePart,
+    ImagePart,
+    Message,
+    OpaquePart,
+    Part,
+    TextPart,
+    ThinkingPart,
+    Usage,
+)
+from autocompact.errors import ConfigError, ContentError, MissingDependencyError, ProviderError
+from autocompact.providers.base import (
+    ChatRequest,
+    Completion,
+    FinishReason,
+    Provider,
+    StreamDone,
+    ToolSpec,
+)
+from autocompact.thresholds import COMPACT_MAX_OUTPUT_TOKENS
+
+try:
+    from agents import Agent, ModelSettings
+    from agents.exceptions import AgentsException
+    from agents.models.interface import Model, ModelTracing
+    from agents.tool import FunctionTool
+except ImportError as exc:  # pragma: no cover - exercised without the extra installed
+    raise MissingDependencyError("openai-agents", "openai-agents") from exc
+
+__all__ = [
+    "AgentsModelProvider",
+    "ConvertedItems",
+    "Item",
+    "SummarizerChoice",
+    "agent_tool_specs",
+    "from_autocompact",
+    "pending_start",
+    "summary_service",
+    "to_autocompact",
+]
+
+Item: TypeAlias = Any  # TResponseInputItem: a TypedDict union; items are plain dicts at runtime
+SummarizerChoice: TypeAlias = Literal["offline"] | Provider | Summarizer | Model
+"""``"offline"``: the extractive summarizer; an autocompact provider; a local function; or an
+Agents SDK ``Model`` (thinking off, 20K cap)."""
+
+# -- conversion ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConvertedItems:
+    """Session items as autocompact messages, with what is needed to convert back.
+
+    Attributes:
+        messages: consecutive items of one side merged into one message.
+        system_items: system / developer messages (counted as the system instruction, put back
+            at the front when a compaction summarized them).
+        system_instruction: their text, joined.
+    """
+
+    messages: tuple[Message, ...]
+    system_items: tuple[Item, ...]
+    system_instruction: str | None
+    _originals: dict[int, int] = field(default_factory=dict, repr=False, compare=False)
+    _items: tuple[Item, ...] = field(default=(), repr=False, compare=False)
+
+
+def _content_parts(content: Any, where: str) -> list[Part]:
+    if isinstance(content, str):
+        return [TextPart(text=content)]
+    parts: list[Part] = []
+    for piece in content:
+        kind = piece.get("type")
+        if kind in ("input_text", "output_text"):
+            parts.append(TextPart(text=piece["text"]))
+        elif kind == "refusal":
+            parts.append(TextPart(text=piece["refusal"]))
+        elif kind == "input_image" and piece.get("image_url"):
+            parts.append(ImagePart(url=piece["image_url"]))
+        elif kind == "input_file" and (piece.get("file_data") or piece.get("file_url")):
+            parts.append(
+                DocumentPart(
+                    data=piece.get("file_data"),
+                    url=piece.get("file_url"),
+                    title=piece.get("filename"),
+                )
+            )
+        else:
+            raise ContentError(
+                f"{where}: content of type {kind!r} cannot be expressed by autocompact "
+                "(text, images by URL and files by data or URL can)"
+            )
+    return parts
+
+
+def _role_of(item: Item, where: str) -> Literal["user", "model", "system"]:
+    if not isinstance(item, dict):
+        raise ContentError(f"{where}: an item must be a dict, got {type(item).__name__}")
+    kind = item.get("type")
+    if kind in (None, "message") and "role" in item:
+        role = item["role"]
+        if role in ("system", "developer"):
+            return "system"
+        if role == "user":
+            return "user"
+        if role == "assistant":
+            return "model"
+        raise ContentError(f"{where}: unknown message role {role!r}")
+    if kind in ("function_call", "reasoning"):
+        return "model"
+    if kind == "function_call_output":
+        return "user"
+    raise ContentError(
+        f"{where}: items of type {kind!r} cannot be expressed by autocompact (messages, function "
+        "calls and outputs and reasoning items can)"
+    )
+
+
+def _parts_of(item: Item, where: str, names: dict[str, str]) -> list[Part]:
+    kind = item.get("type")
+    if kind == "function_call":
+        try:
+            arguments = json.loads(item.get("arguments") or "{}")
+        except json.JSONDecodeError:
+            arguments = None
+        if not isinstance(arguments, dict):
+            arguments = {"_arguments": item.get("arguments")}
+        names[item["call_id"]] = item["name"]
+        return [FunctionCallPart(id=item["call_id"], name=item["name"], arguments=arguments)]
+    if kind == "function_call_output":
+        call_id = item["call_id"]
+        return [
+            FunctionResponsePart(id=call_id, name=names.get(call_id, ""), response=item["output"])
+        ]
+    if kind == "reasoning":
+        text = "\n".join(s.get("text", "") for s in item.get("summary") or ())
+        return [ThinkingPart(text=text, signature=item.get("encrypted_content"))]
+    return _content_parts(item.get("content", ""), where)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+
+
+def to_autocompact(items: Sequence[Item]) -> ConvertedItems:
+    """Convert session items.
+
+    Raises:
+        ContentError: an item cannot be expressed; the message names its index and type.
+    """
+    messages: list[Message] = []
+    system: list[Item] = []
+    originals: dict[int, int] = {}
+    names: dict[str, str] = {}
+    role: Literal["user", "model"] | None = None
+    parts: list[Part] = []
+    for index, item in enumerate(items):
+        where = f"item {index}"
+        side = _role_of(item, where)
+        if side == "system":
+            system.append(item)
+            continue
+        if side != role and parts:
+            assert role is not None
+            messages.append(Message(role=role, parts=tuple(parts)))
+            parts = []
+        role = side
+        for part in _parts_of(item, where, names):
+            originals[id(part)] = index
+            parts.append(part)
+    if parts and role is not None:
+        messages.append(Message(role=role, parts=tuple(parts)))
+    text = "\n\n".join(_text(item.get("content", "")) for item in system) or None
+    return ConvertedItems(
+        messages=tuple(messages),
+        system_items=tuple(system),
+        system_instruction=text,
+        _originals=originals,
+        _items=tuple(items),
+    )
+
+
+def _new_item(part: Part, role: str) -> Item:
+    match part:
+        case TextPart():
+            return {"role": "user" if role == "user" else "assistant", "content": part.text}
+        case FunctionCallPart():
+            return {
+                "type": "function_call",
+                "call_id": part.id,
+                "name": part.name,
+                "arguments": json.dumps(dict(part.arguments)),
+            }
+        case FunctionResponsePart():
+            output = part.response if isinstance(part.response, str) else json.dumps(part.response)
+            return {"type": "function_call_output", "call_id": part.id, "output": output}
+        case ThinkingPart():
+            item: dict[str, Any] = {
+                "type": "reasoning",
+                "id": "rs_autocompact",
+                "summary": [{"type": "summary_text", "text": part.text}],
+            }
+            if part.signature:
+                item["encrypted_content"] = part.signature
+            return item
+        case ImagePart():
+            url = part.url or f"data:{part.media_type};base64,{part.data}"
+            return {"role": "user", "content": [{"type": "input_image", "image_url": url}]}
+        case OpaquePart():
+            # A native compaction result reaches another framework as its summary text.
+            return {"role": "user" if role == "user" else "assistant", "content": part.summary}
+        case DocumentPart():
+            piece: dict[str, Any] = {"type": "input_file"}
+            if part.url:
+                piece["file_url"] = part.url
+            else:
+                piece["file_data"] = part.data or base64.b64encode(b"").decode()
+            if part.title:
+                piece["filename"] = part.title
+            return {"role": "user", "content": [piece]}
+        case _:
+            assert_never(part)
+
+
+def from_autocompact(
+    messages: Sequence[Message], converted: ConvertedItems | None = None
+) -> list[Item]:
+    """Convert back; items ``converted`` produced come back as the original objects."""
+    originals = converted._originals if converted is not None else {}
+    source = converted._items if converted is not None else ()
+    out: list[Item] = []
+    indices: list[int | None] = []  # each output item's index in the source (None: new)
+    for message in messages:
+        for part in message.parts:
+            index = originals.get(id(part))
+            if index is None:
+                out.append(_new_item(part, message.role))
+                indices.append(None)
+            elif not indices or index != indices[-1]:
+                out.append(source[index])
+                indices.append(index)
+    if converted is not None:
+        # System items go back after the last kept item that preceded them (first if none).
+        for item in converted.system_items:
+            at = next(i for i, candidate in enumerate(source) if candidate is item)
+            before = [j for j, k in enumerate(indices) if k is not None and k < at]
+            position = before[-1] + 1 if before else 0
+            out.insert(position, item)
+            indices.insert(position, at)
+    return out
+
+
+# -- an Agents SDK model as the summarizer -------------------------------------------------------
+
+
+class AgentsModelProvider:
+    """An Agents SDK ``Model`` as an autocompact provider (for the summary side query).
+
+    The side query goes out with ``max_tokens`` = the request's cap (20,000 for a summary),
+    reasoning off (no ``reasoning`` setting) and no tools. Async only.
+    """
+
+    name = "openai-agents"
+
+    def __init__(self, model: Model, *, model_name: str = "agents-model") -> None:
+        self.agents_model = model
+        self.model = model_name
+
+    async def acomplete(self, request: ChatRequest) -> Completion:
+        """Send the request through the model's ``get_response``."""
+        settings = ModelSettings(max_tokens=request.max_output_tokens or COMPACT_MAX_OUTPUT_TOKENS)
+        try:
+            response = await self.agents_model.get_response(
+                request.system_instruction,
+                from_autocompact(request.messages),
+                settings,
+                [],
+                None,
+                [],
+                ModelTracing.DISABLED,
+                previous_response_id=None,
+                conversation_id=None,
+                prompt=None,
+            )
+        except AgentsException as exc:
+            raise ProviderError(str(exc), provider=self.name, model=self.model) from exc
+        converted = to_autocompact(response.to_input_items())
+        parts = tuple(p for m in converted.messages if m.role == "model" for p in m.parts)
+        return Completion(
+            message=Message(role="model", parts=parts),
+            usage=Usage(
+                prompt_tokens=response.usage.input_tokens,
+                output_tokens=response.usage.output_tokens,
+            ),
+            finish_reason=FinishReason.STOP,
+        )
+
+    def _sync_refused(self) -> ConfigError:
+        return ConfigError("Agents SDK models are asynchronous: use the session's async methods")
+
+    def complete(self, request: ChatRequest) -> Completion:
+        """Refused: Agents SDK models are async."""
+        raise self._sync_refused()
+
+    def stream(self, request: ChatRequest) -> Any:
+        """Refused (summaries are never streamed)."""
+        raise self._sync_refused()
+
+    async def _astream(self, request: ChatRequest) -> Any:
+        yield StreamDone(completion=await self.acomplete(request))
+
+    def astream(self, request: ChatRequest) -> Any:
+        """The whole summary as one :class:`StreamDone`."""
+        stream: Any = self._astream(request)
+        return stream
+
+
+def summary_service(choice: SummarizerChoice) -> CompressionService:
+    if isinstance(choice, Model):
+        return CompressionService(AgentsModelProvider(choice))
+    if choice == "offline":
+        return CompressionService(None, summarizer=extractive_summary)
+    if isinstance(choice, Provider):
+        return CompressionService(choice)
+    if callable(choice):
+        return CompressionService(None, summarizer=choice)
+    raise ConfigError(
+        "summarizer must be 'offline', an autocompact provider, an Agents SDK Model or a "
+        f"function, got {choice!r}"
+    )
+
+
+def agent_tool_specs(agent: Agent[Any]) -> tuple[ToolSpec, ...]:
+    """The agent's function tools as autocompact declarations (hosted tools by name only)."""
+    specs: list[ToolSpec] = []
+    for tool in agent.tools:
+        if isinstance(tool, FunctionTool):
+            specs.append(
+                ToolSpec(
+                    name=tool.name,
+                    description=tool.description or "",
+                    parameters=tool.params_json_schema,
+                )
+            )
+        else:
+            specs.append(ToolSpec(name=str(getattr(tool, "name", type(tool).__name__))))
+    return tuple(specs)
+
+
+# -- the session ---------------------------------------------------------------------------------
+
+
+def pending_start(messages: Sequence[Message]) -> int:
+    """Where the suffix that holds calls without a stored output begins (len: none)."""
+    answered = {p.id for m in messages for p in m.function_responses}
+    for index, message in enumerate(messages):
+        if any(call.id not in answered for call in message.function_calls):
+            return index
+    return len(messages)
