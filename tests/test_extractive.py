@@ -296,6 +296,52 @@ def test_real_sessions_fit_and_name_edited_files(cap: int) -> None:
         assert named >= min(len(written), 5) * 0.8, (path.name, named, len(written))
 
 
+# -- the sentence splitter equals the plain one ---------------------------------------------
+
+_PLAIN_BREAK = re.compile(r"[.!?][ \t]+")
+_PLAIN_OPENS = re.compile(r"[A-Z`\"'(\[]")
+
+
+def plain_sentences(text: str) -> list[str]:
+    """The sentences of ``text`` as the first extractive summarizer split them."""
+    out: list[str] = []
+    for raw_line in text.splitlines():
+        start = 0
+        ends = [m.end() for m in _PLAIN_BREAK.finditer(raw_line)]
+        for end in (*ends, len(raw_line)):
+            if end < len(raw_line) and not _PLAIN_OPENS.match(raw_line, end):
+                continue
+            piece = raw_line[start : min(end, start + 800)]
+            line = " ".join(piece.split()).lstrip("-*•> ").strip()
+            start = end
+            if line:
+                out.append(line[:400])
+    return out[:400]
+
+
+TEXT = st.lists(
+    st.sampled_from(
+        [
+            *"ab Zy.!?:,-*•>`'\"(_/0",
+            *("  ", "\t", "\n", "\r\n", "\u00a0", "\x1f", "\u2028", "İ", "Σ", "é", "—"),
+            *("must ", "Only ", "do not ", "do\u00a0not ", "no  later ", "instead ", "switch to "),
+            *("Change of plan: ", "now we need ", "AB ", "getX ", "a.b ", "x_y ", "Update: "),
+            *("[Request interrupted", "Acknowledged. ", "Continue.", "q" * 300, "w " * 300),
+            *("\r", "\x0b", "e.g. ", "3. ", "! ", "? ", ". ", "ack\u212anowledged. ", "\u0663"),
+            *("The port is 5433. ", "x = 1 ", "key : v ", "lives in ", "ＡＢ ", "what most "),
+        ]
+    ),
+    max_size=80,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=TEXT)
+def test_sentences_split_as_the_plain_splitter(text: str) -> None:
+    """Blanks of any kind, marks, long and cut sentences: the same sentences as before."""
+    assert list(sentences(text)) == plain_sentences(text)
+
+
 def test_a_constraint_phrase_split_by_odd_blanks_is_still_a_constraint() -> None:
     """'do<nbsp> not' reads as 'do not' once blanks are collapsed, in a long chatty request."""
     chatter = "Thanks for the update on the work so far today. " * 10

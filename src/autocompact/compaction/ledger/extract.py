@@ -20,21 +20,21 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from autocompact.compaction.ledger.sentences import sentence_list
 from autocompact.compaction.ledger import tools
 from autocompact.compaction.ledger.model import Entry, Ledger
 from autocompact.compaction.ledger.render import parse_ledger
+from autocompact.compaction.ledger.sentences import sentence_list
 from autocompact.compaction.ledger.text import (
     content_words,
     drop_harness_blocks,
-    hinted,
-    maybe_strong,
     fact_of,
     form_of,
+    hinted,
     is_harness,
+    maybe_strong,
     norm,
     specific_tokens,
     template_key,
@@ -140,9 +140,7 @@ def _user_text(state: _State, text: str) -> None:
             lower = line.lower()
             strong = (opens or maybe_strong(lower)) and content_words(lower) >= _MIN_CONTENT
         if specific or strong:
-            state.said.append(
-                _Said(line, position, user=True, opens_turn=opens, specific=specific)
-            )
+            state.said.append(_Said(line, position, user=True, opens_turn=opens, specific=specific))
         opens = False
 
 
@@ -246,7 +244,11 @@ def _finish(state: _State) -> Ledger:
         plain = not (item.specific or rare)
         if plain and (rare_limit or not (form.strong or (item.opens_turn and form.directive))):
             continue
-        if item.opens_turn and form.directive and not form.negated and not form.first_person:
+        if (
+            item.opens_turn
+            and form.directive
+            and not (form.negated or form.bounded or form.first_person)
+        ):
             goals.append(Entry(item.text, score + (0.0 if plain else 2.0), item.position))
         elif form.directive or form.first_person:
             key = template_key(item.text)
@@ -254,7 +256,9 @@ def _finish(state: _State) -> Ledger:
             if old is not None and norm(old.text) != norm(item.text):
                 stale.update(_stale_tokens(old.text, item.text))
             mark = "plain" if plain else ""
-            rules[key] = Entry(item.text, score + (0.0 if plain else 2.0), item.position, key, mark=mark)
+            rules[key] = Entry(
+                item.text, score + (0.0 if plain else 2.0), item.position, key, mark=mark
+            )
         elif len(notes) < 4 * _MAX_NOTES:
             notes.append(Entry(item.text, score, item.position))
     current = {t.lower() for e in facts.values() for t in specific_tokens(e.value)}
@@ -275,7 +279,7 @@ def _finish(state: _State) -> Ledger:
         files=_files(state, seeded),
         notes=fresh(_best(notes, _MAX_NOTES)),
         actions=tuple(state.actions[-_MAX_ACTIONS:]),
-        next_step=_next_step(state, facts),
+        next_step=_next_step(state, facts) or seeded.next_step,
         stale=frozenset(stale),
     )
 
@@ -284,7 +288,11 @@ def _specific_value(value: str, counts: Counter[str], rare_limit: int) -> bool:
     """A value worth a key: a specific token, or a few words one of which is rare."""
     if specific_tokens(value):
         return True
-    return rare_limit > 0 and len(value.split()) <= 6 and any(counts[w] <= rare_limit for w in _RARE_WORD.findall(value.lower()))
+    return (
+        rare_limit > 0
+        and len(value.split()) <= 6
+        and any(counts[w] <= rare_limit for w in _RARE_WORD.findall(value.lower()))
+    )
 
 
 def _stale_tokens(old: str, new: str) -> set[str]:
@@ -320,9 +328,9 @@ def _best(entries: Sequence[Entry], count: int) -> tuple[Entry, ...]:
     return tuple(sorted(best, key=lambda e: e.position))
 
 
-def _merged(old: Sequence[Entry], new: object) -> tuple[Entry, ...]:
+def _merged(old: Sequence[Entry], new: Iterable[Entry]) -> tuple[Entry, ...]:
     out: dict[str, Entry] = {e.key or e.text: e for e in old}
-    for entry in new:  # type: ignore[attr-defined]
+    for entry in new:
         out[entry.key or entry.text] = entry
     return tuple(sorted(out.values(), key=lambda e: e.position))
 

@@ -245,6 +245,8 @@ def _ledger_of(items: dict[str, list[str]]) -> Ledger:
         errors=tuple(errors),
         files=tuple(files),
         notes=tuple(notes) + tuple(Entry(t, _carried(t) - 4.0, p) for p, t in entries(NOTES)),
+        actions=tuple(Entry(t, 5.0, p) for p, t in entries(ACTIONS)),
+        next_step=next((Entry(t, 0.0, p) for p, t in entries(NEXT)), None),
     )
 
 

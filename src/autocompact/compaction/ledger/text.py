@@ -17,10 +17,10 @@ from typing import NamedTuple
 __all__ = [
     "FILLER",
     "Form",
+    "content_words",
     "drop_harness_blocks",
     "fact_of",
     "form_of",
-    "content_words",
     "hinted",
     "is_harness",
     "maybe_strong",
@@ -70,29 +70,230 @@ def is_harness(sentence: str) -> bool:
 # -- closed classes ---------------------------------------------------------------------------
 
 _OPENERS = frozenset(
-    """the a an this that these those it its it's i i'm i've i'd we we're we've you you're he she
-    they there here what which who whom whose how why where when is are was were be been am do does
-    did has have had can could would will may might shall in on at of for to from by with as and
-    but or so if then than because while also just well yes yeah no ok okay sure thanks thank hi
-    hello hey great nice cool good fine hmm oh ah maybe perhaps really actually anyway sounds
-    looks seems all some any each every both either neither one our my your their his her much
-    many more most very too now today yesterday tomorrow about""".split()
+    [
+        "the",
+        "a",
+        "an",
+        "this",
+        "that",
+        "these",
+        "those",
+        "it",
+        "its",
+        "it's",
+        "i",
+        "i'm",
+        "i've",
+        "i'd",
+        "we",
+        "we're",
+        "we've",
+        "you",
+        "you're",
+        "he",
+        "she",
+        "they",
+        "there",
+        "here",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "how",
+        "why",
+        "where",
+        "when",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "am",
+        "do",
+        "does",
+        "did",
+        "has",
+        "have",
+        "had",
+        "can",
+        "could",
+        "would",
+        "will",
+        "may",
+        "might",
+        "shall",
+        "in",
+        "on",
+        "at",
+        "of",
+        "for",
+        "to",
+        "from",
+        "by",
+        "with",
+        "as",
+        "and",
+        "but",
+        "or",
+        "so",
+        "if",
+        "then",
+        "than",
+        "because",
+        "while",
+        "also",
+        "just",
+        "well",
+        "yes",
+        "yeah",
+        "no",
+        "ok",
+        "okay",
+        "sure",
+        "thanks",
+        "thank",
+        "hi",
+        "hello",
+        "hey",
+        "great",
+        "nice",
+        "cool",
+        "good",
+        "fine",
+        "hmm",
+        "oh",
+        "ah",
+        "maybe",
+        "perhaps",
+        "really",
+        "actually",
+        "anyway",
+        "sounds",
+        "looks",
+        "seems",
+        "all",
+        "some",
+        "any",
+        "each",
+        "every",
+        "both",
+        "either",
+        "neither",
+        "one",
+        "our",
+        "my",
+        "your",
+        "their",
+        "his",
+        "her",
+        "much",
+        "many",
+        "more",
+        "most",
+        "very",
+        "too",
+        "now",
+        "today",
+        "yesterday",
+        "tomorrow",
+        "about",
+    ]
 )
 _NEGATION = frozenset(
-    "no not never none nothing nobody nowhere neither nor without cannot".split()
+    [
+        "no",
+        "not",
+        "never",
+        "none",
+        "nothing",
+        "nobody",
+        "nowhere",
+        "neither",
+        "nor",
+        "without",
+        "cannot",
+    ]
 )
-_MODAL = frozenset("must should shall need needs only always ought require requires".split())
-_LIMIT = frozenset("under below above over within before after until max min least most".split())
-_CONDITION = frozenset("if unless when whenever until except otherwise".split())
-_SOFT_LEAD = frozenset("please also and so ok okay then now just oh".split())
+_MODAL = frozenset(
+    ["must", "should", "shall", "need", "needs", "only", "always", "ought", "require", "requires"]
+)
+_LIMIT = frozenset(
+    [
+        "under",
+        "below",
+        "above",
+        "over",
+        "within",
+        "before",
+        "after",
+        "until",
+        "max",
+        "min",
+        "least",
+        "most",
+    ]
+)
+_CONDITION = frozenset(["if", "unless", "when", "whenever", "until", "except", "otherwise"])
+_SOFT_LEAD = frozenset(["please", "also", "and", "so", "ok", "okay", "then", "now", "just", "oh"])
 FILLER = frozenset(
-    """the a an that this these those our my your its really just very please also actually
-    basically currently simply quite rather so then now still kind sort of""".split()
+    [
+        "the",
+        "a",
+        "an",
+        "that",
+        "this",
+        "these",
+        "those",
+        "our",
+        "my",
+        "your",
+        "its",
+        "really",
+        "just",
+        "very",
+        "please",
+        "also",
+        "actually",
+        "basically",
+        "currently",
+        "simply",
+        "quite",
+        "rather",
+        "so",
+        "then",
+        "now",
+        "still",
+        "kind",
+        "sort",
+        "of",
+    ]
 )
 """Words a binding budget may drop from a statement (never a value, negation or condition)."""
 _KEY_DROP = FILLER | frozenset(
-    """for to in on at by with from is are was be set new current updated update note fyi
-    value""".split()
+    [
+        "for",
+        "to",
+        "in",
+        "on",
+        "at",
+        "by",
+        "with",
+        "from",
+        "is",
+        "are",
+        "was",
+        "be",
+        "set",
+        "new",
+        "current",
+        "updated",
+        "update",
+        "note",
+        "fyi",
+        "value",
+    ]
 )
 
 
@@ -103,6 +304,7 @@ class Form(NamedTuple):
     negated: bool
     first_person: bool  # "I …" / "We …": a preference or a decision
     strong: bool  # negated or modal: a rule even without anything specific in it
+    bounded: bool  # modal, a limit or a condition: a rule, not a change of goal
 
 
 _WORD = re.compile(r"[a-z][a-z']*")
@@ -113,7 +315,7 @@ def form_of(sentence: str) -> Form:
     lower = sentence.lower()
     words = _WORD.findall(lower[:400])
     if not words:
-        return Form(False, False, False, False)
+        return Form(False, False, False, False, False)
     head = 0
     while head < len(words) - 1 and words[head] in _SOFT_LEAD:
         head += 1
@@ -127,9 +329,10 @@ def form_of(sentence: str) -> Form:
         and (sentence[:1].isupper() or head > 0 or not sentence[:1].isalpha())
     ) or first in ("let's", "lets")
     modal = bool(bag & _MODAL) or " have to " in lower or " has to " in lower
-    directive = imperative or negated or modal or bool(bag & _LIMIT) or bool(bag & _CONDITION)
+    bounded = modal or bool(bag & _LIMIT) or bool(bag & _CONDITION)
+    directive = imperative or negated or bounded
     first_person = first in ("i", "we", "i'd", "we'd", "i'm", "we're")
-    return Form(directive, negated, first_person, negated or modal)
+    return Form(directive, negated, first_person, negated or modal, bounded)
 
 
 _STRONG = re.compile(
@@ -149,8 +352,12 @@ def content_words(lower: str) -> int:
     return sum(
         1
         for w in _WORD.findall(lower)
-        if len(w) > 2 and w not in _OPENERS and w not in FILLER and w not in _NEGATION
-        and w not in _MODAL and w not in _SOFT_LEAD
+        if len(w) > 2
+        and w not in _OPENERS
+        and w not in FILLER
+        and w not in _NEGATION
+        and w not in _MODAL
+        and w not in _SOFT_LEAD
     )
 
 
@@ -189,7 +396,7 @@ def specific_tokens(text: str) -> list[str]:
         if not word:
             continue
         if _TOKEN_SPECIFIC.fullmatch(word) or (
-            index and _NAME.fullmatch(word) and not raw.startswith(("(", "[", "\"", "'"))
+            index and _NAME.fullmatch(word) and not raw.startswith(("(", "[", '"', "'"))
         ):
             found.append(word.strip("`\"'"))
     return [token for token in found if token]
@@ -223,7 +430,25 @@ _USE_FACT = re.compile(
     re.IGNORECASE,
 )
 _COLON_FACT = re.compile(r"^(?P<key>[A-Za-z`\"'][^:=.!?]{1,80}?)\s*(?::|=)\s+(?P<value>\S.*)$")
-_NOT_KEY = frozenset("i we you it this that there he she they what which who how why".split())
+_NOT_KEY = frozenset(
+    [
+        "i",
+        "we",
+        "you",
+        "it",
+        "this",
+        "that",
+        "there",
+        "he",
+        "she",
+        "they",
+        "what",
+        "which",
+        "who",
+        "how",
+        "why",
+    ]
+)
 
 
 class Fact(NamedTuple):
@@ -295,7 +520,7 @@ def shorten(sentence: str) -> str:
     condition stays."""
     text = sentence
     label = _LABEL.match(text)
-    if label and fact_of(text[label.end() :]) is not None:
+    if label and len(text[label.end() :].split()) >= 3:
         text = text[label.end() :]
     kept = [w for w in text.split() if w.lower().strip(",;") not in FILLER]
     out = " ".join(kept)

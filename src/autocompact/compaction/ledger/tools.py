@@ -36,7 +36,9 @@ _ERROR_LINE = re.compile(
     re.IGNORECASE,
 )
 _EXIT_CODE = re.compile(r"^\s*(?:exit code|exited with|return code)\s*\d+\s*$", re.IGNORECASE)
-_WRITE_TOOLS = frozenset({"write", "writefile", "createfile", "create", "savefile", "notebookwrite"})
+_WRITE_TOOLS = frozenset(
+    {"write", "writefile", "createfile", "create", "savefile", "notebookwrite"}
+)
 _EDIT_TOOLS = frozenset(
     {
         "edit",
