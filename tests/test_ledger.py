@@ -96,7 +96,8 @@ def test_a_change_of_goal_is_kept_with_the_goal() -> None:
         Message.model("ok"),
     ]
     ledger = build_ledger(history)
-    assert ledger.goal is not None and "invoice exporter" in ledger.goal.text
+    assert ledger.goal is not None
+    assert "invoice exporter" in ledger.goal.text
     assert any("Kafka ingestion worker" in e.text for e in ledger.goal_changes)
 
 
@@ -122,7 +123,8 @@ def test_harness_text_is_never_the_goal_next_step_or_an_error(harness: str) -> N
     assert "task-notification" not in ledger.next_step.text
     assert "interrupted" not in ledger.next_step.text
     assert "/mcp" not in ledger.next_step.text
-    assert ledger.goal is not None and "flaky upload" in ledger.goal.text
+    assert ledger.goal is not None
+    assert "flaky upload" in ledger.goal.text
 
 
 def _run(cid: str, command: str, output: str, *, error: bool) -> list[Message]:
@@ -181,7 +183,8 @@ def test_an_explicit_next_step_wins() -> None:
         "Current task is the CSV parser. Steps 1-3 of 5 are done. Next step is wiring S3."
     )
     ledger = build_ledger(history)
-    assert ledger.next_step is not None and ledger.next_step.text == "wiring S3"
+    assert ledger.next_step is not None
+    assert ledger.next_step.text == "wiring S3"
     text = render_ledger(ledger, 20_000)
     assert "Steps 1-3 of 5 are done." in text
 
