@@ -160,7 +160,7 @@ def test_a_statement_too_long_for_the_cap_is_left_out_never_cut_mid_word() -> No
     no kept rule loses a value."""
     rule = "You must " + " ".join(f"word{n}" for n in range(400)) + "."
     history = [Message.user("Do the task. " + rule), Message.model("ok")]
-    summary = extractive_summary(history, max_tokens=120)
+    summary = extractive_summary(history, max_tokens=60)
     assert "word0" not in summary
     assert "Do the task." in summary
 

@@ -27,7 +27,41 @@ FACTS = [
     "Region for the production database: us-south-4.",
     "Owner of the billing service: Dana Whitfield.",
 ]
-_WORDS = ["we", "the", "team", "said", "it", "looks", "fine", "and", "the", "work", "goes", "on", "with", "a", "plan", "for", "the", "week", "as", "people", "think", "about", "time", "and", "money", "and", "the", "way", "things", "are", "done", "here", "now"]
+_WORDS = [
+    "we",
+    "the",
+    "team",
+    "said",
+    "it",
+    "looks",
+    "fine",
+    "and",
+    "the",
+    "work",
+    "goes",
+    "on",
+    "with",
+    "a",
+    "plan",
+    "for",
+    "the",
+    "week",
+    "as",
+    "people",
+    "think",
+    "about",
+    "time",
+    "and",
+    "money",
+    "and",
+    "the",
+    "way",
+    "things",
+    "are",
+    "done",
+    "here",
+    "now",
+]
 
 
 def prose(rng: random.Random, sentences: int) -> str:

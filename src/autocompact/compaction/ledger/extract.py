@@ -26,16 +26,16 @@ from dataclasses import dataclass, field
 from autocompact.compaction.ledger import tools
 from autocompact.compaction.ledger.model import Entry, Ledger
 from autocompact.compaction.ledger.render import parse_ledger
+from autocompact.compaction.ledger.scan import scan
 from autocompact.compaction.ledger.sentences import sentence_list
 from autocompact.compaction.ledger.text import (
     content_words,
     drop_harness_blocks,
     fact_of,
     form_of,
-    hinted,
     is_harness,
-    maybe_strong,
     norm,
+    specific_marks,
     specific_tokens,
     template_key,
 )
@@ -43,13 +43,16 @@ from autocompact.content import FunctionCallPart, FunctionResponsePart, Message,
 
 __all__ = ["build_ledger"]
 
-_RARE_WORD = re.compile(r"[a-z]{5,}")
+_EDGE = "()[]{}<>,;:!?.\u2026`\"'"
+_RARE_WORD = re.compile(r"[a-z]{4,}")
 _MAX_CANDIDATE = 400
 _MAX_NOTES = 400
 _MAX_DECISIONS = 12
 _MAX_ACTIONS = 5
 _RECENT_GOALS = 3
-_MIN_SAMPLE = 150
+_MIN_SAMPLE_CHARS = 15_000  # less user text than this cannot tell a rare word
+_SAMPLE_CHARS = 300_000  # the user text read to count words, at most (about)
+_FIRST_PERSON = frozenset({"I'l", "I w", "We ", "We'", "I'm", "I d", "I c", "I u", "Let"})
 _MIN_CONTENT = 2  # content words a rule without anything specific needs
 # What a harness sentence can start with (``text.is_harness`` ignores case).
 _HARNESS_FIRST = frozenset("[<CcTtAaGgSsRrNn/")
@@ -60,7 +63,7 @@ _NEXT_KEY = re.compile(r"\bnext\b")
 class _Said:
     """One candidate sentence."""
 
-    __slots__ = ("opens_turn", "position", "specific", "text", "user", "words")
+    __slots__ = ("opens_turn", "position", "rare", "specific", "text", "user")
 
     def __init__(
         self, text: str, position: int, *, user: bool, opens_turn: bool, specific: int
@@ -70,7 +73,7 @@ class _Said:
         self.user = user
         self.opens_turn = opens_turn
         self.specific = specific
-        self.words: set[str] = set()
+        self.rare = 0
 
 
 @dataclass(kw_only=True)
@@ -86,7 +89,10 @@ class _State:
     errors: dict[str, Entry] = field(default_factory=dict)
     results: dict[str, Entry] = field(default_factory=dict)
     actions: list[Entry] = field(default_factory=list)
-    last_user: Entry | None = None
+    last_user_line: str = ""
+    last_user_position: int = 0
+    counts: Counter[str] = field(default_factory=Counter)
+    rare_limit: int = -1
     last_reply: Entry | None = None
     calls: dict[str, FunctionCallPart] = field(default_factory=dict)
 
@@ -98,6 +104,7 @@ class _State:
 def build_ledger(messages: Sequence[Message]) -> Ledger:
     """The ledger of ``messages`` (see the module docstring). Deterministic."""
     state = _State()
+    _sample_counts(state, messages)
     for index, message in enumerate(messages):
         if message.role == "user":
             for part in message.function_responses:
@@ -118,29 +125,64 @@ def build_ledger(messages: Sequence[Message]) -> Ledger:
     return _finish(state)
 
 
+def _user_texts(messages: Sequence[Message]) -> list[str]:
+    return [
+        p.text for m in messages if m.role == "user" for p in m.parts if isinstance(p, TextPart)
+    ]
+
+
+def _sample_counts(state: _State, messages: Sequence[Message]) -> None:
+    """Count the words of the user's text, every ``stride``-th message in a long part (at most
+    about :data:`_SAMPLE_CHARS` read), and set the count at or below which a word is rare: a
+    word the sample never saw, or saw at most twice in a full count. A part too short to tell
+    has no rare words (``rare_limit`` -1)."""
+    texts = _user_texts(messages)
+    total = sum(map(len, texts))
+    if total < _MIN_SAMPLE_CHARS:
+        state.rare_limit = -1
+        return
+    stride = total // _SAMPLE_CHARS + 1
+    for text in texts[::stride]:
+        state.counts.update(_RARE_WORD.findall(text.lower()))
+    state.rare_limit = 2 if stride == 1 else 1 if stride <= 3 else 0
+
+
 def _user_text(state: _State, text: str) -> None:
     text = drop_harness_blocks(text)
     if not text.strip():
         return
+    lines = sentence_list(text)
+    if not lines:
+        return
+    marks, strong, lower_lines = scan(lines)
     opens = True
-    for line in sentence_list(text):
+    for index, line in enumerate(lines):
         if len(line) < 4 or (line[0] in _HARNESS_FIRST and is_harness(line)):
             continue
-        position = state.tick()
+        state.position += 1
+        position = state.position
         if state.goal is None and state.seeded is None:
             state.goal = Entry(line, 100.0, position)
             opens = False
             continue
         if len(line) >= _MAX_CANDIDATE:  # the splitter read no further: end on a whole word
             line = line[: line.rfind(" ")] + " …" if " " in line else line
-        state.last_user = Entry(line, 0.0, position)
-        specific = len(specific_tokens(line)) if hinted(line) else 0
-        strong = False
-        if not specific:
-            lower = line.lower()
-            strong = (opens or maybe_strong(lower)) and content_words(lower) >= _MIN_CONTENT
-        if specific or strong:
-            state.said.append(_Said(line, position, user=True, opens_turn=opens, specific=specific))
+        state.last_user_line, state.last_user_position = line, position
+        specific = marks.get(index, 0)
+        rare = 0
+        if specific or opens or index in strong:
+            words = content_words(lower_lines[index])
+            if state.rare_limit >= 0:
+                limit, counts = state.rare_limit, state.counts
+                rare = sum(1 for w in words if len(w) > 3 and counts.get(w, 0) <= limit)
+                rare = rare if rare >= 2 else 0
+            # Nothing specific: a rule or a change of goal only with words rare in the
+            # session, or, in a part too short to tell, with a few words of content.
+            if specific or rare or (state.rare_limit < 0 and len(words) >= _MIN_CONTENT):
+                state.said.append(
+                    _Said(line, position, user=True, opens_turn=opens, specific=specific)
+                )
+                state.said[-1].rare = rare
         opens = False
 
 
@@ -151,7 +193,7 @@ def _assistant_text(state: _State, text: str, *, replied: bool) -> None:
     for line in lines:
         if len(line) < 12 or len(line) > 300:
             continue
-        specific = len(specific_tokens(line))
+        specific = specific_marks(line)
         if specific:
             state.said.append(
                 _Said(line, state.tick(), user=False, opens_turn=False, specific=specific)
@@ -201,21 +243,9 @@ def _response(state: _State, part: FunctionResponsePart) -> None:
         del state.actions[: -_MAX_ACTIONS * 2]
 
 
-def _rarity(said: Sequence[_Said]) -> Counter[str]:
-    counts: Counter[str] = Counter()
-    if len(said) < _MIN_SAMPLE:
-        return counts
-    for item in said:
-        item.words = set(_RARE_WORD.findall(item.text.lower()))
-        counts.update(item.words)
-    return counts
-
-
 def _finish(state: _State) -> Ledger:
     seeded = state.seeded or Ledger()
-    counts = _rarity(state.said)
-    # Rarity needs a sample: in a short part every word is rare.
-    rare_limit = max(1, len(state.said) // 400) if len(state.said) >= _MIN_SAMPLE else 0
+    counts, rare_limit = state.counts, state.rare_limit
     facts: dict[str, Entry] = {e.key: e for e in seeded.facts}
     rules: dict[str, Entry] = {e.key or template_key(e.text): e for e in seeded.constraints}
     goals: list[Entry] = list(seeded.goal_changes)
@@ -223,10 +253,8 @@ def _finish(state: _State) -> Ledger:
     decisions: list[Entry] = list(seeded.decisions)
     stale: set[str] = set(seeded.stale)
     for item in state.said:
-        rare = sum(1 for w in item.words if counts[w] <= rare_limit)
-        rare = rare if rare >= 2 else 0
-        form = form_of(item.text)
-        score = 2.0 * min(item.specific, 4) + min(rare, 4) + (1.0 if form.negated else 0.0)
+        rare = item.rare
+        score = 2.0 * min(item.specific, 4) + min(rare, 4)
         fact = fact_of(item.text)
         if fact is not None and _specific_value(fact.value, counts, rare_limit):
             score += 3.0 if item.user else 0.0
@@ -236,13 +264,15 @@ def _finish(state: _State) -> Ledger:
             facts[fact.key] = Entry(item.text, score, item.position, fact.key, fact.value)
             continue
         if not item.user:
-            if form.first_person and len(decisions) < 4 * _MAX_DECISIONS:
+            if item.text[:3] in _FIRST_PERSON and len(decisions) < 4 * _MAX_DECISIONS:
                 decisions.append(Entry(item.text, score, item.position))
             continue
         # Without anything specific, a sentence counts only with words rare in the session (or
         # when the part is too short to tell), and as a rule or a change of goal.
+        form = form_of(item.text)
+        score += 1.0 if form.negated else 0.0
         plain = not (item.specific or rare)
-        if plain and (rare_limit or not (form.strong or (item.opens_turn and form.directive))):
+        if plain and not (form.strong or (item.opens_turn and form.directive)):
             continue
         if (
             item.opens_turn
@@ -289,9 +319,9 @@ def _specific_value(value: str, counts: Counter[str], rare_limit: int) -> bool:
     if specific_tokens(value):
         return True
     return (
-        rare_limit > 0
+        rare_limit >= 0
         and len(value.split()) <= 6
-        and any(counts[w] <= rare_limit for w in _RARE_WORD.findall(value.lower()))
+        and any(counts.get(w, 0) <= rare_limit for w in _RARE_WORD.findall(value.lower()))
     )
 
 
@@ -310,7 +340,7 @@ def _carries(text: str, stale: set[str]) -> bool:
     """Whether ``text`` holds a stale value (as a whole token)."""
     if not stale:
         return False
-    return any(token.lower() in stale for token in specific_tokens(text))
+    return not stale.isdisjoint(w.strip(_EDGE) for w in text.lower().split())
 
 
 def _latest(entries: Sequence[Entry], count: int) -> tuple[Entry, ...]:
@@ -363,7 +393,10 @@ def _next_step(state: _State, facts: dict[str, Entry]) -> Entry | None:
     pending = next(((m, t) for m, t in state.todos if m != "DONE"), None)
     if pending is not None:
         return Entry(f"Continue: {pending[1]}", 0.0, state.todo_position)
-    user, reply = state.last_user, state.last_reply
+    reply = state.last_reply
+    user = (
+        Entry(state.last_user_line, 0.0, state.last_user_position) if state.last_user_line else None
+    )
     if user is not None and (reply is None or user.position > reply.position):
         return Entry(f"Answer the latest request: {user.text[:200]}", 0.0, user.position)
     if reply is not None:

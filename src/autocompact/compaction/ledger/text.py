@@ -27,6 +27,7 @@ __all__ = [
     "norm",
     "shorten",
     "specific_count",
+    "specific_marks",
     "specific_tokens",
     "template_key",
 ]
@@ -70,230 +71,33 @@ def is_harness(sentence: str) -> bool:
 # -- closed classes ---------------------------------------------------------------------------
 
 _OPENERS = frozenset(
-    [
-        "the",
-        "a",
-        "an",
-        "this",
-        "that",
-        "these",
-        "those",
-        "it",
-        "its",
-        "it's",
-        "i",
-        "i'm",
-        "i've",
-        "i'd",
-        "we",
-        "we're",
-        "we've",
-        "you",
-        "you're",
-        "he",
-        "she",
-        "they",
-        "there",
-        "here",
-        "what",
-        "which",
-        "who",
-        "whom",
-        "whose",
-        "how",
-        "why",
-        "where",
-        "when",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "am",
-        "do",
-        "does",
-        "did",
-        "has",
-        "have",
-        "had",
-        "can",
-        "could",
-        "would",
-        "will",
-        "may",
-        "might",
-        "shall",
-        "in",
-        "on",
-        "at",
-        "of",
-        "for",
-        "to",
-        "from",
-        "by",
-        "with",
-        "as",
-        "and",
-        "but",
-        "or",
-        "so",
-        "if",
-        "then",
-        "than",
-        "because",
-        "while",
-        "also",
-        "just",
-        "well",
-        "yes",
-        "yeah",
-        "no",
-        "ok",
-        "okay",
-        "sure",
-        "thanks",
-        "thank",
-        "hi",
-        "hello",
-        "hey",
-        "great",
-        "nice",
-        "cool",
-        "good",
-        "fine",
-        "hmm",
-        "oh",
-        "ah",
-        "maybe",
-        "perhaps",
-        "really",
-        "actually",
-        "anyway",
-        "sounds",
-        "looks",
-        "seems",
-        "all",
-        "some",
-        "any",
-        "each",
-        "every",
-        "both",
-        "either",
-        "neither",
-        "one",
-        "our",
-        "my",
-        "your",
-        "their",
-        "his",
-        "her",
-        "much",
-        "many",
-        "more",
-        "most",
-        "very",
-        "too",
-        "now",
-        "today",
-        "yesterday",
-        "tomorrow",
-        "about",
-    ]
+    """the a an this that these those it its it's i i'm i've i'd we we're we've you you're he she
+    they there here what which who whom whose how why where when is are was were be been am do
+    does did has have had can could would will may might shall in on at of for to from by with
+    as and but or so if then than because while also just well yes yeah no ok okay sure thanks
+    thank hi hello hey great nice cool good fine hmm oh ah maybe perhaps really actually
+    anyway sounds looks seems all some any each every both either neither one our my your
+    their his her much many more most very too now today yesterday tomorrow about""".split()  # noqa: SIM905
 )
 _NEGATION = frozenset(
-    [
-        "no",
-        "not",
-        "never",
-        "none",
-        "nothing",
-        "nobody",
-        "nowhere",
-        "neither",
-        "nor",
-        "without",
-        "cannot",
-    ]
+    """no not never none nothing nobody nowhere neither nor without cannot""".split()  # noqa: SIM905
 )
 _MODAL = frozenset(
     ["must", "should", "shall", "need", "needs", "only", "always", "ought", "require", "requires"]
 )
 _LIMIT = frozenset(
-    [
-        "under",
-        "below",
-        "above",
-        "over",
-        "within",
-        "before",
-        "after",
-        "until",
-        "max",
-        "min",
-        "least",
-        "most",
-    ]
+    """under below above over within before after until max min least most""".split()  # noqa: SIM905
 )
 _CONDITION = frozenset(["if", "unless", "when", "whenever", "until", "except", "otherwise"])
 _SOFT_LEAD = frozenset(["please", "also", "and", "so", "ok", "okay", "then", "now", "just", "oh"])
 FILLER = frozenset(
-    [
-        "the",
-        "a",
-        "an",
-        "that",
-        "this",
-        "these",
-        "those",
-        "our",
-        "my",
-        "your",
-        "its",
-        "really",
-        "just",
-        "very",
-        "please",
-        "also",
-        "actually",
-        "basically",
-        "currently",
-        "simply",
-        "quite",
-        "rather",
-        "so",
-        "then",
-        "now",
-        "still",
-        "kind",
-        "sort",
-        "of",
-    ]
+    """the a an that this these those our my your its really just very please also actually
+    basically currently simply quite rather so then now still kind sort of""".split()  # noqa: SIM905
 )
 """Words a binding budget may drop from a statement (never a value, negation or condition)."""
 _KEY_DROP = FILLER | frozenset(
-    [
-        "for",
-        "to",
-        "in",
-        "on",
-        "at",
-        "by",
-        "with",
-        "from",
-        "is",
-        "are",
-        "was",
-        "be",
-        "set",
-        "new",
-        "current",
-        "updated",
-        "update",
-        "note",
-        "fyi",
-        "value",
-    ]
+    """for to in on at by with from is are was be set new current updated update note fyi
+    value""".split()  # noqa: SIM905
 )
 
 
@@ -310,10 +114,18 @@ class Form(NamedTuple):
 _WORD = re.compile(r"[a-z][a-z']*")
 
 
+def _bare(lower: str) -> str:
+    """``lower`` with its punctuation blanked (C-level replaces)."""
+    for mark in ',.;:!?()"`':
+        if mark in lower:
+            lower = lower.replace(mark, " ")
+    return lower
+
+
 def form_of(sentence: str) -> Form:
     """The form of ``sentence`` (see :class:`Form`)."""
     lower = sentence.lower()
-    words = _WORD.findall(lower[:400])
+    words = _bare(lower).split()
     if not words:
         return Form(False, False, False, False, False)
     head = 0
@@ -335,30 +147,24 @@ def form_of(sentence: str) -> Form:
     return Form(directive, negated, first_person, negated or modal, bounded)
 
 
-_STRONG = re.compile(
-    r"\b(?:no|not|never|none|nothing|without|nor|cannot|must|should|shall|only|always|need|"
-    r"needs|ought|require|requires|have to|has to)\b|n't"
+_STRONG_WORDS = frozenset(
+    """no not never none nothing without nor cannot must should shall only always need needs
+    ought require requires""".split()  # noqa: SIM905
 )
+_GRAMMAR = _OPENERS | FILLER | _NEGATION | _MODAL | _SOFT_LEAD
 
 
 def maybe_strong(lower: str) -> bool:
     """Whether a lower-cased sentence may be a strong directive (negated or modal): a first
     test, in C, before :func:`form_of`."""
-    return _STRONG.search(lower) is not None
+    if "n't" in lower:
+        return True
+    return not _STRONG_WORDS.isdisjoint(lower.replace(",", " ").replace(".", " ").split())
 
 
-def content_words(lower: str) -> int:
-    """How many words of a lower-cased sentence carry content (not grammar, not filler)."""
-    return sum(
-        1
-        for w in _WORD.findall(lower)
-        if len(w) > 2
-        and w not in _OPENERS
-        and w not in FILLER
-        and w not in _NEGATION
-        and w not in _MODAL
-        and w not in _SOFT_LEAD
-    )
+def content_words(lower: str) -> list[str]:
+    """The words of a lower-cased sentence that carry content (not grammar, not filler)."""
+    return [w for w in set(_bare(lower).split()) - _GRAMMAR if len(w) > 2]
 
 
 # -- specificity --------------------------------------------------------------------------------
@@ -373,6 +179,20 @@ _NAME = re.compile(r"[A-Z][a-z]{2,}")
 _EDGE = "()[]{}<>,;:!?.\u2026"
 # What any specific token holds (one pass, in C): most prose has none and skips the word loop.
 _HINT_CHARS = re.compile(r"[\d/_@#=`\"$€£\\-]")
+
+
+# A fast count of what makes a sentence specific (each pattern opens with one character class,
+# which ``re`` scans in C): runs of digits and symbols, a name or an acronym inside a sentence,
+# a capital inside a word, a dot or a hyphen inside a word.
+_SPECIFIC_MARKS = re.compile(
+    r"[\d/_@#=`$€£\\]+|[A-Z](?<=[a-z,;:] [A-Z])(?=[a-z]{2}|[A-Z])|[A-Z](?<=[a-z][A-Z])"
+    r"|[.-](?<=[a-z][.-])(?=[a-z])"
+)
+
+
+def specific_marks(text: str) -> int:
+    """About how many specific tokens ``text`` holds (a fast count, for ranking)."""
+    return len(_SPECIFIC_MARKS.findall(text))
 
 
 def hinted(text: str) -> bool:
@@ -431,23 +251,7 @@ _USE_FACT = re.compile(
 )
 _COLON_FACT = re.compile(r"^(?P<key>[A-Za-z`\"'][^:=.!?]{1,80}?)\s*(?::|=)\s+(?P<value>\S.*)$")
 _NOT_KEY = frozenset(
-    [
-        "i",
-        "we",
-        "you",
-        "it",
-        "this",
-        "that",
-        "there",
-        "he",
-        "she",
-        "they",
-        "what",
-        "which",
-        "who",
-        "how",
-        "why",
-    ]
+    """i we you it this that there he she they what which who how why""".split()  # noqa: SIM905
 )
 
 
@@ -472,7 +276,7 @@ def fact_of(sentence: str) -> Fact | None:
     """
     text = sentence.strip().rstrip(".!")
     for body in _bodies(text):
-        for pattern in (_SET_FACT, _USE_FACT, _IS_FACT, _COLON_FACT):
+        for pattern in _patterns(body):
             match = pattern.match(body)
             if match is None:
                 continue
@@ -487,6 +291,45 @@ def fact_of(sentence: str) -> Fact | None:
             if key and value:
                 return Fact(key, value)
     return None
+
+
+_JOINS = (
+    " is ",
+    " are ",
+    " was ",
+    " were ",
+    " will be ",
+    " should be ",
+    " becomes ",
+    " stays ",
+    " remains ",
+    " equals ",
+    " = ",
+    " moved to ",
+    " changed to ",
+    " goes to ",
+    " lives in ",
+    " runs on ",
+)
+_SET_HEADS = frozenset(
+    ["please", "set", "change", "move", "bump", "raise", "lower", "switch", "update", "make"]
+)
+_USE_HEADS = frozenset(["please", "use", "pick", "choose"])
+
+
+def _patterns(body: str) -> list[re.Pattern[str]]:
+    """The fact patterns that can match ``body`` (cheap substring tests first)."""
+    head = body[: body.find(" ")].lower() if " " in body else ""
+    out = []
+    if head in _SET_HEADS:
+        out.append(_SET_FACT)
+    if head in _USE_HEADS:
+        out.append(_USE_FACT)
+    if any(map(body.__contains__, _JOINS)):
+        out.append(_IS_FACT)
+    if ":" in body or "=" in body:
+        out.append(_COLON_FACT)
+    return out
 
 
 def _statement(value: str) -> bool:
