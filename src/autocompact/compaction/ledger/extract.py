@@ -131,6 +131,13 @@ def _user_texts(messages: Sequence[Message]) -> list[str]:
     ]
 
 
+def _code(line: str) -> bool:
+    """Whether a sentence reads as code: brackets, braces and assignments, or a traceback's
+    frame line."""
+    marks = line.count("(") + line.count("[") + line.count("{") + line.count(" = ")
+    return marks >= 2 or line.startswith(("File \"", "at ", "Traceback", "```", "def ", "class "))
+
+
 def _sample_counts(state: _State, messages: Sequence[Message]) -> None:
     """Count the words of the user's text, every ``stride``-th message in a long part (at most
     about :data:`_SAMPLE_CHARS` read), and set the count at or below which a word is rare: a
@@ -169,6 +176,8 @@ def _user_text(state: _State, text: str) -> None:
             line = line[: line.rfind(" ")] + " …" if " " in line else line
         state.last_user_line, state.last_user_position = line, position
         specific = marks.get(index, 0)
+        if specific and _code(line):
+            continue  # pasted code or a traceback line: not a statement
         rare = 0
         if specific or opens or index in strong:
             words = content_words(lower_lines[index])

@@ -62,10 +62,12 @@ def scan(lines: Sequence[str]) -> tuple[dict[int, int], set[int], list[str]]:
     classes = joined.encode("ascii", "replace").translate(_CLASS)
     ends = _ends([len(line) for line in lines])
     marks: dict[int, int] = {}
-    for pattern in _MARKS:
-        for match in pattern.finditer(classes):
+    for pattern in _MARKS:  # each pattern counts once a sentence: on a hit, skip to its end
+        match = pattern.search(classes)
+        while match is not None:
             index = bisect_left(ends, match.start())
             marks[index] = marks.get(index, 0) + 1
+            match = pattern.search(classes, ends[index] + 1)
     strong: set[int] = set()
     words = b" " + lower.encode("ascii", "replace").translate(_WORDS) + b" "
     if len(lower_lines) == len(lines):

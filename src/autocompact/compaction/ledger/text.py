@@ -348,12 +348,12 @@ def _bodies(text: str) -> tuple[str, ...]:
 
 def template_key(sentence: str) -> str:
     """A statement with its values taken out: two statements of one template with different
-    values are one rule at two times (``under 30 seconds`` → ``under 45 seconds``)."""
-    values = {t.lower() for t in specific_tokens(sentence) if not _NAME.fullmatch(t)}
+    values are one rule at two times (``under 30 seconds`` → ``under 45 seconds``). A value is
+    a word that is not all letters (a number, a path, an identifier, a price)."""
     words = [
         w
-        for w in (raw.strip(_EDGE).lower() for raw in sentence.split())
-        if w and w not in FILLER and w.strip("`\"'") not in values
+        for w in _bare(sentence.lower()).split()
+        if w.replace("'", "").isalpha() and w not in FILLER
     ]
     return "rule:" + " ".join(words)
 
