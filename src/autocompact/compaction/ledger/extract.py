@@ -135,7 +135,7 @@ def _code(line: str) -> bool:
     """Whether a sentence reads as code: brackets, braces and assignments, or a traceback's
     frame line."""
     marks = line.count("(") + line.count("[") + line.count("{") + line.count(" = ")
-    return marks >= 2 or line.startswith(("File \"", "at ", "Traceback", "```", "def ", "class "))
+    return marks >= 2 or line.startswith(('File "', "at ", "Traceback", "```", "def ", "class "))
 
 
 def _sample_counts(state: _State, messages: Sequence[Message]) -> None:
@@ -407,7 +407,7 @@ def _next_step(state: _State, facts: dict[str, Entry]) -> Entry | None:
         Entry(state.last_user_line, 0.0, state.last_user_position) if state.last_user_line else None
     )
     if user is not None and (reply is None or user.position > reply.position):
-        return Entry(f"Answer the latest request: {user.text[:200]}", 0.0, user.position)
+        return Entry(f"Continue with the latest request: {user.text[:200]}", 0.0, user.position)
     if reply is not None:
         return Entry(f"Carry on after the last reply: {reply.text}", 0.0, reply.position)
     return None

@@ -161,7 +161,7 @@ def brief(call: FunctionCallPart | None, name: str) -> str:
 
 def kind_of(command: str) -> str:
     """``tests``, ``lint`` or ``build`` for a run of that kind, else ``""``."""
-    lower = command.lower()
+    lower = _COMMAND_HEAD.sub("", command.lower())[:80]  # the runner, not its arguments
     for kind, pattern in _KINDS:
         if pattern.search(lower):
             return kind
