@@ -30,6 +30,7 @@ from autocompact.compaction.ledger.scan import scan
 from autocompact.compaction.ledger.sentences import sentence_list
 from autocompact.compaction.ledger.text import (
     content_words,
+    drop_code,
     drop_harness_blocks,
     fact_of,
     form_of,
@@ -54,8 +55,6 @@ _MIN_SAMPLE_CHARS = 15_000  # less user text than this cannot tell a rare word
 _SAMPLE_CHARS = 300_000  # the user text read to count words, at most (about)
 _FIRST_PERSON = frozenset({"I'l", "I w", "We ", "We'", "I'm", "I d", "I c", "I u", "Let"})
 _MIN_CONTENT = 2  # content words a rule without anything specific needs
-# What a harness sentence can start with (``text.is_harness`` ignores case).
-_HARNESS_FIRST = frozenset("[<CcTtAaGgSsRrNn/")
 _ACTION_RANK = {"read": 0, "edited": 1, "written": 1, "deleted": 1}
 _NEXT_KEY = re.compile(r"\bnext\b")
 
@@ -155,7 +154,7 @@ def _sample_counts(state: _State, messages: Sequence[Message]) -> None:
 
 
 def _user_text(state: _State, text: str) -> None:
-    text = drop_harness_blocks(text)
+    text = drop_code(drop_harness_blocks(text))
     if not text.strip():
         return
     lines = sentence_list(text)
@@ -164,7 +163,7 @@ def _user_text(state: _State, text: str) -> None:
     marks, strong, lower_lines = scan(lines)
     opens = True
     for index, line in enumerate(lines):
-        if len(line) < 4 or (line[0] in _HARNESS_FIRST and is_harness(line)):
+        if len(line) < 4 or is_harness(line):
             continue
         state.position += 1
         position = state.position
@@ -196,7 +195,7 @@ def _user_text(state: _State, text: str) -> None:
 
 
 def _assistant_text(state: _State, text: str, *, replied: bool) -> None:
-    lines = sentence_list(text)
+    lines = sentence_list(drop_code(text))
     if replied and lines:
         state.last_reply = Entry(" ".join(lines)[:200], 0.0, state.tick())
     for line in lines:

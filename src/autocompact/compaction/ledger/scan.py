@@ -1,9 +1,9 @@
 """One scan of a message's sentences: which are specific, which are negated or modal. Pure.
 
-The sentences are joined and read in C, a few times over one byte a character (issue 10's
-technique): a class byte a character for what makes a sentence specific, and the words alone
-(letters and apostrophes) for negation and modal words. Each pattern opens with one literal
-byte, which ``re`` skips to in C; Python-level work is per hit, so plain chatter costs little.
+The sentences are joined and read in C over one class byte a character (issue 10's technique)
+for what makes a sentence specific: each pattern opens with one literal byte, which ``re``
+skips to in C, and counts once a sentence. Negation and modal words are a set test on each
+other sentence's words (C-level split and ``isdisjoint``).
 """
 
 from __future__ import annotations
@@ -41,11 +41,10 @@ _MARKS = (
     re.compile(rb"\.(?<=a\.)(?=a)"),  # a dotted name
     re.compile(rb"-(?<=a-)(?=a)"),  # a hyphenated name
 )
-# The words alone: lower case, letters and apostrophes kept, everything else a space.
-_WORDS = bytes(b if (0x61 <= b <= 0x7A or b == 0x27) else 0x20 for b in range(256))
-_STRONG = re.compile(
-    rb" (?:no|not|never|none|nothing|without|nor|cannot|must|should|shall|only|always|need|"
-    rb"needs|ought|require|requires|[a-z]+n't)(?= )"
+# Negation and modal words (a specific sentence is a candidate anyway, so it is not tested).
+_STRONG = frozenset(
+    """no not never none nothing without nor cannot must should shall only always need needs
+    ought require requires""".split()  # noqa: SIM905
 )
 
 
@@ -55,7 +54,7 @@ def _ends(lengths: Sequence[int]) -> list[int]:
 
 def scan(lines: Sequence[str]) -> tuple[dict[int, int], set[int], list[str]]:
     """For the sentences ``lines``: how many specific marks each holds (only those with any),
-    which hold a negation or a modal word, and each sentence in lower case."""
+    which of the others hold a negation or a modal word, and each sentence in lower case."""
     joined = "\n".join(lines)
     lower = joined.lower()
     lower_lines = lower.split("\n")
@@ -68,10 +67,9 @@ def scan(lines: Sequence[str]) -> tuple[dict[int, int], set[int], list[str]]:
             index = bisect_left(ends, match.start())
             marks[index] = marks.get(index, 0) + 1
             match = pattern.search(classes, ends[index] + 1)
-    strong: set[int] = set()
-    words = b" " + lower.encode("ascii", "replace").translate(_WORDS) + b" "
-    if len(lower_lines) == len(lines):
-        lower_ends = _ends([len(line) for line in lower_lines])
-        for match in _STRONG.finditer(words):
-            strong.add(bisect_left(lower_ends, match.start()))
+    strong = {
+        index
+        for index, line in enumerate(lower_lines)
+        if index not in marks and (not _STRONG.isdisjoint(line.split()) or "n't" in line)
+    }
     return marks, strong, lower_lines

@@ -18,6 +18,7 @@ __all__ = [
     "FILLER",
     "Form",
     "content_words",
+    "drop_code",
     "drop_harness_blocks",
     "fact_of",
     "form_of",
@@ -63,9 +64,34 @@ def drop_harness_blocks(text: str) -> str:
     return text
 
 
+# The first three characters, lower-cased, of every sentence ``_HARNESS`` can match (a sentence
+# is stripped); only those try the pattern. ``/`` opens a slash command.
+_HARNESS_HEADS = frozenset(
+    """[re [to [im <co <lo <sy <ta </t <ou <st <su cav <ba thi the sto to  rea too no ack got
+    con""".split()  # noqa: SIM905
+) | {"to "}
+
+
 def is_harness(sentence: str) -> bool:
     """Whether a sentence is harness or tool-protocol text, never the user's own words."""
+    head = sentence[:3].lower()
+    if head not in _HARNESS_HEADS and head[:1] != "/" and head.isascii():
+        return False
     return _HARNESS.match(sentence) is not None
+
+
+_CODE_FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
+_INDENTED = re.compile(r"^[ \t]+(?![-*•+>] |\d+[.)] )\S.*$", re.M)  # not a list item
+
+
+def drop_code(text: str) -> str:
+    """``text`` without fenced code blocks and indented lines (pasted code, tracebacks, quoted
+    output): never statements, and the costliest text to read (C-level substitutions)."""
+    if "```" in text:
+        text = _CODE_FENCE.sub("\n", text)
+    if "\n " in text or "\n\t" in text:
+        text = _INDENTED.sub("", text)
+    return text
 
 
 # -- closed classes ---------------------------------------------------------------------------
