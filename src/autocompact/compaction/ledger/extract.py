@@ -45,7 +45,7 @@ from autocompact.content import FunctionCallPart, FunctionResponsePart, Message,
 __all__ = ["build_ledger"]
 
 _EDGE = "()[]{}<>,;:!?.\u2026`\"'"
-_RARE_WORD = re.compile(r"[a-z]{4,}")
+_RARE_WORD = re.compile(r"[a-z][a-z'-]{2,}")
 _MAX_CANDIDATE = 400
 _MAX_NOTES = 400
 _MAX_DECISIONS = 12
@@ -92,6 +92,7 @@ class _State:
     last_user_position: int = 0
     counts: Counter[str] = field(default_factory=Counter)
     rare_limit: int = -1
+    common: set[str] = field(default_factory=set)  # words seen more than ``rare_limit`` times
     last_reply: Entry | None = None
     calls: dict[str, FunctionCallPart] = field(default_factory=dict)
 
@@ -151,6 +152,7 @@ def _sample_counts(state: _State, messages: Sequence[Message]) -> None:
     for text in texts[::stride]:
         state.counts.update(_RARE_WORD.findall(text.lower()))
     state.rare_limit = 2 if stride == 1 else 1 if stride <= 3 else 0
+    state.common = {w for w, n in state.counts.items() if n > state.rare_limit}
 
 
 def _user_text(state: _State, text: str) -> None:
@@ -181,8 +183,7 @@ def _user_text(state: _State, text: str) -> None:
         if specific or opens or index in strong:
             words = content_words(lower_lines[index])
             if state.rare_limit >= 0:
-                limit, counts = state.rare_limit, state.counts
-                rare = sum(1 for w in words if len(w) > 3 and counts.get(w, 0) <= limit)
+                rare = len(words - state.common)
                 rare = rare if rare >= 2 else 0
             # Nothing specific: a rule or a change of goal only with words rare in the
             # session, or, in a part too short to tell, with a few words of content.

@@ -188,9 +188,9 @@ def maybe_strong(lower: str) -> bool:
     return not _STRONG_WORDS.isdisjoint(lower.replace(",", " ").replace(".", " ").split())
 
 
-def content_words(lower: str) -> list[str]:
+def content_words(lower: str) -> set[str]:
     """The words of a lower-cased sentence that carry content (not grammar, not filler)."""
-    return [w for w in set(_bare(lower).split()) - _GRAMMAR if len(w) > 2]
+    return set(_bare(lower).split()) - _GRAMMAR
 
 
 # -- specificity --------------------------------------------------------------------------------
