@@ -250,3 +250,25 @@ def test_every_rendering_is_within_its_budget_and_never_cut_mid_word(budget: int
         assert any(body in s or body == shorten(s) for s in statements) or not body.startswith(
             tuple(s[:6] for s in statements)
         )
+
+
+def test_a_model_snapshot_is_read_back_section_by_section() -> None:
+    """A model's XML snapshot (and its restored items) seeds the next ledger: its rules and
+    facts carry on, and a later update supersedes a fact it held."""
+    snapshot = (
+        "<state_snapshot>\n<overall_goal>Ship the exporter.</overall_goal>\n"
+        "<constraints>\n- Never touch api/v2.\n</constraints>\n"
+        "<retained_from_history>\n- Region for the production database: us-south-4.\n"
+        "</retained_from_history>\n</state_snapshot>"
+    )
+    history = [
+        Message.user("This session continues an earlier conversation.\n\n" + snapshot),
+        Message.model("ok"),
+        Message.user("Region for the production database: eu-west-9."),
+    ]
+    ledger = build_ledger(history)
+    assert ledger.goal is not None
+    assert ledger.goal.text == "Ship the exporter."
+    assert [e.text for e in ledger.constraints] == ["Never touch api/v2."]
+    assert [e.value for e in ledger.facts] == ["eu-west-9"]
+    assert "us-south-4" not in render_ledger(ledger, 20_000)
