@@ -180,14 +180,18 @@ def _user_text(state: _State, text: str) -> None:
         if specific and _code(line):
             continue  # pasted code or a traceback line: not a statement
         rare = 0
-        if specific or opens or index in strong:
+        if specific:  # a candidate whatever its words; its marks rank it
+            state.said.append(
+                _Said(line, position, user=True, opens_turn=opens, specific=specific)
+            )
+        elif opens or index in strong:
             words = content_words(lower_lines[index])
             if state.rare_limit >= 0:
                 rare = len(words - state.common)
                 rare = rare if rare >= 2 else 0
             # Nothing specific: a rule or a change of goal only with words rare in the
             # session, or, in a part too short to tell, with a few words of content.
-            if specific or rare or (state.rare_limit < 0 and len(words) >= _MIN_CONTENT):
+            if rare or (state.rare_limit < 0 and len(words) >= _MIN_CONTENT):
                 state.said.append(
                     _Said(line, position, user=True, opens_turn=opens, specific=specific)
                 )
