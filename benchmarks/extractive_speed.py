@@ -4,14 +4,16 @@
     .venv/bin/python benchmarks/extractive_speed.py --rounds 9     # more rounds, steadier medians
     .venv/bin/python benchmarks/extractive_speed.py --report-only  # print, never fail
 
-Two kinds of session, each request about 3,000 characters with one reply:
+Three kinds of session, each request about 3,000 characters with one reply:
 
 - **one long sentence**: ``Request n: please <verb> `` and 400 words like ``cache12`` (the shape
   issue 10 measured: 0.27 s at 250 requests, 2.85 s at 300, 21.5 s at 2,000);
 - **chat**: prose of 6-25 common words a sentence (about 40 sentences a request, one in twenty a
   rule or a limit, some with a fact, a path, an identifier or a version; 300-character replies
-  of the same prose). This is the harder case: every sentence is classified, and about one in
-  six holds a constraint word of everyday speech ("only", "never") and is kept as an item.
+  of the same prose). Every sentence is classified, and about one in six holds a constraint
+  word of everyday speech ("only", "never") and is kept as an item;
+- **code and tracebacks**: a sentence or two of prose, then pasted Python code and tracebacks
+  (paths, line numbers, identifiers on every line: every line is specific), issue 22's case.
 
 Side by side in one process, on the same messages, each round in a rotating order (see
 ``_timing.py``; fresh message objects every round, built outside the timed region):
@@ -149,7 +151,52 @@ def long_sentence_session(count: int, seed: int = 5) -> list[Message]:
     return history
 
 
-KINDS = {"one long sentence": long_sentence_session, "chat": chat_session}
+def _code_block(rng: random.Random, noun: str) -> str:
+    lines = [f"def {noun}_{rng.randrange(99)}(items, limit={rng.randrange(10, 500)}):"]
+    for k in range(rng.randrange(12, 30)):
+        name = f"{rng.choice(_NOUNS)}_{k}"
+        lines.append(f"    {name} = [x.{rng.choice(_COMMON)}() for x in items if x.id > {k}]")
+        if k % 5 == 0:
+            lines.append(f"    if not {name}:  # {_prose(rng, 3, 8)}")
+            lines.append(f"        raise ValueError(f'no {{limit}} in {name}')")
+    lines.append("    return result")
+    return "```python\n" + "\n".join(lines) + "\n```"
+
+
+def _traceback(rng: random.Random, noun: str) -> str:
+    frames = [
+        f'  File "/home/dev/proj/src/{rng.choice(_NOUNS)}/mod_{rng.randrange(60)}.py", line '
+        f"{rng.randrange(10, 900)}, in {rng.choice(_NOUNS)}_{rng.randrange(99)}\n"
+        f"    value = self.{rng.choice(_COMMON)}(payload[{rng.randrange(9)}])"
+        for _ in range(rng.randrange(3, 9))
+    ]
+    error = rng.choice(("KeyError: 'tenant_id'", "TypeError: 'NoneType' object is not iterable"))
+    return "Traceback (most recent call last):\n" + "\n".join(frames) + f"\n{error}"
+
+
+def code_session(count: int, seed: int = 5) -> list[Message]:
+    """``count`` requests of about 3,000 characters that paste code and a traceback between a
+    few sentences of prose, each with a 300-character reply."""
+    rng = random.Random(seed)
+    history: list[Message] = []
+    for n in range(count):
+        noun = rng.choice(_NOUNS)
+        parts = [f"Request {n}: the {noun} module fails, see below. " + _chat_text(rng, 200)]
+        size = len(parts[0])
+        while size < 2_900:
+            piece = _code_block(rng, noun) if rng.random() < 0.6 else _traceback(rng, noun)
+            parts.append(piece)
+            size += len(piece)
+        history.append(Message.user("\n\n".join(parts)[:3_000]))
+        history.append(Message.model(_chat_text(rng, 300)))
+    return history
+
+
+KINDS = {
+    "one long sentence": long_sentence_session,
+    "chat": chat_session,
+    "code and tracebacks": code_session,
+}
 
 
 def _truncate(history: Sequence[Message]) -> str:

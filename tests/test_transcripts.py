@@ -190,6 +190,40 @@ def test_claude_code_subagent_file_is_read(tmp_path: Path) -> None:
     assert transcript.messages[0].text == "explore the repo"
 
 
+def _enqueue(text: str) -> dict[str, Any]:
+    return {"type": "queue-operation", "operation": "enqueue", "sessionId": "s", "content": text}
+
+
+def test_claude_code_keeps_queued_prompts_in_their_place(tmp_path: Path) -> None:
+    """A prompt queued while a call waits joins the tool result (pairing kept); one queued
+    between turns is a user message of its own; ``remove`` lines add nothing."""
+    call = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "make"}}
+    lines = [
+        cc_user("build it"),
+        cc_assistant("m1", [call], inp=100),
+        _enqueue("actually target arm64 only"),
+        {"type": "queue-operation", "operation": "remove", "sessionId": "s"},
+        cc_user([{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]),
+        cc_assistant("m2", [{"type": "text", "text": "Built."}], inp=120),
+        _enqueue("now ship it"),
+        cc_assistant("m3", [{"type": "text", "text": "Shipping."}], inp=130),
+    ]
+    transcript = read_transcript(write_jsonl(tmp_path / "q.jsonl", lines))
+    texts = [m.text for m in transcript.messages]
+    assert texts == [
+        "build it",
+        "",
+        "actually target arm64 only",
+        "Built.",
+        "now ship it",
+        "Shipping.",
+    ]
+    joined = transcript.messages[2]
+    assert isinstance(joined.parts[0], FunctionResponsePart)
+    assert joined.parts[1] == TextPart(text="actually target arm64 only")
+    assert [c.preceding for c in transcript.calls] == [1, 3, 5]
+
+
 def test_claude_code_gzip_is_read_directly(tmp_path: Path) -> None:
     """A gzip'd log is detected by content and read like the plain one."""
     plain = read_transcript(write_jsonl(tmp_path / "s.jsonl", claude_session()))

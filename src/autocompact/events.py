@@ -55,6 +55,16 @@ class CompactionSucceeded:
     info: CompressionInfo
     kind: Literal["compaction_succeeded"] = "compaction_succeeded"
 
+    @property
+    def audited(self) -> int:
+        """How many of the ledger's constraints and latest facts the summary was checked for."""
+        return self.info.audited
+
+    @property
+    def restored(self) -> int:
+        """How many of them a model's summary lacked and were appended verbatim (issue 22)."""
+        return self.info.restored
+
 
 @dataclass(frozen=True, kw_only=True)
 class CompactionFailed:

@@ -154,6 +154,12 @@ class CompressionInfo:
         summary_failure: the summary failed after a clearing that stands (SPEC §10.3).
         breakdown: what holds the space after the attempt, by category.
         side_queries: how many side queries were sent (more than 1 when chunked).
+        audited: how many of the ledger's constraints, preferences and latest facts the summary
+            was checked for (issue 22).
+        restored: how many of those a model's summary lacked and were appended verbatim.
+        ledger_dropped: how many of those the summary does not hold because even shortened
+            they did not fit its target (the extractive summarizer under a binding
+            ``summary_target_tokens``): 0 means nothing was dropped silently.
     """
 
     status: CompressionStatus
@@ -173,6 +179,9 @@ class CompressionInfo:
     summary_failure: CompressionStatus | None = None
     breakdown: SpaceBreakdown | None = None
     side_queries: int = 0
+    audited: int = 0
+    restored: int = 0
+    ledger_dropped: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field."""

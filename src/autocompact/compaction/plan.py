@@ -27,21 +27,27 @@ from autocompact.compaction.clearing import (
     ClearingResult,
     clear_tool_outputs,
 )
-from autocompact.compaction.echo import echo_source
+from autocompact.compaction.ledger import (
+    Ledger,
+    audit_summary,
+    build_ledger,
+    missing,
+    render_ledger,
+    required_chars,
+)
 from autocompact.compaction.native import native_part
 from autocompact.compaction.prompts import (
     SUMMARY_ACKNOWLEDGEMENT,
-    SUMMARY_FINAL_INSTRUCTION,
     SUMMARY_PREAMBLE,
-    summary_system_prompt,
 )
+from autocompact.compaction.reply import echo as _echo
+from autocompact.compaction.reply import refusal as _refusal
 from autocompact.compaction.sidequery import (
     DEFAULT_SUMMARY_SHARE,
     call_summarizer,
     plan_side_queries,
     side_request,
     summary_cap,
-    truncated,
 )
 from autocompact.compaction.space import space_breakdown
 from autocompact.compaction.split import (
@@ -52,6 +58,7 @@ from autocompact.compaction.split import (
 from autocompact.content import Message, Usage, as_message
 from autocompact.errors import ProviderError
 from autocompact.estimation import (
+    BYTES_PER_TOKEN,
     estimate_content_chars,
     estimate_content_tokens,
     estimate_prompt_tokens,
@@ -90,6 +97,7 @@ CLEAR_AT_LEAST_SHARE = 0.05
 a small one costs more than it saves (Anthropic's ``clear_at_least`` is the model). A summary
 that could free less than this, and cannot bring the count below *warn*, is not sent either
 (design decision 70)."""
+_LEDGER_PROMPT_CHARS = 16_000  # the ledger shown to the summarizing model, at most
 PROTECT_SHARE = 0.2
 """Clearing keeps the newest tool output up to ``min(protect_tool_tokens, this × window)``."""
 
@@ -141,12 +149,17 @@ def compress_flow(
     def fail(status: CompressionStatus, error: str, **extra: Any) -> CompressionResult:
         return done.failed(options, status, error, extra)
 
+    ledger = build_ledger(to_compress)
     cap = summary_cap(
         to_compress,
         options.summary_target_tokens,
         local=summarizer is not None,
         image_token_estimate=options.image_token_estimate,
+        window=options.context_window,
+        must_free=_must_free(base, options),
+        need=math.ceil(required_chars(ledger) / BYTES_PER_TOKEN),
     )
+    done = replace(done, ledger=ledger, local=summarizer is not None)
     if summarizer is not None:
         text = call_summarizer(summarizer, to_compress, cap)
         completion = Completion(
@@ -167,6 +180,7 @@ def compress_flow(
         instructions=options.instructions,
         target_tokens=options.summary_target_tokens,
         image_token_estimate=options.image_token_estimate,
+        ledger=render_ledger(ledger, _LEDGER_PROMPT_CHARS) if ledger.retained else None,
     )
     if plan is None:
         return fail(
@@ -210,46 +224,6 @@ def compress_flow(
 
 def _plain(messages: Sequence[Message]) -> int:
     return estimate_content_tokens(messages)
-
-
-def _refusal(completion: Completion, cap: int) -> tuple[CompressionStatus, str] | None:
-    if completion.finish_reason is FinishReason.CONTENT_FILTER:
-        return (
-            CompressionStatus.COMPRESSION_FAILED_CONTENT_FILTER,
-            "the summary was stopped by the provider's content filter or refused "
-            f"({completion.raw_finish_reason or 'content_filter'}); a partial summary is never "
-            "kept",
-        )
-    if truncated(completion, cap):
-        return (
-            CompressionStatus.COMPRESSION_FAILED_OUTPUT_TRUNCATED,
-            "the summary stopped at its output cap; a truncated summary is never kept",
-        )
-    opaque = native_part(completion)
-    text = opaque.summary if opaque is not None else completion.text
-    if not text.strip():
-        return CompressionStatus.COMPRESSION_FAILED_EMPTY_SUMMARY, "the summary was empty"
-    return None
-
-
-def _echo(summary: str, options: CompressOptions) -> tuple[CompressionStatus, str] | None:
-    source = echo_source(
-        summary,
-        {
-            "the summary prompt": summary_system_prompt(options.instructions)
-            + "\n"
-            + SUMMARY_FINAL_INSTRUCTION,
-            "the acknowledgement": SUMMARY_PREAMBLE + "\n" + SUMMARY_ACKNOWLEDGEMENT,
-            "the system prompt": options.system_instruction,
-        },
-    )
-    if source is None:
-        return None
-    return (
-        CompressionStatus.COMPRESSION_FAILED_ECHO,
-        f"the reply is mostly an echo of {source}, not a summary of the conversation; "
-        "it is never kept",
-    )
 
 
 def _pending_tokens(options: CompressOptions) -> int:
@@ -297,6 +271,12 @@ def _cleared_result(
 _Prepared: TypeAlias = tuple[
     int, int, ClearingResult | None, tuple[Message, ...], tuple[Message, ...]
 ]
+
+
+def _must_free(base: int, options: CompressOptions) -> int:
+    """What the compaction must free to leave the room it aims at (0 when below it)."""
+    auto = compute_thresholds(options.context_window).auto
+    return max(0, math.ceil(base + _pending_tokens(options) - _room_target(options, auto)))
 
 
 def _room_target(options: CompressOptions, auto: float) -> float:
@@ -486,6 +466,8 @@ class _Done:
     clearing: ClearingResult | None
     original: int  # the size reported as before
     base: int  # the size of what was summarized (smaller than original after clearing)
+    ledger: Ledger | None = None  # what the summary must carry (issue 22)
+    local: bool = False  # the summary is the local summarizer's, not a model's
 
     def failed(
         self,
@@ -522,6 +504,17 @@ def _finish(
     problem = _refusal(completion, cap) or (None if opaque else _echo(summary, options))
     if problem is not None:
         return fail(*problem)
+    if done.ledger is not None and opaque is None:
+        if not done.local:  # a model wrote it: put back what it lost
+            audit = audit_summary(summary, done.ledger)
+            summary, sizes["audited"], sizes["restored"] = (
+                audit.summary,
+                audit.audited,
+                audit.restored,
+            )
+        else:  # the local summarizer: say what its target could not hold
+            sizes["audited"] = len(done.ledger.retained)
+            sizes["ledger_dropped"] = len(missing(summary, done.ledger))
     try:
         if opaque is not None:
             # A native block replaces the range by itself, first in the history (the provider
@@ -537,7 +530,7 @@ def _finish(
             new_history = (Message.user(SUMMARY_PREAMBLE + summary), *ack, *to_keep)
             summary_tokens = (
                 usage.output_tokens
-                if usage and usage.output_tokens > 0
+                if usage and usage.output_tokens > 0 and not sizes.get("restored")
                 else estimate_text_tokens(summary)
             )
         compressed_tokens = estimate_content_tokens(to_compress, options.image_token_estimate)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "LEDGER_INTRODUCTION",
     "SUMMARY_ACKNOWLEDGEMENT",
     "SUMMARY_FINAL_INSTRUCTION",
     "SUMMARY_PREAMBLE",
@@ -52,12 +53,24 @@ SUMMARY_PREAMBLE = (
 SUMMARY_ACKNOWLEDGEMENT = "Got it. Thanks for the additional context!"
 
 
+LEDGER_INTRODUCTION = (
+    "\nThe state ledger extracted from the conversation follows. Keep every constraint, "
+    "preference and fact of it in your snapshot, with its exact values (they are checked, and "
+    "what is missing is appended verbatim):\n"
+)
+
+
 def summary_system_prompt(
-    instructions: str | None = None, *, target_tokens: int | None = None
+    instructions: str | None = None,
+    *,
+    target_tokens: int | None = None,
+    ledger: str | None = None,
 ) -> str:
-    """The side query's system prompt, plus the summary's target size and the user's extra
-    instructions (``/compress ...``)."""
+    """The side query's system prompt, plus the summary's target size, the state ledger
+    (issue 22) and the user's extra instructions (``/compress ...``)."""
     prompt = _SYSTEM_PROMPT
+    if ledger:
+        prompt += LEDGER_INTRODUCTION + ledger + "\n"
     if target_tokens is not None:
         prompt += (
             f"\nKeep the snapshot under about {target_tokens:,} tokens "

@@ -32,6 +32,7 @@ __all__ = [
     "CARRY_PREAMBLE",
     "DEFAULT_SUMMARY_SHARE",
     "MIN_SIDE_OUTPUT_TOKENS",
+    "SUMMARY_WINDOW_SHARE",
     "SideQueryPlan",
     "call_summarizer",
     "plan_side_queries",
@@ -44,8 +45,12 @@ CARRY_PREAMBLE = "The state snapshot of the conversation before the part below:\
 MIN_SIDE_OUTPUT_TOKENS = 256
 """The smallest output cap a side query is sent with; a window that leaves less cannot summarize."""
 DEFAULT_SUMMARY_SHARE = 0.1
-"""The local summarizer's default target: this share of the estimated tokens it summarizes
-(at most 20K), unless ``CompressOptions.summary_target_tokens`` says otherwise."""
+"""What a summary is expected to take of the part it summarizes, when the split is chosen (an
+estimate; the local summarizer's target is :func:`summary_cap`'s, design decision 71)."""
+SUMMARY_WINDOW_SHARE = 0.05
+"""The local summarizer's default target: this share of the window, less when the compaction
+must free more (design decision 71)."""
+MIN_SUMMARY_TARGET = 64
 _MARGIN_TOKENS = 64  # role and framing overhead per request, in plain estimated tokens
 _FIRST_USER = "(earlier conversation follows)"
 
@@ -82,10 +87,11 @@ def plan_side_queries(
     instructions: str | None = None,
     target_tokens: int | None = None,
     image_token_estimate: int,
+    ledger: str | None = None,
 ) -> SideQueryPlan | None:
     """The chunks to send, or ``None`` when the window cannot hold even one useful request."""
     scale = max(1.0, scale)
-    system = summary_system_prompt(instructions, target_tokens=target_tokens)
+    system = summary_system_prompt(instructions, target_tokens=target_tokens, ledger=ledger)
     slimmed = slim_for_summary(to_compress)
     fixed = (
         estimate_text_tokens(system)
@@ -202,12 +208,24 @@ def summary_cap(
     *,
     local: bool,
     image_token_estimate: int,
+    window: int = 0,
+    must_free: int = 0,
+    need: int = 0,
 ) -> int:
-    """The summary's output cap: ``min(20K, target)``; a local summarizer without a target
-    aims at :data:`DEFAULT_SUMMARY_SHARE` of what it summarizes."""
+    """The summary's output cap: ``min(20K, target)`` when a target is set.
+
+    A local summarizer without a target (design decision 71) gets the room the compaction can
+    spend: :data:`SUMMARY_WINDOW_SHARE` of the ``window``, less when the compaction must free
+    ``must_free`` tokens of what it summarizes (the summary takes at most the rest), and never
+    less than ``need`` (what the ledger's constraints and latest facts take), at most 20K. It
+    does not follow the size of the part summarized, so repeated compaction does not decay.
+    """
     if target is None and local:
         compressed = estimate_content_tokens(to_compress, image_token_estimate)
-        target = max(64, round(DEFAULT_SUMMARY_SHARE * compressed))
+        room = round(SUMMARY_WINDOW_SHARE * window) if window > 0 else compressed // 10
+        if must_free > 0:
+            room = min(room, compressed - must_free)
+        target = max(MIN_SUMMARY_TARGET, need, room)
     return min(COMPACT_MAX_OUTPUT_TOKENS, target) if target else COMPACT_MAX_OUTPUT_TOKENS
 
 

@@ -14,6 +14,11 @@ holds the summary the model saw from then on.
 * ``isVisibleInTranscriptOnly`` is a UI flag (the compact summary carries it and the model does
   see the summary): it does not exclude a line. Assistant lines from the ``<synthetic>`` model
   (client-made error notices) are not API calls.
+* ``queue-operation`` lines with ``operation: "enqueue"`` hold a prompt the user typed while
+  the agent was working (Claude Code hands it to the model mid-turn): it is kept as user text in
+  its place, with the next tool result when a call is waiting for one (so calls and results
+  stay paired), else as a user message of its own. Harness text queued the same way (task
+  notifications) is kept too; the summarizer knows it for what it is.
 * ``isSidechain`` lines belong to a sub-agent: they are skipped in a main session, and read
   when every conversation line of the file is one (a ``subagents/agent-*.jsonl`` file).
 """
@@ -24,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from autocompact.content import Message
+from autocompact.content import Message, TextPart
 from autocompact.convert import from_anthropic_message
 from autocompact.errors import ContentError, TranscriptFormatError
 from autocompact.transcripts._base import (
@@ -78,9 +83,19 @@ def read(path: Path) -> Transcript:
     by_id: dict[str, tuple[int, int]] = {}  # message.id -> (message index, call index)
     tool_names: dict[str, str] = {}
     context_start = 0
+    queued: list[str] = []  # prompts waiting for the tool result they arrive with
 
     for number, obj in lines:
         kind = obj.get("type")
+        if kind == "queue-operation":
+            text = _queued_text(obj)
+            if text is None or (obj.get("isSidechain") and not sidechain_file):
+                continue
+            if messages and messages[-1].role == "model" and messages[-1].function_calls:
+                queued.append(text)
+            else:
+                messages.append(Message.user(text))
+            continue
         if kind == "system" and obj.get("subtype") == "compact_boundary":
             meta = obj.get("compactMetadata")
             meta = meta if isinstance(meta, Mapping) else {}
@@ -106,6 +121,11 @@ def read(path: Path) -> Transcript:
             )
         if kind == "user":
             message = _convert(raw, "user", len(messages), tool_names, path, number)
+            if queued:
+                message = Message(
+                    role="user", parts=(*message.parts, *(TextPart(text=t) for t in queued))
+                )
+                queued = []
             if obj.get("isCompactSummary"):
                 summaries.add(len(messages))
             messages.append(message)
@@ -147,6 +167,7 @@ def read(path: Path) -> Transcript:
         calls.append(call)
         messages.append(message)
 
+    messages.extend(Message.user(text) for text in queued)
     return Transcript(
         path=str(path),
         format=FORMAT,
@@ -155,6 +176,18 @@ def read(path: Path) -> Transcript:
         compactions=tuple(_with_post_tokens(compactions, calls)),
         summary_positions=frozenset(summaries),
     )
+
+
+def _queued_text(obj: Mapping[str, Any]) -> str | None:
+    """The prompt an ``enqueue`` line holds (text, or the text blocks of a block list)."""
+    if obj.get("operation") != "enqueue":
+        return None
+    content = obj.get("content")
+    if isinstance(content, list):
+        content = "\n".join(
+            str(b.get("text", "")) for b in content if isinstance(b, Mapping) and "text" in b
+        )
+    return content if isinstance(content, str) and content.strip() else None
 
 
 def _convert(

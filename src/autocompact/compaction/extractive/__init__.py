@@ -1,30 +1,26 @@
 """The extractive summarizer: a ``<state_snapshot>`` built from the history itself, no model.
 
-Split by concern (STYLE.md): :mod:`.gather` decides what to keep, :mod:`.rank` what fits,
-:mod:`.render` how it reads; :mod:`.sentences` splits a message into sentences and
-:mod:`.terms` holds the key-term helpers.
+It is the state ledger (:mod:`autocompact.compaction.ledger`) written within the cap: the goal
+as stated and as changed, the user's constraints and preferences, the latest value of each fact
+(an earlier value is never carried), the next step, task status, the latest test / build / lint
+results, errors marked open or fixed, decisions, files relative to the project root with their
+last action, and, room permitting, the most specific remaining sentences. Under a binding cap
+the constraints and latest facts go first and are shortened (labels and filler words dropped)
+before anything is left out; nothing is cut mid-word. An earlier snapshot at the start is read
+back and updated, never nested (SPEC §10.5). Linear in its input; deterministic.
 
 :func:`extractive_summary` is what the offline demo and replay use, and what the engine uses
 when no model is available for the side query; its signature fits
 ``CompressionService(summarizer=...)``, which passes the summary's cap as ``max_tokens``.
-
-Guarantees: the output is at most ``max_tokens × 4`` characters and smaller than its input
-(by the shared character counter); it keeps first what constrains the work, the latest value of
-each fact, the goal and its changes, the next step, errors with the line that says what failed,
-and the files touched relative to the project root with the last action on each; it leaves out
-harness lines, duplicates and empty sections; it cuts on word boundaries with a one-character
-marker; an earlier snapshot at the start is merged section by section, never nested; and it
-runs in O(n log n) of its input (a few sorts over the gathered items). Deterministic.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from autocompact.compaction.extractive.gather import gather
-from autocompact.compaction.extractive.rank import select
-from autocompact.compaction.extractive.render import FRAME, render
 from autocompact.compaction.extractive.terms import key_terms, shorten_middle
+from autocompact.compaction.ledger import build_ledger, render_ledger
+from autocompact.compaction.ledger.render import FRAME
 from autocompact.content import Message
 from autocompact.errors import ConfigError
 from autocompact.estimation import BYTES_PER_TOKEN, estimate_content_chars
@@ -34,6 +30,7 @@ __all__ = ["MIN_SUMMARY_TOKENS", "extractive_summary", "key_terms", "shorten_mid
 
 MIN_SUMMARY_TOKENS = 16
 """The smallest ``max_tokens`` accepted: room for the frame and one short line."""
+_EMPTY = "<state_snapshot>\n</state_snapshot>"
 
 
 def extractive_summary(
@@ -61,6 +58,7 @@ def extractive_summary(
     limit = max_tokens * BYTES_PER_TOKEN
     if messages:
         limit = min(limit, estimate_content_chars(messages) - 1)
-    budget = max(0, limit - FRAME - 1)
-    text = render(select(gather(messages), budget))
-    return text if len(text) <= max(limit, FRAME) else "<state_snapshot>\n</state_snapshot>"
+    if limit < FRAME:
+        return _EMPTY
+    text = render_ledger(build_ledger(messages), limit)
+    return text if len(text) <= limit else _EMPTY

@@ -1,0 +1,417 @@
+"""Build the ledger from the part being summarized (and an earlier summary in it). Pure.
+
+One pass collects the candidate sentences (user and assistant text, harness text left out) and
+what the tools did; a second ranks the sentences once the session's word counts are known
+(a word in few sentences is rare, so specific). Then, in history order:
+
+- a statement of ``key → value`` with a specific value sets the key; a later one replaces it
+  and the earlier value becomes *stale* (no kept sentence may carry it);
+- a user's directive (imperative, negated, modal, limit, condition) or first-person statement
+  with something specific in it is a constraint or preference; one of the same template with
+  other values replaces it;
+- an imperative that opens a later user turn is a change of goal;
+- other specific sentences are notes, kept when room is left;
+- an assistant's first-person statement with something specific is a decision.
+
+Linear in the history: each sentence is read once, and scored once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from autocompact.compaction.ledger import tools
+from autocompact.compaction.ledger.model import Entry, Ledger
+from autocompact.compaction.ledger.render import parse_ledger
+from autocompact.compaction.ledger.scan import scan
+from autocompact.compaction.ledger.sentences import sentence_list
+from autocompact.compaction.ledger.text import (
+    content_words,
+    drop_code,
+    drop_harness_blocks,
+    fact_of,
+    form_of,
+    is_harness,
+    norm,
+    specific_marks,
+    specific_tokens,
+    template_key,
+)
+from autocompact.content import FunctionCallPart, FunctionResponsePart, Message, TextPart
+
+__all__ = ["build_ledger"]
+
+_EDGE = "()[]{}<>,;:!?.\u2026`\"'"
+_RARE_WORD = re.compile(r"[a-z][a-z'-]{2,}")
+_MAX_CANDIDATE = 400
+_MAX_NOTES = 400
+_MAX_DECISIONS = 12
+_MAX_ACTIONS = 5
+_RECENT_GOALS = 3
+_MIN_SAMPLE_CHARS = 15_000  # less user text than this cannot tell a rare word
+_SAMPLE_CHARS = 300_000  # the user text read to count words, at most (about)
+_FIRST_PERSON = frozenset({"I'l", "I w", "We ", "We'", "I'm", "I d", "I c", "I u", "Let"})
+_MIN_CONTENT = 2  # content words a rule without anything specific needs
+_ACTION_RANK = {"read": 0, "edited": 1, "written": 1, "deleted": 1}
+_NEXT_KEY = re.compile(r"\bnext\b")
+
+
+class _Said:
+    """One candidate sentence."""
+
+    __slots__ = ("opens_turn", "position", "rare", "specific", "text", "user")
+
+    def __init__(
+        self, text: str, position: int, *, user: bool, opens_turn: bool, specific: int
+    ) -> None:
+        self.text = text
+        self.position = position
+        self.user = user
+        self.opens_turn = opens_turn
+        self.specific = specific
+        self.rare = 0
+
+
+@dataclass(kw_only=True)
+class _State:
+    position: int = 0
+    said: list[_Said] = field(default_factory=list)
+    goal: Entry | None = None
+    seeded: Ledger | None = None
+    files: dict[str, tuple[str, int]] = field(default_factory=dict)
+    paths: list[str] = field(default_factory=list)
+    todos: list[tuple[str, str]] = field(default_factory=list)
+    todo_position: int = 0
+    errors: dict[str, Entry] = field(default_factory=dict)
+    results: dict[str, Entry] = field(default_factory=dict)
+    actions: list[Entry] = field(default_factory=list)
+    last_user_line: str = ""
+    last_user_position: int = 0
+    counts: Counter[str] = field(default_factory=Counter)
+    rare_limit: int = -1
+    common: set[str] = field(default_factory=set)  # words seen more than ``rare_limit`` times
+    last_reply: Entry | None = None
+    calls: dict[str, FunctionCallPart] = field(default_factory=dict)
+
+    def tick(self) -> int:
+        self.position += 1
+        return self.position
+
+
+def build_ledger(messages: Sequence[Message]) -> Ledger:
+    """The ledger of ``messages`` (see the module docstring). Deterministic."""
+    state = _State()
+    _sample_counts(state, messages)
+    for index, message in enumerate(messages):
+        if message.role == "user":
+            for part in message.function_responses:
+                _response(state, part)
+            text = "\n".join(p.text for p in message.parts if isinstance(p, TextPart))
+            if index == 0 and "<state_snapshot>" in text:
+                state.seeded = parse_ledger(text)
+                state.position = 0
+                continue
+            _user_text(state, text)
+            continue
+        for call in message.function_calls:
+            state.calls[call.id] = call
+            _call(state, call)
+        text = message.text.strip()
+        if text:
+            _assistant_text(state, text, replied=not message.function_calls)
+    return _finish(state)
+
+
+def _user_texts(messages: Sequence[Message]) -> list[str]:
+    return [
+        p.text for m in messages if m.role == "user" for p in m.parts if isinstance(p, TextPart)
+    ]
+
+
+def _code(line: str) -> bool:
+    """Whether a sentence reads as code: brackets, braces and assignments, or a traceback's
+    frame line."""
+    marks = line.count("(") + line.count("[") + line.count("{") + line.count(" = ")
+    return marks >= 2 or line.startswith(('File "', "at ", "Traceback", "```", "def ", "class "))
+
+
+def _sample_counts(state: _State, messages: Sequence[Message]) -> None:
+    """Count the words of the user's text, every ``stride``-th message in a long part (at most
+    about :data:`_SAMPLE_CHARS` read), and set the count at or below which a word is rare: a
+    word the sample never saw, or saw at most twice in a full count. A part too short to tell
+    has no rare words (``rare_limit`` -1)."""
+    texts = _user_texts(messages)
+    total = sum(map(len, texts))
+    if total < _MIN_SAMPLE_CHARS:
+        state.rare_limit = -1
+        return
+    stride = total // _SAMPLE_CHARS + 1
+    for text in texts[::stride]:
+        state.counts.update(_RARE_WORD.findall(text.lower()))
+    state.rare_limit = 2 if stride == 1 else 1 if stride <= 3 else 0
+    state.common = {w for w, n in state.counts.items() if n > state.rare_limit}
+
+
+def _user_text(state: _State, text: str) -> None:
+    text = drop_code(drop_harness_blocks(text))
+    if not text.strip():
+        return
+    lines = sentence_list(text)
+    if not lines:
+        return
+    marks, strong, lower_lines = scan(lines)
+    opens = True
+    for index, line in enumerate(lines):
+        if len(line) < 4 or is_harness(line):
+            continue
+        state.position += 1
+        position = state.position
+        if state.goal is None and state.seeded is None:
+            state.goal = Entry(line, 100.0, position)
+            opens = False
+            continue
+        if len(line) >= _MAX_CANDIDATE:  # the splitter read no further: end on a whole word
+            line = line[: line.rfind(" ")] + " …" if " " in line else line
+        state.last_user_line, state.last_user_position = line, position
+        specific = marks.get(index, 0)
+        if specific and _code(line):
+            continue  # pasted code or a traceback line: not a statement
+        rare = 0
+        if specific:  # a candidate whatever its words; its marks rank it
+            state.said.append(
+                _Said(line, position, user=True, opens_turn=opens, specific=specific)
+            )
+        elif opens or index in strong:
+            words = content_words(lower_lines[index])
+            if state.rare_limit >= 0:
+                rare = len(words - state.common)
+                rare = rare if rare >= 2 else 0
+            # Nothing specific: a rule or a change of goal only with words rare in the
+            # session, or, in a part too short to tell, with a few words of content.
+            if rare or (state.rare_limit < 0 and len(words) >= _MIN_CONTENT):
+                state.said.append(
+                    _Said(line, position, user=True, opens_turn=opens, specific=specific)
+                )
+                state.said[-1].rare = rare
+        opens = False
+
+
+def _assistant_text(state: _State, text: str, *, replied: bool) -> None:
+    lines = sentence_list(drop_code(text))
+    if replied and lines:
+        state.last_reply = Entry(" ".join(lines)[:200], 0.0, state.tick())
+    for line in lines:
+        if len(line) < 12 or len(line) > 300:
+            continue
+        specific = specific_marks(line)
+        if specific:
+            state.said.append(
+                _Said(line, state.tick(), user=False, opens_turn=False, specific=specific)
+            )
+
+
+def _call(state: _State, call: FunctionCallPart) -> None:
+    action = tools.file_action(call)
+    if action is not None:
+        verb, path = action
+        if path.startswith("/"):
+            state.paths.append(path)
+        previous = state.files.get(path)
+        if previous is not None and _ACTION_RANK[previous[0]] > _ACTION_RANK[verb]:
+            verb = previous[0]  # a file edited then read is still an edited file
+        state.files[path] = (verb, state.tick())
+    todos = tools.todos_of(call)
+    if todos is not None:
+        state.todos = todos
+        state.todo_position = state.tick()
+
+
+def _response(state: _State, part: FunctionResponsePart) -> None:
+    call = state.calls.get(part.id)
+    text = tools.response_text(part.response)
+    if "doesn't want to proceed" in text:  # a rejection: what the user said is user text
+        _user_text(state, text)
+        return
+    key = tools.error_key(call, part.name)
+    command = tools.command_of(call) if call is not None else None
+    kind = tools.kind_of(command) if command else ""
+    position = state.tick()
+    if part.is_error:
+        line = tools.error_line(text)
+        state.errors[key] = Entry(
+            f"{tools.brief(call, part.name)} failed: {line}", 60.0, position, key, kind, "open"
+        )
+    else:
+        for old_key, error in list(state.errors.items()):
+            if error.mark == "open" and (old_key == key or (kind and error.value == kind)):
+                state.errors[old_key] = error._replace(mark="fixed")
+    if kind:
+        line = tools.result_line(text, part.is_error)
+        state.results[kind] = Entry(f"{kind}: `{command}` → {line}"[:300], 50.0, position, kind)
+    elif command is not None:
+        state.actions.append(Entry(f"ran `{command[:120]}`", 5.0, position))
+        del state.actions[: -_MAX_ACTIONS * 2]
+
+
+def _finish(state: _State) -> Ledger:
+    seeded = state.seeded or Ledger()
+    counts, rare_limit = state.counts, state.rare_limit
+    facts: dict[str, Entry] = {e.key: e for e in seeded.facts}
+    rules: dict[str, Entry] = {e.key or template_key(e.text): e for e in seeded.constraints}
+    goals: list[Entry] = list(seeded.goal_changes)
+    notes: list[Entry] = list(seeded.notes)
+    decisions: list[Entry] = list(seeded.decisions)
+    stale: set[str] = set(seeded.stale)
+    for item in state.said:
+        rare = item.rare
+        score = 2.0 * min(item.specific, 4) + min(rare, 4)
+        fact = fact_of(item.text)
+        if fact is not None and _specific_value(fact.value, counts, rare_limit):
+            score += 3.0 if item.user else 0.0
+            old = facts.get(fact.key)
+            if old is not None and norm(old.value) != norm(fact.value):
+                stale.update(_stale_tokens(old.value, fact.value))
+            facts[fact.key] = Entry(item.text, score, item.position, fact.key, fact.value)
+            continue
+        if not item.user:
+            if item.text[:3] in _FIRST_PERSON and len(decisions) < 4 * _MAX_DECISIONS:
+                decisions.append(Entry(item.text, score, item.position))
+            continue
+        # Without anything specific, a sentence counts only with words rare in the session (or
+        # when the part is too short to tell), and as a rule or a change of goal.
+        form = form_of(item.text)
+        score += 1.0 if form.negated else 0.0
+        plain = not (item.specific or rare)
+        if plain and not (form.strong or (item.opens_turn and form.directive)):
+            continue
+        if (
+            item.opens_turn
+            and form.directive
+            and not (form.negated or form.bounded or form.first_person)
+        ):
+            goals.append(Entry(item.text, score + (0.0 if plain else 2.0), item.position))
+        elif form.directive or form.first_person:
+            key = template_key(item.text)
+            old = rules.get(key)
+            if old is not None and norm(old.text) != norm(item.text):
+                stale.update(_stale_tokens(old.text, item.text))
+            mark = "plain" if plain else ""
+            rules[key] = Entry(
+                item.text, score + (0.0 if plain else 2.0), item.position, key, mark=mark
+            )
+        elif len(notes) < 4 * _MAX_NOTES:
+            notes.append(Entry(item.text, score, item.position))
+    current = {t.lower() for e in facts.values() for t in specific_tokens(e.value)}
+    stale -= current
+
+    def fresh(entries: Sequence[Entry]) -> tuple[Entry, ...]:
+        return tuple(e for e in entries if not _carries(e.text, stale))
+
+    return Ledger(
+        goal=state.goal or seeded.goal,
+        goal_changes=fresh(_best(goals, _RECENT_GOALS)),
+        constraints=fresh(sorted(rules.values(), key=lambda e: e.position)),
+        facts=tuple(sorted(facts.values(), key=lambda e: e.position)),
+        decisions=fresh(_latest(decisions, _MAX_DECISIONS)),
+        status=_status(state, seeded),
+        results=_merged(seeded.results, state.results.values()),
+        errors=_merged(seeded.errors, state.errors.values()),
+        files=_files(state, seeded),
+        notes=fresh(_best(notes, _MAX_NOTES)),
+        actions=tuple(state.actions[-_MAX_ACTIONS:]),
+        next_step=_next_step(state, facts) or seeded.next_step,
+        stale=frozenset(stale),
+    )
+
+
+def _specific_value(value: str, counts: Counter[str], rare_limit: int) -> bool:
+    """A value worth a key: a specific token, or a few words one of which is rare."""
+    if specific_tokens(value):
+        return True
+    return (
+        rare_limit >= 0
+        and len(value.split()) <= 6
+        and any(counts.get(w, 0) <= rare_limit for w in _RARE_WORD.findall(value.lower()))
+    )
+
+
+def _stale_tokens(old: str, new: str) -> set[str]:
+    """The specific tokens of an old value the new one no longer has (at least 3 characters or
+    not only digits, so a stray ``2`` never hides a sentence)."""
+    keep = {t.lower() for t in specific_tokens(new)}
+    return {
+        t.lower()
+        for t in specific_tokens(old)
+        if t.lower() not in keep and (len(t) >= 3 or not t.isdigit())
+    }
+
+
+def _carries(text: str, stale: set[str]) -> bool:
+    """Whether ``text`` holds a stale value (as a whole token)."""
+    if not stale:
+        return False
+    return not stale.isdisjoint(w.strip(_EDGE) for w in text.lower().split())
+
+
+def _latest(entries: Sequence[Entry], count: int) -> tuple[Entry, ...]:
+    seen: dict[str, Entry] = {}
+    for entry in entries:
+        seen[norm(entry.text)] = entry
+    return tuple(sorted(seen.values(), key=lambda e: e.position)[-count:])
+
+
+def _best(entries: Sequence[Entry], count: int) -> tuple[Entry, ...]:
+    seen: dict[str, Entry] = {}
+    for entry in entries:
+        seen[norm(entry.text)] = entry
+    best = sorted(seen.values(), key=lambda e: (-e.score, -e.position))[:count]
+    return tuple(sorted(best, key=lambda e: e.position))
+
+
+def _merged(old: Sequence[Entry], new: Iterable[Entry]) -> tuple[Entry, ...]:
+    out: dict[str, Entry] = {e.key or e.text: e for e in old}
+    for entry in new:
+        out[entry.key or entry.text] = entry
+    return tuple(sorted(out.values(), key=lambda e: e.position))
+
+
+def _status(state: _State, seeded: Ledger) -> tuple[Entry, ...]:
+    if not state.todos:
+        return seeded.status
+    return tuple(
+        Entry(f"[{mark}] {text}", 0.0, state.todo_position + n, mark=mark)
+        for n, (mark, text) in enumerate(state.todos)
+    )
+
+
+def _files(state: _State, seeded: Ledger) -> tuple[Entry, ...]:
+    root = tools.project_root(state.paths)
+    out: dict[str, Entry] = {e.key: e for e in seeded.files}
+    for path, (action, position) in state.files.items():
+        shown = path[len(root) + 1 :] if root and path.startswith(root + "/") else path
+        out[shown] = Entry(f"{shown} ({action})", 0.0, position, shown, mark=action)
+    return tuple(sorted(out.values(), key=lambda e: e.position))
+
+
+def _next_step(state: _State, facts: dict[str, Entry]) -> Entry | None:
+    """An explicit ``next step: …``, else the first open todo, else the latest user request
+    when no reply followed it, else the last reply."""
+    explicit = [e for k, e in facts.items() if _NEXT_KEY.search(k)]
+    if explicit:
+        latest = max(explicit, key=lambda e: e.position)
+        return Entry(latest.value, 0.0, latest.position)
+    pending = next(((m, t) for m, t in state.todos if m != "DONE"), None)
+    if pending is not None:
+        return Entry(f"Continue: {pending[1]}", 0.0, state.todo_position)
+    reply = state.last_reply
+    user = (
+        Entry(state.last_user_line, 0.0, state.last_user_position) if state.last_user_line else None
+    )
+    if user is not None and (reply is None or user.position > reply.position):
+        return Entry(f"Continue with the latest request: {user.text[:200]}", 0.0, user.position)
+    if reply is not None:
+        return Entry(f"Carry on after the last reply: {reply.text}", 0.0, reply.position)
+    return None

@@ -1,0 +1,396 @@
+"""Reading one sentence: harness text, statement forms, specificity, shortening. Pure.
+
+Items are recognised by structure, not by topic words: who said a sentence (the caller knows),
+its form (a ``key: value`` / ``key = value`` / ``key is value`` / ``set key to value`` /
+``use value for key`` statement; an imperative, a negation, a modal, a condition or a limit)
+and how specific it is (numbers, versions, paths, identifiers, quoted values, names, and words
+that are rare in the session, counted by the caller). The word sets here are closed classes of
+grammar (determiners, pronouns, auxiliaries, negation, modals, prepositions), never a list of
+subjects a user might mention.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+__all__ = [
+    "FILLER",
+    "Form",
+    "content_words",
+    "drop_code",
+    "drop_harness_blocks",
+    "fact_of",
+    "form_of",
+    "hinted",
+    "is_harness",
+    "maybe_strong",
+    "norm",
+    "shorten",
+    "specific_count",
+    "specific_marks",
+    "specific_tokens",
+    "template_key",
+]
+
+# Blocks the harness writes into the user's turn: never the user's words.
+_HARNESS_BLOCK = re.compile(
+    r"<(task-notification|system-reminder|local-command-stdout|local-command-stderr|"
+    r"command-name|command-message|command-args|bash-input|bash-stdout|bash-stderr|"
+    r"user-prompt-submit-hook)>.*?(?:</\1>|$)",
+    re.S,
+)
+_HARNESS = re.compile(
+    r"^\s*(?:\[Request interrupted|\[Tool output cleared|\[Image #|<command-|<local-command|"
+    r"<system-reminder>|</?task-notification|<task-id>|<output-file>|<status>|<summary>|"
+    r"Caveat: |<bash-(?:input|stdout|stderr)>|This session continues|"
+    r"This session is being continued|The user doesn't want to proceed|"
+    r"The tool use was rejected|STOP what you are doing|To tell you how to proceed|"
+    r"Read the output file to retrieve|Tool ran without output|No response requested|"
+    r"Acknowledged\.|Got it\.|Continue(?: from where you left off)?\.?$|/[\w:-]+\s*$)",
+    re.IGNORECASE,
+)
+_REJECTED_SAID = re.compile(r"the user said:\s*(.+)\Z", re.S | re.IGNORECASE)
+
+
+def drop_harness_blocks(text: str) -> str:
+    """``text`` without the harness's own blocks (task notifications, system reminders, command
+    echoes); a tool rejection keeps only what the user said with it."""
+    if "<" in text:
+        text = _HARNESS_BLOCK.sub(" ", text)
+    if "doesn't want to proceed" in text:
+        said = _REJECTED_SAID.search(text)
+        return said.group(1) if said else ""
+    return text
+
+
+# The first three characters, lower-cased, of every sentence ``_HARNESS`` can match (a sentence
+# is stripped); only those try the pattern. ``/`` opens a slash command.
+_HARNESS_HEADS = frozenset(
+    """[re [to [im <co <lo <sy <ta </t <ou <st <su cav <ba thi the sto to  rea too no ack got
+    con""".split()  # noqa: SIM905
+) | {"to "}
+
+
+def is_harness(sentence: str) -> bool:
+    """Whether a sentence is harness or tool-protocol text, never the user's own words."""
+    head = sentence[:3].lower()
+    if head not in _HARNESS_HEADS and head[:1] != "/" and head.isascii():
+        return False
+    return _HARNESS.match(sentence) is not None
+
+
+_CODE_FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
+_INDENTED = re.compile(r"^[ \t]+(?![-*•+>] |\d+[.)] )\S.*$", re.M)  # not a list item
+
+
+def drop_code(text: str) -> str:
+    """``text`` without fenced code blocks and indented lines (pasted code, tracebacks, quoted
+    output): never statements, and the costliest text to read (C-level substitutions)."""
+    if "```" in text:
+        text = _CODE_FENCE.sub("\n", text)
+    if "\n " in text or "\n\t" in text:
+        text = _INDENTED.sub("", text)
+    return text
+
+
+# -- closed classes ---------------------------------------------------------------------------
+
+_OPENERS = frozenset(
+    """the a an this that these those it its it's i i'm i've i'd we we're we've you you're he she
+    they there here what which who whom whose how why where when is are was were be been am do
+    does did has have had can could would will may might shall in on at of for to from by with
+    as and but or so if then than because while also just well yes yeah no ok okay sure thanks
+    thank hi hello hey great nice cool good fine hmm oh ah maybe perhaps really actually
+    anyway sounds looks seems all some any each every both either neither one our my your
+    their his her much many more most very too now today yesterday tomorrow about""".split()  # noqa: SIM905
+)
+_NEGATION = frozenset(
+    """no not never none nothing nobody nowhere neither nor without cannot""".split()  # noqa: SIM905
+)
+_MODAL = frozenset(
+    ["must", "should", "shall", "need", "needs", "only", "always", "ought", "require", "requires"]
+)
+_LIMIT = frozenset(
+    """under below above over within before after until max min least most""".split()  # noqa: SIM905
+)
+_CONDITION = frozenset(["if", "unless", "when", "whenever", "until", "except", "otherwise"])
+_SOFT_LEAD = frozenset(["please", "also", "and", "so", "ok", "okay", "then", "now", "just", "oh"])
+FILLER = frozenset(
+    """the a an that this these those our my your its really just very please also actually
+    basically currently simply quite rather so then now still kind sort of""".split()  # noqa: SIM905
+)
+"""Words a binding budget may drop from a statement (never a value, negation or condition)."""
+_KEY_DROP = FILLER | frozenset(
+    """for to in on at by with from is are was be set new current updated update note fyi
+    value""".split()  # noqa: SIM905
+)
+
+
+class Form(NamedTuple):
+    """The grammatical form of a sentence (what makes it a candidate item)."""
+
+    directive: bool  # imperative, modal, negation, limit or condition
+    negated: bool
+    first_person: bool  # "I …" / "We …": a preference or a decision
+    strong: bool  # negated or modal: a rule even without anything specific in it
+    bounded: bool  # modal, a limit or a condition: a rule, not a change of goal
+
+
+_WORD = re.compile(r"[a-z][a-z']*")
+
+
+def _bare(lower: str) -> str:
+    """``lower`` with its punctuation blanked (C-level replaces)."""
+    for mark in ',.;:!?()"`':
+        if mark in lower:
+            lower = lower.replace(mark, " ")
+    return lower
+
+
+def form_of(sentence: str) -> Form:
+    """The form of ``sentence`` (see :class:`Form`)."""
+    lower = sentence.lower()
+    words = _bare(lower).split()
+    if not words:
+        return Form(False, False, False, False, False)
+    head = 0
+    while head < len(words) - 1 and words[head] in _SOFT_LEAD:
+        head += 1
+    first = words[head]
+    bag = set(words)
+    negated = bool(bag & _NEGATION) or "n't" in lower
+    imperative = (
+        first not in _OPENERS
+        and not sentence.rstrip().endswith("?")
+        and len(words) - head >= 2
+        and (sentence[:1].isupper() or head > 0 or not sentence[:1].isalpha())
+    ) or first in ("let's", "lets")
+    modal = bool(bag & _MODAL) or " have to " in lower or " has to " in lower
+    bounded = modal or bool(bag & _LIMIT) or bool(bag & _CONDITION)
+    directive = imperative or negated or bounded
+    first_person = first in ("i", "we", "i'd", "we'd", "i'm", "we're")
+    return Form(directive, negated, first_person, negated or modal, bounded)
+
+
+_STRONG_WORDS = frozenset(
+    """no not never none nothing without nor cannot must should shall only always need needs
+    ought require requires""".split()  # noqa: SIM905
+)
+_GRAMMAR = _OPENERS | FILLER | _NEGATION | _MODAL | _SOFT_LEAD
+
+
+def maybe_strong(lower: str) -> bool:
+    """Whether a lower-cased sentence may be a strong directive (negated or modal): a first
+    test, in C, before :func:`form_of`."""
+    if "n't" in lower:
+        return True
+    return not _STRONG_WORDS.isdisjoint(lower.replace(",", " ").replace(".", " ").split())
+
+
+def content_words(lower: str) -> set[str]:
+    """The words of a lower-cased sentence that carry content (not grammar, not filler)."""
+    return set(_bare(lower).split()) - _GRAMMAR
+
+
+# -- specificity --------------------------------------------------------------------------------
+
+# A specific token (one blank-separated word, edge punctuation off): a number, a path, an
+# identifier (``a_b``, ``a.b``, ``aB``, ``a-1``), a word in capitals, a quoted or backticked
+# value, a price or a percentage; or a capitalised name inside a sentence.
+_TOKEN_SPECIFIC = re.compile(
+    r"[`\"'].+|[$€£]?\d.*|.*[/_@#=\\].*|.*[a-z][A-Z].*|[A-Z][A-Z0-9]+|[A-Za-z0-9]+(?:[.-][A-Za-z0-9]+)+"
+)
+_NAME = re.compile(r"[A-Z][a-z]{2,}")
+_EDGE = "()[]{}<>,;:!?.\u2026"
+# What any specific token holds (one pass, in C): most prose has none and skips the word loop.
+_HINT_CHARS = re.compile(r"[\d/_@#=`\"$€£\\-]")
+
+
+# A fast count of what makes a sentence specific (each pattern opens with one character class,
+# which ``re`` scans in C): runs of digits and symbols, a name or an acronym inside a sentence,
+# a capital inside a word, a dot or a hyphen inside a word.
+_SPECIFIC_MARKS = re.compile(
+    r"[\d/_@#=`$€£\\]+|[A-Z](?<=[a-z,;:] [A-Z])(?=[a-z]{2}|[A-Z])|[A-Z](?<=[a-z][A-Z])"
+    r"|[.-](?<=[a-z][.-])(?=[a-z])"
+)
+
+
+def specific_marks(text: str) -> int:
+    """About how many specific tokens ``text`` holds (a fast count, for ranking)."""
+    return len(_SPECIFIC_MARKS.findall(text))
+
+
+def hinted(text: str) -> bool:
+    """Whether ``text`` may hold a specific token (a superset of those that do; C-level tests)."""
+    if _HINT_CHARS.search(text) is not None:
+        return True
+    if text.find(".", 0, len(text) - 1) >= 0:
+        return True
+    rest = text[1:]
+    return not (rest.islower() or rest.replace(" I ", " i ").islower())
+
+
+def specific_tokens(text: str) -> list[str]:
+    """The specific tokens of ``text``: numbers, versions, paths, identifiers, quoted values,
+    words in capitals, and capitalised names inside a sentence."""
+    if not hinted(text):
+        return []
+    found = []
+    for index, raw in enumerate(text.split()):
+        word = raw.strip(_EDGE)
+        if not word:
+            continue
+        if _TOKEN_SPECIFIC.fullmatch(word) or (
+            index and _NAME.fullmatch(word) and not raw.startswith(("(", "[", '"', "'"))
+        ):
+            found.append(word.strip("`\"'"))
+    return [token for token in found if token]
+
+
+def specific_count(text: str) -> int:
+    """How many specific tokens ``text`` holds (at most 4)."""
+    return min(4, len(specific_tokens(text)))
+
+
+def norm(text: str) -> str:
+    """Lower case, blanks collapsed, edge punctuation off: how values are compared."""
+    return " ".join(text.lower().split()).strip(" .,;:!?'\"`")
+
+
+# -- statements ---------------------------------------------------------------------------------
+
+_LABEL = re.compile(r"^[A-Za-z][\w ]{0,24}?:\s+(?=\S)")
+_IS_FACT = re.compile(
+    r"^(?P<key>[A-Za-z$`\"'][^.!?]{1,80}?)\s+(?:is|are|was|were|will be|should be|becomes|"
+    r"stays|remains|equals|=|moved to|changed to|goes to|lives in|runs on)\s+"
+    r"(?:now\s+|still\s+|set to\s+|at\s+)?(?P<value>\S.*)$"
+)
+_SET_FACT = re.compile(
+    r"^(?:please\s+)?(?:set|change|move|bump|raise|lower|switch|update|make|pin)\s+"
+    r"(?P<key>[^.!?]{2,60}?)\s+(?:to|=)\s+(?P<value>\S.*)$",
+    re.IGNORECASE,
+)
+_USE_FACT = re.compile(
+    r"^(?:please\s+)?(?:use|pick|choose)\s+(?P<value>[^.!?]{1,60}?)\s+for\s+(?P<key>\S.{1,60})$",
+    re.IGNORECASE,
+)
+_COLON_FACT = re.compile(r"^(?P<key>[A-Za-z`\"'][^:=.!?]{1,80}?)\s*(?::|=)\s+(?P<value>\S.*)$")
+_NOT_KEY = frozenset(
+    """i we you it this that there he she they what which who how why""".split()  # noqa: SIM905
+)
+
+
+class Fact(NamedTuple):
+    """A ``key → value`` statement."""
+
+    key: str  # normalised: content words, sorted (word order does not matter)
+    value: str
+
+
+def _key(raw: str) -> str:
+    words = [w for w in _WORD.findall(raw.lower()) if w not in _KEY_DROP]
+    return " ".join(sorted(set(words)))
+
+
+def fact_of(sentence: str) -> Fact | None:
+    """The ``key → value`` a sentence states, or ``None``.
+
+    Forms: ``key: value``, ``key = value``, ``key is value`` (``X for Y is Z``: the key is
+    ``X for Y``), ``set key to value``, ``use value for key``; a leading label (``Update:``) is
+    read past. The key has at most eight words and does not open with a pronoun.
+    """
+    text = sentence.strip().rstrip(".!")
+    for body in _bodies(text):
+        for pattern in _patterns(body):
+            match = pattern.match(body)
+            if match is None:
+                continue
+            raw_key = match.group("key")
+            words = raw_key.split()
+            if not words or len(words) > 8 or words[0].lower() in _NOT_KEY:
+                continue
+            key = _key(raw_key)
+            value = match.group("value").strip()
+            if pattern is _COLON_FACT and _statement(value):
+                continue
+            if key and value:
+                return Fact(key, value)
+    return None
+
+
+_JOINS = (
+    " is ",
+    " are ",
+    " was ",
+    " were ",
+    " will be ",
+    " should be ",
+    " becomes ",
+    " stays ",
+    " remains ",
+    " equals ",
+    " = ",
+    " moved to ",
+    " changed to ",
+    " goes to ",
+    " lives in ",
+    " runs on ",
+)
+_SET_HEADS = frozenset(
+    ["please", "set", "change", "move", "bump", "raise", "lower", "switch", "update", "make"]
+)
+_USE_HEADS = frozenset(["please", "use", "pick", "choose"])
+
+
+def _patterns(body: str) -> list[re.Pattern[str]]:
+    """The fact patterns that can match ``body`` (cheap substring tests first)."""
+    head = body[: body.find(" ")].lower() if " " in body else ""
+    out = []
+    if head in _SET_HEADS:
+        out.append(_SET_FACT)
+    if head in _USE_HEADS:
+        out.append(_USE_FACT)
+    if any(map(body.__contains__, _JOINS)):
+        out.append(_IS_FACT)
+    if ":" in body or "=" in body:
+        out.append(_COLON_FACT)
+    return out
+
+
+def _statement(value: str) -> bool:
+    """Whether what follows a colon is a statement of its own (``Change of plan: build the
+    JSON exporter``), not a value: four words or more, opening with a lower-case word that is
+    not grammar."""
+    words = value.split(None, 4)
+    first = words[0] if words else ""
+    return len(words) >= 4 and first.isalpha() and first.islower() and first not in _OPENERS
+
+
+def _bodies(text: str) -> tuple[str, ...]:
+    label = _LABEL.match(text)
+    return (text[label.end() :], text) if label else (text,)
+
+
+def template_key(sentence: str) -> str:
+    """A statement with its values taken out: two statements of one template with different
+    values are one rule at two times (``under 30 seconds`` → ``under 45 seconds``). A value is
+    a word that is not all letters (a number, a path, an identifier, a price)."""
+    words = [
+        w
+        for w in _bare(sentence.lower()).split()
+        if w.replace("'", "").isalpha() and w not in FILLER
+    ]
+    return "rule:" + " ".join(words)
+
+
+def shorten(sentence: str) -> str:
+    """``sentence`` without its label and filler words: every identifier, number, negation and
+    condition stays."""
+    text = sentence
+    label = _LABEL.match(text)
+    if label and len(text[label.end() :].split()) >= 3:
+        text = text[label.end() :]
+    kept = [w for w in text.split() if w.lower().strip(",;") not in FILLER]
+    out = " ".join(kept)
+    return out if len(out) < len(sentence) else sentence

@@ -1,0 +1,231 @@
+"""What tool calls and results tell the ledger: files, commands, errors, results, todos. Pure.
+
+An error is keyed by what failed (the command's head, or the tool and its file); a later call
+of the same key that succeeds, or a later passing run of the same kind (a test run after a
+failing test run), marks it fixed. A tool rejection by the user is not an error: it is the
+harness's protocol, and what the user said with it is user text.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from autocompact.compaction.clearing import read_target
+from autocompact.content import FunctionCallPart, json_form
+
+__all__ = [
+    "brief",
+    "command_key",
+    "command_of",
+    "error_key",
+    "error_line",
+    "file_action",
+    "kind_of",
+    "project_root",
+    "response_text",
+    "result_line",
+    "todos_of",
+]
+
+_ERROR_LINE = re.compile(
+    r"error|failed|failure|exception|not found|no such|denied|cannot|can't|fatal|invalid|"
+    r"refused|rejected|timed? ?out|traceback|assert",
+    re.IGNORECASE,
+)
+_EXIT_CODE = re.compile(r"^\s*(?:exit code|exited with|return code)\s*\d+\s*$", re.IGNORECASE)
+_WRITE_TOOLS = frozenset(
+    {"write", "writefile", "createfile", "create", "savefile", "notebookwrite"}
+)
+_EDIT_TOOLS = frozenset(
+    {
+        "edit",
+        "multiedit",
+        "editfile",
+        "strreplace",
+        "replace",
+        "notebookedit",
+        "applypatch",
+        "patch",
+        "searchreplace",
+    }
+)
+_DELETE_TOOLS = frozenset({"delete", "deletefile", "remove", "removefile", "rm"})
+_EDITOR_WRITE = frozenset({"create"})
+_EDITOR_EDIT = frozenset({"str_replace", "insert", "undo_edit", "edit"})
+_PATH_KEYS = ("file_path", "path", "filename", "notebook_path", "filepath", "file", "target_file")
+_COMMAND_KEYS = ("command", "cmd", "script")
+_NON_ALNUM = re.compile(r"[^a-z0-9]")
+_SOURCE_DIRS = frozenset({"src", "lib", "test", "tests", "app", "pkg", "cmd", "internal"})
+
+# What kind of run a command is: the runners' own names (tool protocol, not the user's words).
+_KINDS = (
+    (
+        "tests",
+        re.compile(
+            r"\b(?:pytest|py\.test|jest|vitest|mocha|rspec|phpunit|tox|nox|ctest|unittest|"
+            r"go test|cargo test|npm (?:run )?test|yarn test|pnpm test|mix test|make test|"
+            r"gradle test|mvn test|dotnet test|bun test)\b"
+        ),
+    ),
+    (
+        "lint",
+        re.compile(
+            r"\b(?:ruff|mypy|pyright|eslint|flake8|pylint|clippy|black|prettier|credo|"
+            r"dialyzer|golangci-lint|tsc --noemit|lint|lint-imports|format --check)\b"
+        ),
+    ),
+    (
+        "build",
+        re.compile(
+            r"\b(?:cargo build|go build|npm run build|yarn build|pnpm build|make|cmake|tsc|"
+            r"gradle|mvn|mix compile|dotnet build|docker build|pip install|uv sync)\b"
+        ),
+    ),
+)
+_RESULT_LINE = re.compile(
+    r"\b\d+ (?:passed|failed|errors?|failures?|warnings?|tests?|skipped)\b|\bOK\b|\bFAILED\b|"
+    r"\bpassed\b|\bsuccess|\bAll checks passed|\bno issues\b|\bFinished\b|\bBUILD\b",
+    re.IGNORECASE,
+)
+_COMMAND_HEAD = re.compile(r"^(?:(?:cd\s+\S+|\w+=\S*|export\s+\S+)\s*(?:&&|;)?\s*)*")
+
+
+def tool_key(name: str) -> str:
+    """A tool's name, lower case, letters and digits only."""
+    return _NON_ALNUM.sub("", name.lower())
+
+
+def response_text(response: Any) -> str:
+    """A tool result's text."""
+    if isinstance(response, str):
+        return response
+    if isinstance(response, list) and all(
+        isinstance(b, Mapping) and isinstance(b.get("text"), str) for b in response
+    ):
+        return "".join(b["text"] for b in response)
+    return json_form(response)
+
+
+def _path_of(args: Mapping[str, Any]) -> str | None:
+    for key in _PATH_KEYS:
+        value = args.get(key)
+        if isinstance(value, str) and value.strip():
+            return posixpath.normpath(value.strip())
+    return None
+
+
+def file_action(call: FunctionCallPart) -> tuple[str, str] | None:
+    """``(action, path)`` of a call that reads, writes, edits or deletes a file."""
+    target = read_target(call)
+    if target is not None:
+        return "read", target[0]
+    path = _path_of(call.arguments)
+    if path is None:
+        return None
+    key = tool_key(call.name)
+    command = call.arguments.get("command")
+    command = command if isinstance(command, str) else ""
+    if key in _WRITE_TOOLS or command in _EDITOR_WRITE:
+        return "written", path
+    if key in _EDIT_TOOLS or command in _EDITOR_EDIT:
+        return "edited", path
+    if key in _DELETE_TOOLS:
+        return "deleted", path
+    return None
+
+
+def command_of(call: FunctionCallPart) -> str | None:
+    """The shell command a call runs, blanks collapsed."""
+    for key in _COMMAND_KEYS:
+        value = call.arguments.get(key)
+        if isinstance(value, str) and value.strip():
+            return " ".join(value.split())
+    return None
+
+
+def brief(call: FunctionCallPart | None, name: str) -> str:
+    """A call in a few words: the tool and its command or file."""
+    if call is None:
+        return name
+    command = command_of(call)
+    if command is not None:
+        return f"{call.name} `{command[:120]}`"
+    action = file_action(call)
+    if action is not None:
+        return f"{call.name} {action[1]}"
+    return call.name
+
+
+def kind_of(command: str) -> str:
+    """``tests``, ``lint`` or ``build`` for a run of that kind, else ``""``."""
+    lower = _COMMAND_HEAD.sub("", command.lower())[:80]  # the runner, not its arguments
+    for kind, pattern in _KINDS:
+        if pattern.search(lower):
+            return kind
+    return ""
+
+
+def error_key(call: FunctionCallPart | None, name: str) -> str:
+    """What an error is about: the command's first two words, or the tool and its file."""
+    if call is None:
+        return tool_key(name)
+    command = command_of(call)
+    if command is not None:
+        return command_key(command)
+    action = file_action(call)
+    return f"{tool_key(call.name)}:{action[1] if action else ''}"
+
+
+def command_key(command: str) -> str:
+    """The key of a command's errors: its first two words, past ``cd`` and variables."""
+    return "cmd:" + " ".join(_COMMAND_HEAD.sub("", command).split()[:2])
+
+
+def error_line(text: str) -> str:
+    """The line of a failed tool's output that says what failed."""
+    lines = [" ".join(line.split()) for line in text[-20_000:].splitlines() if line.strip()]
+    lines = [line for line in lines if not _EXIT_CODE.match(line)]
+    for line in lines:
+        if _ERROR_LINE.search(line):
+            return line[:300]
+    return lines[0][:300] if lines else "failed"
+
+
+def result_line(text: str, failed: bool) -> str:
+    """The line of a run's output that gives its result (the last that names one)."""
+    tail = text[-4_000:].splitlines()
+    for line in reversed(tail):
+        if _RESULT_LINE.search(line):
+            return " ".join(line.split())[:200]
+    return "failed" if failed else "succeeded"
+
+
+def todos_of(call: FunctionCallPart) -> list[tuple[str, str]] | None:
+    """A todo list a call writes: ``(DONE | IN PROGRESS | TODO, text)`` each, else ``None``."""
+    todos = call.arguments.get("todos")
+    if not isinstance(todos, list):
+        return None
+    marks = {"completed": "DONE", "done": "DONE", "in_progress": "IN PROGRESS"}
+    out = []
+    for todo in todos:
+        if isinstance(todo, Mapping):
+            text = todo.get("content") or todo.get("text") or todo.get("title") or ""
+            text = text if isinstance(text, str) else json_form(text)
+            mark = marks.get(str(todo.get("status", "")).lower(), "TODO")
+            out.append((mark, " ".join(text.split())[:200]))
+    return out
+
+
+def project_root(paths: Sequence[str]) -> str:
+    """The longest directory prefix shared by the absolute paths (``""`` when none)."""
+    if not paths:
+        return ""
+    root = posixpath.commonpath(paths)
+    if root in paths:  # a single file: its directory
+        root = posixpath.dirname(root)
+    if posixpath.basename(root) in _SOURCE_DIRS:  # the project is the folder above src/
+        root = posixpath.dirname(root)
+    return "" if root in ("", "/") else root

@@ -1,0 +1,274 @@
+"""The state ledger (issue 22): items by structure and specificity, supersession, harness text."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from autocompact.compaction.ledger import build_ledger, parse_ledger, render_ledger
+from autocompact.compaction.ledger.text import fact_of, shorten
+from autocompact.content import FunctionCallPart, FunctionResponsePart, Message
+
+# Plain chat around the items: common words, no values, nothing specific.
+_CHAT = (
+    "Thanks for that, it reads well and I like where this is going. "
+    "Let me think about it for a moment before we go on. "
+    "That makes sense to me and the team seems happy with it so far. "
+)
+
+
+def chat(*extra: str, turns: int = 30) -> list[Message]:
+    """A chat session: plain requests and replies, with ``extra`` user sentences in the middle."""
+    rng = random.Random(7)
+    history = [
+        Message.user("Write the invoice exporter for the finance team."),
+        Message.model("ok"),
+    ]
+    for n in range(turns):
+        text = _CHAT * rng.randrange(1, 3)
+        if n == turns // 2:
+            text += " ".join(extra)
+        history += [Message.user(text), Message.model("Sure, that sounds good to me.")]
+    return history
+
+
+def rendered(history: list[Message], budget: int = 20_000) -> str:
+    """The ledger of ``history`` as text."""
+    return render_ledger(build_ledger(history), budget)
+
+
+# -- items without trigger words, each next to a distractor of the same shape -------------------
+
+ITEMS = [
+    # (statement, what must survive, a distractor of the same shape that must not)
+    ("Region for the production database: us-south-4.", "us-south-4", "Mood for the demo: good."),
+    ("Only Python 3.11. No external network calls from the sandbox.", "Python 3.11", "No way."),
+    (
+        "About the deploy. It has to go out before 14:00 UTC on Friday.",
+        "14:00 UTC on Friday",
+        "About the lunch.",
+    ),
+    ("The retry count for the importer is 7.", "importer is 7", "The weather is nice."),
+    ("Keep the logs in JSON lines, one object per line.", "JSON lines", "Keep going."),
+    ("I'd rather have pytest fixtures than setUp methods.", "pytest fixtures", "I'd rather not."),
+    ("Leave third_party/zlib alone.", "third_party/zlib", "Leave it."),
+    ("Owner of the billing service: Dana Whitfield.", "Dana Whitfield", "Owner: me."),
+    ("Set the staging port to 6543.", "6543", "Set it up."),
+    ("Use tabs for indentation in the Makefile.", "Makefile", "Use it."),
+]
+
+
+@pytest.mark.parametrize(("statement", "marker", "distractor"), ITEMS)
+def test_an_item_is_kept_and_its_distractor_is_not(
+    statement: str, marker: str, distractor: str
+) -> None:
+    """Each planted item survives in a long chat; the same-shaped generic line does not."""
+    text = rendered(chat(statement, distractor))
+    assert marker in text
+    assert distractor not in text
+
+
+def test_the_key_part_of_a_statement_is_kept_when_it_is_not_the_first_sentence() -> None:
+    """A multi-sentence statement keeps its later sentences too."""
+    text = rendered(chat("Quick note on the sandbox. Outbound calls to api.example.com are off."))
+    assert "Outbound calls to api.example.com are off." in text
+
+
+def test_an_update_replaces_the_earlier_value_and_the_stale_value_is_absent() -> None:
+    """Key → latest value, across paraphrases of the key: the old value is nowhere."""
+    history = chat("Budget cap for the pilot is $499.")
+    history += [Message.user("The pilot budget cap is $800 now."), Message.model("ok")]
+    history += [Message.user("Keep every request under 30 seconds."), Message.model("ok")]
+    history += [Message.user("Keep every request under 45 seconds."), Message.model("ok")]
+    text = rendered(history)
+    assert "$800" in text
+    assert "$499" not in text
+    assert "45 seconds" in text
+    assert "30 seconds" not in text
+
+
+def test_a_change_of_goal_is_kept_with_the_goal() -> None:
+    """The goal as stated and the later change (an imperative opening a turn) both show."""
+    history = chat()
+    history += [
+        Message.user("Drop the exporter; build the Kafka ingestion worker."),
+        Message.model("ok"),
+    ]
+    ledger = build_ledger(history)
+    assert ledger.goal is not None
+    assert "invoice exporter" in ledger.goal.text
+    assert any("Kafka ingestion worker" in e.text for e in ledger.goal_changes)
+
+
+@pytest.mark.parametrize(
+    "harness",
+    [
+        "<task-notification>\n<task-id>b1</task-id>\n<status>completed</status>\n"
+        "<summary>Background command done</summary>\n</task-notification>",
+        "[Request interrupted by user for tool use]",
+        "<system-reminder>Remember the todo list.</system-reminder>",
+        "/mcp",
+    ],
+)
+def test_harness_text_is_never_the_goal_next_step_or_an_error(harness: str) -> None:
+    """Task notifications, reminders, interruptions and slash commands are not the user's."""
+    history = [
+        Message.user("Fix the flaky upload test in tests/test_upload.py."),
+        Message.model("Looking."),
+        Message.user(harness),
+    ]
+    ledger = build_ledger(history)
+    assert ledger.next_step is not None
+    assert "task-notification" not in ledger.next_step.text
+    assert "interrupted" not in ledger.next_step.text
+    assert "/mcp" not in ledger.next_step.text
+    assert ledger.goal is not None
+    assert "flaky upload" in ledger.goal.text
+
+
+def _run(cid: str, command: str, output: str, *, error: bool) -> list[Message]:
+    call = FunctionCallPart(id=cid, name="Bash", arguments={"command": command})
+    result = FunctionResponsePart(id=cid, name="Bash", response=output, is_error=error)
+    return [Message.model(call), Message.user(result)]
+
+
+def test_an_error_is_fixed_when_a_later_run_succeeds() -> None:
+    """A failed push retried with success, a failing test run then a passing one: both fixed;
+    the rejection boilerplate is no error, and the latest test result is kept."""
+    history = [Message.user("Ship the release branch.")]
+    history += _run("a", "git push origin main", "error: failed to push some refs", error=True)
+    history += _run("b", "git push origin main", "To github.com:x/y.git", error=False)
+    history += _run("c", "pytest -q", "E AssertionError\n1 failed, 4 passed", error=True)
+    history += _run("d", "pytest -q", "5 passed in 0.2s", error=False)
+    history += _run(
+        "e",
+        "rm -rf build",
+        "The user doesn't want to proceed with this tool use. The tool use was rejected. "
+        "STOP what you are doing and wait for the user to tell you how to proceed.",
+        error=True,
+    )
+    ledger = build_ledger(history)
+    assert [e.mark for e in ledger.errors] == ["fixed", "fixed"]
+    assert not any("STOP what you" in e.text for e in ledger.errors)
+    assert [r.text for r in ledger.results] == ["tests: `pytest -q` → 5 passed in 0.2s"]
+
+
+def test_todos_give_the_status_and_the_next_step() -> None:
+    """The latest todo list is the status; the first open item is the next step."""
+    todos = [
+        {"content": "Parse the CSV", "status": "completed"},
+        {"content": "Write the exporter", "status": "in_progress"},
+        {"content": "Add tests", "status": "pending"},
+    ]
+    call = FunctionCallPart(id="t", name="TodoWrite", arguments={"todos": todos})
+    history = [
+        Message.user("Build the exporter."),
+        Message.model(call),
+        Message.user(FunctionResponsePart(id="t", name="TodoWrite", response="ok")),
+    ]
+    ledger = build_ledger(history)
+    assert [e.text for e in ledger.status] == [
+        "[DONE] Parse the CSV",
+        "[IN PROGRESS] Write the exporter",
+        "[TODO] Add tests",
+    ]
+    assert ledger.next_step is not None
+    assert ledger.next_step.text == "Continue: Write the exporter"
+
+
+def test_an_explicit_next_step_wins() -> None:
+    """``Next step is …`` in the user's words is the next step."""
+    history = chat(
+        "Current task is the CSV parser. Steps 1-3 of 5 are done. Next step is wiring S3."
+    )
+    ledger = build_ledger(history)
+    assert ledger.next_step is not None
+    assert ledger.next_step.text == "wiring S3"
+    text = render_ledger(ledger, 20_000)
+    assert "Steps 1-3 of 5 are done." in text
+
+
+# -- the text helpers --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sentence", "key", "value"),
+    [
+        (
+            "Region for the production database: us-south-4.",
+            "database production region",
+            "us-south-4",
+        ),
+        ("The production database region is eu-west-1.", "database production region", "eu-west-1"),
+        ("Set the staging port to 6543.", "port staging", "6543"),
+        ("Use tabs for indentation.", "indentation", "tabs"),
+        ("Update: the API version is 2.4.", "api version", "2.4"),
+    ],
+)
+def test_a_fact_has_one_key_however_it_is_worded(sentence: str, key: str, value: str) -> None:
+    """``key: value``, ``key is value``, ``set key to value``, ``use value for key``."""
+    fact = fact_of(sentence)
+    assert fact is not None
+    assert (fact.key, fact.value) == (key, value)
+
+
+@pytest.mark.parametrize(
+    "sentence", ["It is fine.", "This is great.", "Change of plan: build the JSON exporter now."]
+)
+def test_not_every_is_or_colon_is_a_fact(sentence: str) -> None:
+    """A pronoun is no key; a statement after a label is no value."""
+    assert fact_of(sentence) is None
+
+
+def test_shortening_keeps_values_negations_and_conditions() -> None:
+    """Only labels and filler words go."""
+    short = shorten("Note: please do not really touch the 3 files in src/ unless the build fails.")
+    assert short == "do not touch 3 files in src/ unless build fails."
+
+
+# -- rendering and reading back ----------------------------------------------------------------
+
+
+def test_the_rendered_ledger_reads_back_to_the_same_text() -> None:
+    """render → parse → render is the identity (lossless), so merges keep every item."""
+    history = chat("Region for the production database: us-south-4.", "Never touch api/v2.")
+    history += _run("a", "pytest -q", "1 failed", error=True)
+    first = rendered(history)
+    assert render_ledger(parse_ledger(first), 20_000) == first
+
+
+@pytest.mark.parametrize("budget", [60, 120, 200, 400, 800, 4_000])
+def test_every_rendering_is_within_its_budget_and_never_cut_mid_word(budget: int) -> None:
+    """At any budget: within it, and every kept line a whole (possibly shortened) statement."""
+    statements = [s for s, _, _ in ITEMS]
+    history = chat(*statements)
+    text = rendered(history, budget)
+    assert len(text) <= max(budget, 35)
+    for line in text.splitlines()[1:-1]:
+        body = line.split(": ", 1)[-1].removeprefix("- ")
+        assert any(body in s or body == shorten(s) for s in statements) or not body.startswith(
+            tuple(s[:6] for s in statements)
+        )
+
+
+def test_a_model_snapshot_is_read_back_section_by_section() -> None:
+    """A model's XML snapshot (and its restored items) seeds the next ledger: its rules and
+    facts carry on, and a later update supersedes a fact it held."""
+    snapshot = (
+        "<state_snapshot>\n<overall_goal>Ship the exporter.</overall_goal>\n"
+        "<constraints>\n- Never touch api/v2.\n</constraints>\n"
+        "<retained_from_history>\n- Region for the production database: us-south-4.\n"
+        "</retained_from_history>\n</state_snapshot>"
+    )
+    history = [
+        Message.user("This session continues an earlier conversation.\n\n" + snapshot),
+        Message.model("ok"),
+        Message.user("Region for the production database: eu-west-9."),
+    ]
+    ledger = build_ledger(history)
+    assert ledger.goal is not None
+    assert ledger.goal.text == "Ship the exporter."
+    assert [e.text for e in ledger.constraints] == ["Never touch api/v2."]
+    assert [e.value for e in ledger.facts] == ["eu-west-9"]
+    assert "us-south-4" not in render_ledger(ledger, 20_000)
