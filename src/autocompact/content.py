@@ -38,6 +38,7 @@ __all__ = [
     "json_length",
     "json_lengths_total",
     "portable_history",
+    "utf8_json_length",
 ]
 
 Role: TypeAlias = Literal["user", "model"]
@@ -69,24 +70,72 @@ _EMPTY = CharStats()
 _ONE_MEDIA = CharStats(media_parts=1)
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+_encode: Callable[[object], str] = _ENCODER.encode  # one encoder, not one per call
+# The standard library's C encoder made once (json.dumps makes one per call, ~3x its own cost on
+# a small object), without the circular-reference check: a circular value runs out of stack
+# there, and is then encoded again by ``_encode``, which raises json's own error for it.
+_c_make = getattr(json.encoder, "c_make_encoder", None)
+_c_encode: Callable[[object, int], Any] | None = (
+    None
+    if _c_make is None
+    else _c_make(None, str, json.encoder.encode_basestring, None, ":", ",", False, False, True)
+)
+
+
 def json_form(value: object) -> str:
     """The compact JSON form the counter measures (non-JSON values fall back to ``str``)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    if _c_encode is None or type(value) is str:
+        return _encode(value)
+    try:
+        return "".join(_c_encode(value, 0))
+    except (RecursionError, ValueError, TypeError):
+        return _encode(value)  # the same value, with json's own checks and errors
 
 
-_encode_basestring: Callable[[str], str] = json.encoder.encode_basestring  # the C escaper
+# What ``json.dumps(..., ensure_ascii=False)`` escapes in a string: ``"`` and ``\`` and the
+# control characters below U+0020. Each is one ASCII byte in UTF-8 and no byte of a multi-byte
+# UTF-8 sequence is below 0x80, so counting them in the UTF-8 bytes counts them in the string.
+_ESCAPED = bytes(range(0x20)) + b'"\\'
+_NOT_ESCAPED = bytes(b for b in range(256) if b not in _ESCAPED)
+# Written as a two-character escape (\", \\, \b, \f, \n, \r, \t); every other control
+# character is written \u00XX (six characters).
+_SHORT_ESCAPES = b'"\\\b\f\n\r\t'
+_CONTINUATION = bytes(range(0x80, 0xC0))
+_NOT_CONTINUATION = bytes(b for b in range(256) if b not in _CONTINUATION)
 
 
 def json_length(value: object) -> int:
-    """``len(json_form(value))``, computed without building the string for plain strings.
+    """``len(json_form(value))``, counted without building the JSON for strings.
 
-    Tool output is mostly one long string: its JSON length is taken in one pass of the standard
-    library's C escaper (``json.encoder.encode_basestring``, the one ``json.dumps`` uses with
-    ``ensure_ascii=False``), instead of a regular expression and five counting passes (issue 11).
+    Tool output is mostly one long string. Its JSON length is its length, two quotes, and one
+    more character for each character JSON escapes (five more for a control character written
+    ``\\u00XX``): those are counted in one C pass over the string's UTF-8 bytes (a copy of the
+    memory for ASCII text), instead of building the escaped copy (issue 25).
     """
-    if not isinstance(value, str):
+    if type(value) is not str:
         return len(json_form(value))
-    return len(_encode_basestring(value))
+    raw = value.encode("ascii") if value.isascii() else value.encode("utf-8", "surrogatepass")
+    return len(value) + 2 + _escape_extra(raw)
+
+
+def utf8_json_length(raw: bytes) -> int:
+    """``len(json_form(raw.decode("utf-8")))`` from the UTF-8 bytes, without decoding them.
+
+    For text that arrives as bytes (a transcript line, a request body's string): characters are
+    the bytes that do not continue a multi-byte sequence, and the escapes are counted in the
+    same bytes. ``raw`` must be valid UTF-8 (``surrogatepass`` bytes count as one character).
+    """
+    chars = len(raw) if raw.isascii() else len(raw) - len(raw.translate(None, _NOT_CONTINUATION))
+    return chars + 2 + _escape_extra(raw)
+
+
+def _escape_extra(raw: bytes) -> int:
+    """How many characters escaping adds to the JSON string of these UTF-8 bytes."""
+    escaped = raw.translate(None, _NOT_ESCAPED)  # only the bytes JSON escapes (usually few)
+    if not escaped:
+        return 0
+    return len(escaped) + 4 * len(escaped.translate(None, _SHORT_ESCAPES))
 
 
 def json_lengths_total(values: Sequence[object]) -> int:
@@ -112,7 +161,7 @@ class _Sized:
         """Character statistics of this part, computed once."""
         cached = self._stats
         if cached is None:
-            cached = self._measure()
+            cached = _json_stats(self._measure, type(self).__name__)
             object.__setattr__(self, "_stats", cached)
         return cached
 
@@ -394,6 +443,57 @@ def seed_stats(message: Message, stats: CharStats) -> None:
     that already measured itself keeps its own."""
     if message._stats is None:
         object.__setattr__(message, "_stats", stats)
+
+
+# -- Parts decoded from JSON text (codec) ----------------------------------------------------
+#
+# A part read back from JSON holds only JSON values, which always serialize: its size is measured
+# when first asked (often never: a saved session seeds the message's statistics), not in its
+# constructor. The codec checks every field's type before calling these.
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def decoded_text(text: str) -> TextPart:
+    """A text part from a checked JSON field."""
+    part = _new(TextPart)
+    _set(part, "text", text)
+    _set(part, "kind", "text")
+    _set(part, "_stats", None)
+    return part
+
+
+def decoded_call(ident: str, name: str, arguments: Mapping[str, Any]) -> FunctionCallPart:
+    """A function call from checked JSON fields, measured when first asked."""
+    part = _new(FunctionCallPart)
+    _set(part, "id", ident)
+    _set(part, "name", name)
+    _set(part, "arguments", arguments)
+    _set(part, "kind", "function_call")
+    _set(part, "_stats", None)
+    return part
+
+
+def decoded_response(ident: str, name: str, response: Any, is_error: bool) -> FunctionResponsePart:
+    """A function response from checked JSON fields, measured when first asked."""
+    part = _new(FunctionResponsePart)
+    _set(part, "id", ident)
+    _set(part, "name", name)
+    _set(part, "response", response)
+    _set(part, "is_error", is_error)
+    _set(part, "kind", "function_response")
+    _set(part, "_stats", None)
+    return part
+
+
+def decoded_message(role: Role, parts: tuple[Part, ...]) -> Message:
+    """A message from a checked role and parts the codec built."""
+    message = _new(Message)
+    _set(message, "role", role)
+    _set(message, "parts", parts)
+    _set(message, "_stats", None)
+    return message
 
 
 def _check_part(part: object, role: str) -> None:

@@ -436,7 +436,7 @@ def _replay(records: Sequence[JsonDict], path: Path, warnings: list[str]) -> _Re
         kind = record["type"]
         try:
             if kind == "message":
-                message = message_from_dict(record.get("message"))
+                message = message_from_dict(record.get("message"), decoded=True)
                 saved = _saved_stats(record.get("stats"))
                 if saved is not None:
                     seed_stats(message, saved)
@@ -459,7 +459,7 @@ def _replay(records: Sequence[JsonDict], path: Path, warnings: list[str]) -> _Re
                     items = record["history"]
                     if not isinstance(items, list):
                         raise ContentError("'history' must be a list")
-                    state.history = history_from_dicts(items)
+                    state.history = history_from_dicts(items, decoded=True)
                     saved_list = record.get("history_stats")
                     if isinstance(saved_list, list) and len(saved_list) == len(items):
                         for message, value in zip(state.history, saved_list, strict=True):
