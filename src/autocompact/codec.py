@@ -35,6 +35,7 @@ from autocompact.content import (
     decoded_message,
     decoded_response,
     decoded_text,
+    measured_call,
 )
 from autocompact.errors import ContentError
 
@@ -166,8 +167,11 @@ def _part_from_dict(data: object, index: int | None, position: int) -> Part:
                 and "response" in data
                 and type(is_error) is bool
             ):
+                response = data["response"]
+                if type(response) is str:  # nothing to prove: a str always serializes
+                    return decoded_response(ident, name, response, is_error)
                 return FunctionResponsePart(
-                    id=ident, name=name, response=data["response"], is_error=is_error
+                    id=ident, name=name, response=response, is_error=is_error
                 )
         elif kind == "text":
             text = data.get("text")
@@ -176,7 +180,7 @@ def _part_from_dict(data: object, index: int | None, position: int) -> Part:
         elif kind == "function_call":
             ident, name, arguments = data.get("id"), data.get("name"), data.get("arguments")
             if type(ident) is str and type(name) is str and type(arguments) is dict:
-                return FunctionCallPart(id=ident, name=name, arguments=arguments)
+                return measured_call(ident, name, arguments)
         elif kind == "thinking":
             text, signature = data.get("text"), data.get("signature")
             redacted = data.get("redacted", False)
@@ -252,19 +256,24 @@ def message_from_dict(data: object, *, index: int | None = None, decoded: bool =
     Raises:
         ContentError: the object is not a message; the error names the index and field.
     """
-    where = f"message {index}" if index is not None else "message"
-    if not isinstance(data, Mapping):
-        raise ContentError(f"{where}: must be a JSON object, got {data!r:.60}", index=index)
+    if type(data) is not dict and not isinstance(data, Mapping):
+        raise ContentError(f"{_where(index)}: must be a JSON object, got {data!r:.60}", index=index)
     role = data.get("role")
-    if role not in ("user", "model"):
-        raise ContentError(f"{where}: role must be 'user' or 'model', got {role!r}", index=index)
+    if role != "user" and role != "model":
+        raise ContentError(
+            f"{_where(index)}: role must be 'user' or 'model', got {role!r}", index=index
+        )
     parts = data.get("parts")
-    if not isinstance(parts, list):
-        raise ContentError(f"{where}: 'parts' must be a list", index=index)
+    if type(parts) is not list and not isinstance(parts, list):
+        raise ContentError(f"{_where(index)}: 'parts' must be a list", index=index)
     build = _decoded_part if decoded else _part_from_dict
     if len(parts) == 1:
         return decoded_message(role, (build(parts[0], index, 0),))
     return decoded_message(role, tuple([build(p, index, i) for i, p in enumerate(parts)]))
+
+
+def _where(index: int | None) -> str:
+    return f"message {index}" if index is not None else "message"
 
 
 def history_from_dicts(items: Sequence[object], *, decoded: bool = False) -> list[Message]:

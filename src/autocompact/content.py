@@ -257,7 +257,15 @@ class FunctionResponsePart(_Sized):
 
     def _measure(self) -> CharStats:
         # len(json_form({"name": ..., "response": ...})) without serializing the response.
-        return CharStats(json_chars=21 + json_length(self.name) + json_length(self.response))
+        name = _NAME_LENGTHS.get(self.name)
+        if name is None:
+            name = json_length(self.name)
+            if len(_NAME_LENGTHS) < 4096:  # tool names repeat: a few dozen per agent
+                _NAME_LENGTHS[self.name] = name
+        return CharStats(json_chars=21 + name + json_length(self.response))
+
+
+_NAME_LENGTHS: dict[str, int] = {}  # tool name -> its JSON length (memo)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -472,6 +480,14 @@ def decoded_call(ident: str, name: str, arguments: Mapping[str, Any]) -> Functio
     _set(part, "arguments", arguments)
     _set(part, "kind", "function_call")
     _set(part, "_stats", None)
+    return part
+
+
+def measured_call(ident: str, name: str, arguments: Mapping[str, Any]) -> FunctionCallPart:
+    """A function call from checked fields, measured now as its constructor measures it (so a
+    value JSON cannot carry fails here, naming the part)."""
+    part = decoded_call(ident, name, arguments)
+    _set(part, "_stats", _json_stats(part._measure, "FunctionCallPart.arguments"))
     return part
 
 
