@@ -415,12 +415,20 @@ class Message:
     @property
     def function_calls(self) -> tuple[FunctionCallPart, ...]:
         """The function calls in this message."""
-        return tuple(p for p in self.parts if isinstance(p, FunctionCallPart))
+        parts = self.parts
+        if len(parts) == 1:  # the common case: no generator (compaction asks every message)
+            only = parts[0]
+            return (only,) if isinstance(only, FunctionCallPart) else ()
+        return tuple([p for p in parts if isinstance(p, FunctionCallPart)])
 
     @property
     def function_responses(self) -> tuple[FunctionResponsePart, ...]:
         """The function responses in this message."""
-        return tuple(p for p in self.parts if isinstance(p, FunctionResponsePart))
+        parts = self.parts
+        if len(parts) == 1:
+            only = parts[0]
+            return (only,) if isinstance(only, FunctionResponsePart) else ()
+        return tuple([p for p in parts if isinstance(p, FunctionResponsePart)])
 
 
 def _need_str(value: object, name: str, *, optional: bool = False) -> None:
