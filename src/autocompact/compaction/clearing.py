@@ -28,7 +28,7 @@ import posixpath
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from autocompact.content import (
     CharStats,
@@ -37,6 +37,7 @@ from autocompact.content import (
     Message,
     Part,
     decoded_message,
+    decoded_response,
 )
 from autocompact.errors import ConfigError
 from autocompact.estimation import content_stats, estimate_stats_tokens
@@ -189,9 +190,8 @@ def _path_argument(args: Mapping[str, Any]) -> str | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class _Slot:
-    """One function response and where it lives."""
+class _Slot(NamedTuple):
+    """One function response and where it lives (a tuple: one is made per response)."""
 
     message: int
     part: int
@@ -203,7 +203,15 @@ def _slots(history: Sequence[Message]) -> list[_Slot]:
     calls: dict[str, FunctionCallPart] = {}
     slots: list[_Slot] = []
     for m_index, message in enumerate(history):
-        for p_index, part in enumerate(message.parts):
+        parts = message.parts
+        if len(parts) == 1:  # the common case: no enumerate
+            part = parts[0]
+            if isinstance(part, FunctionResponsePart):
+                slots.append(_Slot(m_index, 0, part, calls.get(part.id)))
+            elif isinstance(part, FunctionCallPart):
+                calls[part.id] = part
+            continue
+        for p_index, part in enumerate(parts):
             if isinstance(part, FunctionCallPart):
                 calls[part.id] = part
             elif isinstance(part, FunctionResponsePart):
@@ -323,7 +331,8 @@ def _replace(
 ) -> bool:
     """Record a placeholder for ``slot`` if it is smaller than the output; say whether it was."""
     old = slot.response
-    new = FunctionResponsePart(id=old.id, name=old.name, response=text, is_error=old.is_error)
+    # The same checked id and name, and a str: built without the constructor's checks.
+    new = decoded_response(old.id, old.name, text, old.is_error)
     if tokens_of(new) >= tokens_of(old):
         return False
     replacements[(slot.message, slot.part)] = new
