@@ -208,3 +208,17 @@ def test_a_command_runs_with_only_its_module(capsys: pytest.CaptureFixture[str])
     code, out, _ = run_cli(capsys, "--debug", "thresholds", "200000", "--json")
     assert code == 0
     assert json.loads(out)[0]["window"] == 200_000
+
+
+def test_package_names_load_when_first_used() -> None:
+    """`import autocompact` defers its public names and submodules but serves every one of them."""
+    code = (
+        "import sys, autocompact\n"
+        "lazy = 'autocompact.chat' not in sys.modules\n"
+        "names = [n for n in autocompact.__all__ if getattr(autocompact, n, None) is None]\n"
+        "print(lazy, names, autocompact.estimation.__name__, hasattr(autocompact, 'nope'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.split() == ["True", "[]", "autocompact.estimation", "False"]

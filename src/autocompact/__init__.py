@@ -202,7 +202,16 @@ _LAZY: dict[str, str] = {
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'autocompact' has no attribute {name!r}")
+        # A submodule reached as an attribute (``autocompact.chat``), as when the package
+        # imported them all.
+        if name.startswith("_"):
+            raise AttributeError(f"module 'autocompact' has no attribute {name!r}")
+        try:
+            return importlib.import_module(f"autocompact.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"autocompact.{name}":
+                raise
+            raise AttributeError(f"module 'autocompact' has no attribute {name!r}") from None
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # later lookups are plain module attributes
     return value
