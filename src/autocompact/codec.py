@@ -29,17 +29,65 @@ from autocompact.content import (
     Message,
     OpaquePart,
     Part,
+    Role,
     TextPart,
     ThinkingPart,
-    decoded_call,
-    decoded_message,
-    decoded_response,
-    decoded_text,
     measured_call,
 )
 from autocompact.errors import ContentError
 
 __all__ = ["history_from_dicts", "history_to_dicts", "message_from_dict", "message_to_dict"]
+
+# -- Parts decoded from JSON text ----------------------------------------------------------
+#
+# A part read back from JSON holds only JSON values, which always serialize: its size is measured
+# when first asked (often never: a saved session seeds the message's statistics), not in its
+# constructor. The codec checks every field's type before calling these.
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def decoded_text(text: str) -> TextPart:
+    """A text part from a checked JSON field."""
+    part = _new(TextPart)
+    _set(part, "text", text)
+    _set(part, "kind", "text")
+    _set(part, "_stats", None)
+    return part
+
+
+def decoded_call(ident: str, name: str, arguments: Mapping[str, Any]) -> FunctionCallPart:
+    """A function call from checked JSON fields, measured when first asked."""
+    part = _new(FunctionCallPart)
+    _set(part, "id", ident)
+    _set(part, "name", name)
+    _set(part, "arguments", arguments)
+    _set(part, "kind", "function_call")
+    _set(part, "_stats", None)
+    return part
+
+
+def decoded_response(ident: str, name: str, response: Any, is_error: bool) -> FunctionResponsePart:
+    """A function response from checked JSON fields, measured when first asked."""
+    part = _new(FunctionResponsePart)
+    _set(part, "id", ident)
+    _set(part, "name", name)
+    _set(part, "response", response)
+    _set(part, "is_error", is_error)
+    _set(part, "kind", "function_response")
+    _set(part, "_stats", None)
+    return part
+
+
+def decoded_message(role: Role, parts: tuple[Part, ...]) -> Message:
+    """A message from a checked role and parts the codec built."""
+    message = _new(Message)
+    _set(message, "role", role)
+    _set(message, "parts", parts)
+    _set(message, "_stats", None)
+    return message
+
 
 _KINDS: dict[str, type[Part]] = {
     "text": TextPart,

@@ -461,63 +461,15 @@ def seed_stats(message: Message, stats: CharStats) -> None:
         object.__setattr__(message, "_stats", stats)
 
 
-# -- Parts decoded from JSON text (codec) ----------------------------------------------------
-#
-# A part read back from JSON holds only JSON values, which always serialize: its size is measured
-# when first asked (often never: a saved session seeds the message's statistics), not in its
-# constructor. The codec checks every field's type before calling these.
-
-_new = object.__new__
-_set = object.__setattr__
-
-
-def decoded_text(text: str) -> TextPart:
-    """A text part from a checked JSON field."""
-    part = _new(TextPart)
-    _set(part, "text", text)
-    _set(part, "kind", "text")
-    _set(part, "_stats", None)
-    return part
-
-
-def decoded_call(ident: str, name: str, arguments: Mapping[str, Any]) -> FunctionCallPart:
-    """A function call from checked JSON fields, measured when first asked."""
-    part = _new(FunctionCallPart)
-    _set(part, "id", ident)
-    _set(part, "name", name)
-    _set(part, "arguments", arguments)
-    _set(part, "kind", "function_call")
-    _set(part, "_stats", None)
-    return part
-
-
 def measured_call(ident: str, name: str, arguments: Mapping[str, Any]) -> FunctionCallPart:
     """A function call from checked fields, measured now as its constructor measures it (so a
     value JSON cannot carry fails here, naming the part)."""
-    part = decoded_call(ident, name, arguments)
-    _set(part, "_stats", _json_stats(part._measure, "FunctionCallPart.arguments"))
+    part = object.__new__(FunctionCallPart)
+    for key, value in (("id", ident), ("name", name), ("arguments", arguments)):
+        object.__setattr__(part, key, value)
+    object.__setattr__(part, "kind", "function_call")
+    object.__setattr__(part, "_stats", _json_stats(part._measure, "FunctionCallPart.arguments"))
     return part
-
-
-def decoded_response(ident: str, name: str, response: Any, is_error: bool) -> FunctionResponsePart:
-    """A function response from checked JSON fields, measured when first asked."""
-    part = _new(FunctionResponsePart)
-    _set(part, "id", ident)
-    _set(part, "name", name)
-    _set(part, "response", response)
-    _set(part, "is_error", is_error)
-    _set(part, "kind", "function_response")
-    _set(part, "_stats", None)
-    return part
-
-
-def decoded_message(role: Role, parts: tuple[Part, ...]) -> Message:
-    """A message from a checked role and parts the codec built."""
-    message = _new(Message)
-    _set(message, "role", role)
-    _set(message, "parts", parts)
-    _set(message, "_stats", None)
-    return message
 
 
 def _check_part(part: object, role: str) -> None:

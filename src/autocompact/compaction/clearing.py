@@ -30,14 +30,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from autocompact.codec import decoded_message, decoded_response
 from autocompact.content import (
     CharStats,
     FunctionCallPart,
     FunctionResponsePart,
     Message,
     Part,
-    decoded_message,
-    decoded_response,
 )
 from autocompact.errors import ConfigError
 from autocompact.estimation import content_stats, estimate_stats_tokens
