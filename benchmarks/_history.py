@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import random
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -34,7 +35,19 @@ __all__ = [
     "to_texts",
 ]
 
-DATA_DIR = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "claude-code-sessions"
+
+def _data_dir() -> Path:
+    """The recorded sessions: ``$AUTOCOMPACT_SESSIONS_DIR``, else ``shared/`` beside the clone
+    (or beside the worktree's parent, for a worktree under ``wt/``)."""
+    given = os.environ.get("AUTOCOMPACT_SESSIONS_DIR")
+    if given:
+        return Path(given)
+    here = Path(__file__).resolve().parents[1]
+    candidates = [p / "shared" / "data" / "claude-code-sessions" for p in here.parents[:2]]
+    return next((c for c in candidates if c.is_dir()), candidates[0])
+
+
+DATA_DIR = _data_dir()
 
 Dict = dict[str, Any]
 

@@ -162,3 +162,63 @@ def test_console_script_runs_the_demo() -> None:
     assert result.returncode == 0, result.stderr
     assert "breaker open after 3 failures" in result.stdout
     assert "tip: context-critical" in result.stdout
+
+
+def test_command_summaries_match_the_modules() -> None:
+    """The lazy top-level help lists each command exactly as its module registers it."""
+    import argparse
+    import importlib
+
+    assert set(cli_main.SUMMARIES) == set(cli_main.COMMANDS)
+    for module, (name, text) in cli_main.SUMMARIES.items():
+        parser = argparse.ArgumentParser()
+        sub = parser.add_subparsers()
+        importlib.import_module(module).register(sub)
+        actions = {a.dest: a.help for a in sub._choices_actions}
+        assert actions.get(name) == text, module
+
+
+def test_help_is_the_same_lazy_or_full() -> None:
+    """`autocompact --help` from the summaries equals the help of the fully built parser."""
+    assert cli_main.build_parser(None).format_help() == cli_main.build_parser().format_help()
+
+
+def test_help_imports_no_command_module() -> None:
+    """`autocompact --help` imports no command module, engine, rich or prompt_toolkit."""
+    code = (
+        "import sys\n"
+        "from autocompact.cli import main\n"
+        "try:\n"
+        "    main.main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = [m for m in sys.modules if m.split('.')[0] in ('rich', 'prompt_toolkit', "
+        "'matplotlib', 'openai', 'anthropic') or m.startswith('autocompact.cli.') and "
+        "m != 'autocompact.cli.main' or m in ('autocompact.chat', 'autocompact.compaction')]\n"
+        "print(heavy)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_command_runs_with_only_its_module(capsys: pytest.CaptureFixture[str]) -> None:
+    """`thresholds` works when the parser registers only that command (the lazy path)."""
+    code, out, _ = run_cli(capsys, "--debug", "thresholds", "200000", "--json")
+    assert code == 0
+    assert json.loads(out)[0]["window"] == 200_000
+
+
+def test_package_names_load_when_first_used() -> None:
+    """`import autocompact` defers its public names and submodules but serves every one of them."""
+    code = (
+        "import sys, autocompact\n"
+        "lazy = 'autocompact.chat' not in sys.modules\n"
+        "names = [n for n in autocompact.__all__ if getattr(autocompact, n, None) is None]\n"
+        "print(lazy, names, autocompact.estimation.__name__, hasattr(autocompact, 'nope'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.split() == ["True", "[]", "autocompact.estimation", "False"]

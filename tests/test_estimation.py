@@ -231,3 +231,48 @@ def test_large_pending_message_makes_the_session_compact_before_sending() -> Non
     assert [r.purpose for r in fake.requests] == ["side_query", "chat"]
     assert session.compactions[0].status is CompressionStatus.COMPRESSED
     assert session.compactions[0].trigger == "auto"
+
+
+class _CountingTool:
+    """A tool declaration that counts how often it is serialized."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.calls = 0
+
+    def as_json(self) -> dict[str, object]:
+        self.calls += 1
+        return {"name": self.name, "description": "Read a file. " * 20, "parameters": {}}
+
+
+def test_tools_measured_once_per_object_across_calls() -> None:
+    """estimate_prompt_tokens(tools=...) serializes each declaration object once, not per call."""
+    from autocompact.estimation import estimate_prompt_tokens
+
+    tools = [_CountingTool("Read"), _CountingTool("Bash")]
+    first = estimate_prompt_tokens([], "hi", 0, tools=tools)
+    for _ in range(50):
+        assert estimate_prompt_tokens([], "hi", 0, tools=tools) == first
+    assert [t.calls for t in tools] == [1, 1]
+    fresh = _CountingTool("Read")  # a new object is measured on its own
+    estimate_prompt_tokens([], "hi", 0, tools=[fresh])
+    assert fresh.calls == 1
+
+
+def test_tools_estimate_equals_json_dumps_length() -> None:
+    """The cached tool size is the length of json.dumps of each declaration (the old definition)."""
+    import json
+    import math
+
+    from autocompact.estimation import estimate_tools_tokens, tool_json_chars
+
+    tools = [
+        {"type": "function", "function": {"name": f"t{i}", "description": 'é\n"x"' * i}}
+        for i in range(15)
+    ]
+    expected = sum(
+        len(json.dumps(t, ensure_ascii=False, separators=(",", ":"), default=str)) for t in tools
+    )
+    assert sum(tool_json_chars(t) for t in tools) == expected
+    assert estimate_tools_tokens(tools) == math.ceil(expected / 2)
+    assert estimate_tools_tokens(tools) == math.ceil(expected / 2)  # from the cache

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -155,3 +156,61 @@ def test_the_fused_scan_accepts_and_refuses_what_the_separate_checks_did(
         assert new.index == old.index
         if old.index != 0:
             assert str(new) == str(old)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"type":"message"}',
+        b'  {"type":"state"} \r',
+        b"\t[1, 2]",
+        b'{"type":"message"} x',
+        b'{"type":"message"}{"type":"message"}',
+        b'{"type":"mess',
+        b"\xef\xbb\xbf{}",
+        b'{"a":"\xff"}',
+        b"\x0c{}",
+        b'"\\u00e9\xc3\xa9\xf0\x9f\x98\x80"',
+        b"",
+        b"nul",
+        b"1e400",
+    ],
+)
+def test_record_lines_parse_as_json_loads_would(line: bytes, tmp_path: Path) -> None:
+    """The session loader's line reader accepts exactly what json.loads(line) accepts."""
+    import json
+
+    from autocompact.sessions import records
+
+    try:
+        expected: object = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        expected = None
+    got = records._line_parser(tmp_path / "s.jsonl")(line, 2)
+    assert got == expected
+
+
+def test_restored_statistics_equal_a_fresh_measure(tmp_path: Path) -> None:
+    """Messages read back from a session file, measured lazily, equal freshly built ones."""
+    from autocompact.codec import history_from_dicts, history_to_dicts
+    from autocompact.content import FunctionCallPart, FunctionResponsePart, Message
+    from autocompact.sessions.records import load_session
+    from autocompact.sessions.store import SessionStore
+
+    history = [
+        Message.user("é\n" * 50),
+        Message.model(FunctionCallPart(id="c", name="Edit", arguments={"s": 'a"\\\x01' * 9})),
+        Message.user(FunctionResponsePart(id="c", name="Edit", response={"ok": ["\t", 1.5]})),
+        Message.model("done"),
+    ]
+    store = SessionStore(tmp_path)
+    with store.create(provider="p", model="m", context_window=1000) as writer:
+        writer.append_messages(history)
+        sid = writer.id
+    loaded = load_session(store.path_of(sid)).history
+    assert list(loaded) == history
+    fresh = history_from_dicts(history_to_dicts(history))
+    for got, want in zip(loaded, fresh, strict=True):
+        for part_got, part_want in zip(got.parts, want.parts, strict=True):
+            assert part_got.stats == part_want.stats
+        assert got.stats == want.stats

@@ -29,12 +29,65 @@ from autocompact.content import (
     Message,
     OpaquePart,
     Part,
+    Role,
     TextPart,
     ThinkingPart,
+    measured_call,
 )
 from autocompact.errors import ContentError
 
 __all__ = ["history_from_dicts", "history_to_dicts", "message_from_dict", "message_to_dict"]
+
+# -- Parts decoded from JSON text ----------------------------------------------------------
+#
+# A part read back from JSON holds only JSON values, which always serialize: its size is measured
+# when first asked (often never: a saved session seeds the message's statistics), not in its
+# constructor. The codec checks every field's type before calling these.
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def decoded_text(text: str) -> TextPart:
+    """A text part from a checked JSON field."""
+    part = _new(TextPart)
+    _set(part, "text", text)
+    _set(part, "kind", "text")
+    _set(part, "_stats", None)
+    return part
+
+
+def decoded_call(ident: str, name: str, arguments: Mapping[str, Any]) -> FunctionCallPart:
+    """A function call from checked JSON fields, measured when first asked."""
+    part = _new(FunctionCallPart)
+    _set(part, "id", ident)
+    _set(part, "name", name)
+    _set(part, "arguments", arguments)
+    _set(part, "kind", "function_call")
+    _set(part, "_stats", None)
+    return part
+
+
+def decoded_response(ident: str, name: str, response: Any, is_error: bool) -> FunctionResponsePart:
+    """A function response from checked JSON fields, measured when first asked."""
+    part = _new(FunctionResponsePart)
+    _set(part, "id", ident)
+    _set(part, "name", name)
+    _set(part, "response", response)
+    _set(part, "is_error", is_error)
+    _set(part, "kind", "function_response")
+    _set(part, "_stats", None)
+    return part
+
+
+def decoded_message(role: Role, parts: tuple[Part, ...]) -> Message:
+    """A message from a checked role and parts the codec built."""
+    message = _new(Message)
+    _set(message, "role", role)
+    _set(message, "parts", parts)
+    _set(message, "_stats", None)
+    return message
+
 
 _KINDS: dict[str, type[Part]] = {
     "text": TextPart,
@@ -132,7 +185,84 @@ def history_to_dicts(history: Iterable[Message]) -> list[dict[str, Any]]:
     return [message_to_dict(m) for m in history]
 
 
+def _field_specs(cls: type[Part]) -> tuple[tuple[str, bool, Callable[[object], bool]], ...]:
+    """(name, required, check) of each constructor field of a part class."""
+    specs = []
+    for f in fields(cls):
+        if not f.init:
+            continue
+        required = f.name in ("text", "id", "name", "response") or (
+            (f.name == "arguments" and cls is FunctionCallPart)
+            or (f.name in ("provider", "family", "payload") and cls is OpaquePart)
+        )
+        specs.append((f.name, required, _FIELD_CHECKS[f.name]))
+    return tuple(specs)
+
+
+_SPECS = {kind: _field_specs(cls) for kind, cls in _KINDS.items()}
+
+
 def _part_from_dict(data: object, index: int | None, position: int) -> Part:
+    # The common kinds, well formed, are built directly (issue 25: a restore costs what reading
+    # the file costs); anything else takes the general path, which names what is wrong.
+    if type(data) is dict:
+        kind = data.get("kind")
+        if kind == "function_response":
+            ident, name, is_error = data.get("id"), data.get("name"), data.get("is_error", False)
+            if (
+                type(ident) is str
+                and type(name) is str
+                and "response" in data
+                and type(is_error) is bool
+            ):
+                response = data["response"]
+                if type(response) is str:  # nothing to prove: a str always serializes
+                    return decoded_response(ident, name, response, is_error)
+                return FunctionResponsePart(
+                    id=ident, name=name, response=response, is_error=is_error
+                )
+        elif kind == "text":
+            text = data.get("text")
+            if type(text) is str:
+                return decoded_text(text)
+        elif kind == "function_call":
+            ident, name, arguments = data.get("id"), data.get("name"), data.get("arguments")
+            if type(ident) is str and type(name) is str and type(arguments) is dict:
+                return measured_call(ident, name, arguments)
+        elif kind == "thinking":
+            text, signature = data.get("text"), data.get("signature")
+            redacted = data.get("redacted", False)
+            if (
+                type(text) is str
+                and (signature is None or type(signature) is str)
+                and type(redacted) is bool
+            ):
+                return ThinkingPart(text=text, signature=signature, redacted=redacted)
+    return _checked_part_from_dict(data, index, position)
+
+
+def _decoded_part(data: object, index: int | None, position: int) -> Part:
+    # Parts of JSON text just decoded: their values are JSON, so they serialize; they are
+    # measured when first asked rather than built and measured now.
+    if type(data) is dict:
+        kind = data.get("kind")
+        if kind == "function_response":
+            ident, name, is_error = data.get("id"), data.get("name"), data.get("is_error", False)
+            if (
+                type(ident) is str
+                and type(name) is str
+                and "response" in data
+                and type(is_error) is bool
+            ):
+                return decoded_response(ident, name, data["response"], is_error)
+        elif kind == "function_call":
+            ident, name, arguments = data.get("id"), data.get("name"), data.get("arguments")
+            if type(ident) is str and type(name) is str and type(arguments) is dict:
+                return decoded_call(ident, name, arguments)
+    return _part_from_dict(data, index, position)
+
+
+def _checked_part_from_dict(data: object, index: int | None, position: int) -> Part:
     where = f"message {index}, part {position}" if index is not None else f"part {position}"
     if not isinstance(data, Mapping):
         raise ContentError(f"{where}: a part must be a JSON object, got {data!r:.60}", index=index)
@@ -144,48 +274,57 @@ def _part_from_dict(data: object, index: int | None, position: int) -> Part:
             index=index,
         )
     kwargs: dict[str, Any] = {}
-    for f in fields(cls):
-        if not f.init:
-            continue
-        required = f.name in ("text", "id", "name", "response") or (
-            (f.name == "arguments" and cls is FunctionCallPart)
-            or (f.name in ("provider", "family", "payload") and cls is OpaquePart)
-        )
-        if f.name not in data:
+    for name, required, check in _SPECS[str(kind)]:
+        if name not in data:
             if required:
-                raise ContentError(f"{where}: {kind} part is missing {f.name!r}", index=index)
+                raise ContentError(f"{where}: {kind} part is missing {name!r}", index=index)
             continue
-        value = data[f.name]
-        if not _FIELD_CHECKS[f.name](value):
+        value = data[name]
+        if not check(value):
             raise ContentError(
-                f"{where}: field {f.name!r} of a {kind} part has the wrong type "
+                f"{where}: field {name!r} of a {kind} part has the wrong type "
                 f"({type(value).__name__})",
                 index=index,
             )
-        kwargs[f.name] = value
+        kwargs[name] = value
     return cls(**kwargs)
 
 
-def message_from_dict(data: object, *, index: int | None = None) -> Message:
+def message_from_dict(data: object, *, index: int | None = None, decoded: bool = False) -> Message:
     """A message from its JSON form.
+
+    Args:
+        data: the message's JSON object.
+        index: its position, for error messages.
+        decoded: ``data`` was just decoded from JSON text (every value is a JSON value), so
+            its function calls and responses need not be measured now to prove they serialize:
+            they are measured when first asked (a restored session's saved statistics mean
+            they rarely are).
 
     Raises:
         ContentError: the object is not a message; the error names the index and field.
     """
-    where = f"message {index}" if index is not None else "message"
-    if not isinstance(data, Mapping):
-        raise ContentError(f"{where}: must be a JSON object, got {data!r:.60}", index=index)
+    if type(data) is not dict and not isinstance(data, Mapping):
+        raise ContentError(f"{_where(index)}: must be a JSON object, got {data!r:.60}", index=index)
     role = data.get("role")
-    if role not in ("user", "model"):
-        raise ContentError(f"{where}: role must be 'user' or 'model', got {role!r}", index=index)
+    if role != "user" and role != "model":
+        raise ContentError(
+            f"{_where(index)}: role must be 'user' or 'model', got {role!r}", index=index
+        )
     parts = data.get("parts")
-    if not isinstance(parts, list):
-        raise ContentError(f"{where}: 'parts' must be a list", index=index)
-    return Message(
-        role=role, parts=tuple(_part_from_dict(p, index, i) for i, p in enumerate(parts))
-    )
+    if type(parts) is not list and not isinstance(parts, list):
+        raise ContentError(f"{_where(index)}: 'parts' must be a list", index=index)
+    build = _decoded_part if decoded else _part_from_dict
+    if len(parts) == 1:
+        return decoded_message(role, (build(parts[0], index, 0),))
+    return decoded_message(role, tuple([build(p, index, i) for i, p in enumerate(parts)]))
 
 
-def history_from_dicts(items: Sequence[object]) -> list[Message]:
-    """A history from its JSON form (errors name the message index)."""
-    return [message_from_dict(item, index=i) for i, item in enumerate(items)]
+def _where(index: int | None) -> str:
+    return f"message {index}" if index is not None else "message"
+
+
+def history_from_dicts(items: Sequence[object], *, decoded: bool = False) -> list[Message]:
+    """A history from its JSON form (errors name the message index; ``decoded``: see
+    :func:`message_from_dict`)."""
+    return [message_from_dict(item, index=i, decoded=decoded) for i, item in enumerate(items)]

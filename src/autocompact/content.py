@@ -38,6 +38,7 @@ __all__ = [
     "json_length",
     "json_lengths_total",
     "portable_history",
+    "utf8_json_length",
 ]
 
 Role: TypeAlias = Literal["user", "model"]
@@ -69,24 +70,72 @@ _EMPTY = CharStats()
 _ONE_MEDIA = CharStats(media_parts=1)
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+_encode: Callable[[object], str] = _ENCODER.encode  # one encoder, not one per call
+# The standard library's C encoder made once (json.dumps makes one per call, ~3x its own cost on
+# a small object), without the circular-reference check: a circular value runs out of stack
+# there, and is then encoded again by ``_encode``, which raises json's own error for it.
+_c_make = getattr(json.encoder, "c_make_encoder", None)
+_c_encode: Callable[[object, int], Any] | None = (
+    None
+    if _c_make is None
+    else _c_make(None, str, json.encoder.encode_basestring, None, ":", ",", False, False, True)
+)
+
+
 def json_form(value: object) -> str:
     """The compact JSON form the counter measures (non-JSON values fall back to ``str``)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    if _c_encode is None or type(value) is str:
+        return _encode(value)
+    try:
+        return "".join(_c_encode(value, 0))
+    except (RecursionError, ValueError, TypeError):
+        return _encode(value)  # the same value, with json's own checks and errors
 
 
-_encode_basestring: Callable[[str], str] = json.encoder.encode_basestring  # the C escaper
+# What ``json.dumps(..., ensure_ascii=False)`` escapes in a string: ``"`` and ``\`` and the
+# control characters below U+0020. Each is one ASCII byte in UTF-8 and no byte of a multi-byte
+# UTF-8 sequence is below 0x80, so counting them in the UTF-8 bytes counts them in the string.
+_ESCAPED = bytes(range(0x20)) + b'"\\'
+_NOT_ESCAPED = bytes(b for b in range(256) if b not in _ESCAPED)
+# Written as a two-character escape (\", \\, \b, \f, \n, \r, \t); every other control
+# character is written \u00XX (six characters).
+_SHORT_ESCAPES = b'"\\\b\f\n\r\t'
+_CONTINUATION = bytes(range(0x80, 0xC0))
+_NOT_CONTINUATION = bytes(b for b in range(256) if b not in _CONTINUATION)
 
 
 def json_length(value: object) -> int:
-    """``len(json_form(value))``, computed without building the string for plain strings.
+    """``len(json_form(value))``, counted without building the JSON for strings.
 
-    Tool output is mostly one long string: its JSON length is taken in one pass of the standard
-    library's C escaper (``json.encoder.encode_basestring``, the one ``json.dumps`` uses with
-    ``ensure_ascii=False``), instead of a regular expression and five counting passes (issue 11).
+    Tool output is mostly one long string. Its JSON length is its length, two quotes, and one
+    more character for each character JSON escapes (five more for a control character written
+    ``\\u00XX``): those are counted in one C pass over the string's UTF-8 bytes (a copy of the
+    memory for ASCII text), instead of building the escaped copy (issue 25).
     """
-    if not isinstance(value, str):
+    if type(value) is not str:
         return len(json_form(value))
-    return len(_encode_basestring(value))
+    raw = value.encode("ascii") if value.isascii() else value.encode("utf-8", "surrogatepass")
+    return len(value) + 2 + _escape_extra(raw)
+
+
+def utf8_json_length(raw: bytes) -> int:
+    """``len(json_form(raw.decode("utf-8")))`` from the UTF-8 bytes, without decoding them.
+
+    For text that arrives as bytes (a transcript line, a request body's string): characters are
+    the bytes that do not continue a multi-byte sequence, and the escapes are counted in the
+    same bytes. ``raw`` must be valid UTF-8 (``surrogatepass`` bytes count as one character).
+    """
+    chars = len(raw) if raw.isascii() else len(raw) - len(raw.translate(None, _NOT_CONTINUATION))
+    return chars + 2 + _escape_extra(raw)
+
+
+def _escape_extra(raw: bytes) -> int:
+    """How many characters escaping adds to the JSON string of these UTF-8 bytes."""
+    escaped = raw.translate(None, _NOT_ESCAPED)  # only the bytes JSON escapes (usually few)
+    if not escaped:
+        return 0
+    return len(escaped) + 4 * len(escaped.translate(None, _SHORT_ESCAPES))
 
 
 def json_lengths_total(values: Sequence[object]) -> int:
@@ -208,7 +257,15 @@ class FunctionResponsePart(_Sized):
 
     def _measure(self) -> CharStats:
         # len(json_form({"name": ..., "response": ...})) without serializing the response.
-        return CharStats(json_chars=21 + json_length(self.name) + json_length(self.response))
+        name = _NAME_LENGTHS.get(self.name)
+        if name is None:
+            name = json_length(self.name)
+            if len(_NAME_LENGTHS) < 4096:  # tool names repeat: a few dozen per agent
+                _NAME_LENGTHS[self.name] = name
+        return CharStats(json_chars=21 + name + json_length(self.response))
+
+
+_NAME_LENGTHS: dict[str, int] = {}  # tool name -> its JSON length (memo)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -358,12 +415,20 @@ class Message:
     @property
     def function_calls(self) -> tuple[FunctionCallPart, ...]:
         """The function calls in this message."""
-        return tuple(p for p in self.parts if isinstance(p, FunctionCallPart))
+        parts = self.parts
+        if len(parts) == 1:  # the common case: no generator (compaction asks every message)
+            only = parts[0]
+            return (only,) if isinstance(only, FunctionCallPart) else ()
+        return tuple([p for p in parts if isinstance(p, FunctionCallPart)])
 
     @property
     def function_responses(self) -> tuple[FunctionResponsePart, ...]:
         """The function responses in this message."""
-        return tuple(p for p in self.parts if isinstance(p, FunctionResponsePart))
+        parts = self.parts
+        if len(parts) == 1:
+            only = parts[0]
+            return (only,) if isinstance(only, FunctionResponsePart) else ()
+        return tuple([p for p in parts if isinstance(p, FunctionResponsePart)])
 
 
 def _need_str(value: object, name: str, *, optional: bool = False) -> None:
@@ -394,6 +459,17 @@ def seed_stats(message: Message, stats: CharStats) -> None:
     that already measured itself keeps its own."""
     if message._stats is None:
         object.__setattr__(message, "_stats", stats)
+
+
+def measured_call(ident: str, name: str, arguments: Mapping[str, Any]) -> FunctionCallPart:
+    """A function call from checked fields, measured now as its constructor measures it (so a
+    value JSON cannot carry fails here, naming the part)."""
+    part = object.__new__(FunctionCallPart)
+    for key, value in (("id", ident), ("name", name), ("arguments", arguments)):
+        object.__setattr__(part, key, value)
+    object.__setattr__(part, "kind", "function_call")
+    object.__setattr__(part, "_stats", _json_stats(part._measure, "FunctionCallPart.arguments"))
+    return part
 
 
 def _check_part(part: object, role: str) -> None:

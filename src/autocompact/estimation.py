@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autocompact.content import CharStats, Message, Part, as_message, json_form
+from autocompact.content import CharStats, Message, Part, as_message, json_length
 from autocompact.errors import ContentError
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
 
@@ -32,6 +32,8 @@ __all__ = [
     "estimate_text_tokens",
     "estimate_tools_tokens",
     "stats_chars",
+    "tool_json_chars",
+    "tools_json_chars",
 ]
 
 BYTES_PER_TOKEN = 4
@@ -95,11 +97,42 @@ def estimate_text_tokens(text: str | None) -> int:
 
 
 def estimate_tools_tokens(tools: Iterable[Mapping[str, Any] | object] | None) -> int:
-    """Estimated tokens of tool declarations, by the length of their JSON form."""
+    """Estimated tokens of tool declarations, by the length of their JSON form (each distinct
+    declaration object measured once: see :func:`tool_json_chars`)."""
     if not tools:
         return 0
-    chars = sum(len(json_form(_tool_as_json(tool))) for tool in tools)
-    return math.ceil(chars / BYTES_PER_TOKEN_JSON)
+    return math.ceil(tools_json_chars(tools) / BYTES_PER_TOKEN_JSON)
+
+
+# Tool declarations measured so far: id -> (the declaration, its JSON length). The entry holds
+# the object itself, so its id cannot be reused by another object while it is cached, and the
+# identity check below makes a hit certain. Bounded: cleared when it grows past the limit.
+_TOOL_CHARS: dict[int, tuple[object, int]] = {}
+_TOOL_CACHE_LIMIT = 4096
+
+
+def tool_json_chars(tool: Mapping[str, Any] | object) -> int:
+    """The JSON length of one tool declaration (a mapping, or an object with ``as_json()``),
+    measured once per distinct object (issue 25: agents pass the same declarations on every
+    call). A declaration is treated as immutable once measured, as messages are: to change
+    one, pass a new object."""
+    key = id(tool)
+    hit = _TOOL_CHARS.get(key)
+    if hit is not None and hit[0] is tool:
+        return hit[1]
+    chars = json_length(_tool_as_json(tool))
+    if len(_TOOL_CHARS) >= _TOOL_CACHE_LIMIT:
+        _TOOL_CHARS.clear()
+    _TOOL_CHARS[key] = (tool, chars)
+    return chars
+
+
+def tools_json_chars(tools: Iterable[Mapping[str, Any] | object] | None) -> int:
+    """The summed JSON length of tool declarations, each measured once per object
+    (:func:`tool_json_chars`)."""
+    if not tools:
+        return 0
+    return sum(tool_json_chars(tool) for tool in tools)
 
 
 def _tool_as_json(tool: Mapping[str, Any] | object) -> object:

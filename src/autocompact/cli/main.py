@@ -24,13 +24,46 @@ COMMANDS = (
     "autocompact.cli.replay_cmd",
 )
 
+# Each command's name and one-line help, as its module registers them: ``autocompact --help``
+# lists the commands from here, and only the module of the command being run is imported (its
+# SDKs, rich, prompt_toolkit, the engine). tests/test_cli_core.py checks these against the
+# modules' own registrations.
+SUMMARIES: dict[str, tuple[str, str]] = {
+    "autocompact.cli.thresholds_cmd": (
+        "thresholds",
+        "print the warn / auto / hard ladder for context windows",
+    ),
+    "autocompact.cli.demo_cmd": (
+        "demo",
+        "run a scripted coding-agent session through the engine, offline",
+    ),
+    "autocompact.cli.chat_cmd": (
+        "chat",
+        "chat with a model; the context compacts itself and the session is saved",
+    ),
+    "autocompact.cli.sessions_cmd": ("sessions", "list, show or export saved chat sessions"),
+    "autocompact.cli.replay_cmd": (
+        "replay",
+        "replay recorded agent sessions: estimate accuracy and compaction policies",
+    ),
+}
+
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The top-level parser with every registered command."""
+_EVERY = "*"
+
+
+def build_parser(command: str | None = _EVERY) -> argparse.ArgumentParser:
+    """The top-level parser.
+
+    Args:
+        command: the command about to run: only its module is imported and registered, the
+            others are listed by name and help (:data:`SUMMARIES`); ``None`` for none (the
+            top-level help); by default every command is registered in full.
+    """
     parser = argparse.ArgumentParser(
         prog="autocompact",
         description="Automatic context-window compaction for LLM agents.",
@@ -40,9 +73,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--debug", action="store_true", help="show a traceback when something goes wrong"
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
-        importlib.import_module(name).register(subparsers)
+    for module in COMMANDS:
+        summary = SUMMARIES.get(module)
+        if command == _EVERY or summary is None or summary[0] == command:
+            importlib.import_module(module).register(subparsers)
+        else:
+            subparsers.add_parser(summary[0], help=summary[1])
     return parser
+
+
+def _command_of(arguments: Sequence[str]) -> str | None:
+    """The command named on the line (the first argument that is not an option), if any."""
+    for argument in arguments:
+        if not argument.startswith("-"):
+            return argument
+        if argument in ("-h", "--help", "--version"):
+            return None
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -51,7 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # --debug is accepted anywhere on the line, before or after the command.
     debug = "--debug" in arguments
     arguments = [a for a in arguments if a != "--debug"]
-    parser = build_parser()
+    command = _command_of(arguments)
+    known = {summary[0] for summary in SUMMARIES.values()}
+    parser = build_parser(command if command is None or command in known else _EVERY)
     args = parser.parse_args(arguments)
     handler = getattr(args, "handler", None)
     if handler is None:

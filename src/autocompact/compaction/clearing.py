@@ -28,11 +28,18 @@ import posixpath
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from autocompact.content import FunctionCallPart, FunctionResponsePart, Message, Part
+from autocompact.codec import decoded_message, decoded_response
+from autocompact.content import (
+    CharStats,
+    FunctionCallPart,
+    FunctionResponsePart,
+    Message,
+    Part,
+)
 from autocompact.errors import ConfigError
-from autocompact.estimation import estimate_content_tokens
+from autocompact.estimation import content_stats, estimate_stats_tokens
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
 
 __all__ = [
@@ -100,6 +107,7 @@ _RANGE_KEYS = frozenset(
     }
 )
 _NON_ALNUM = re.compile(r"[^a-z0-9]")
+_READ_NAMES: dict[str, bool] = {}  # tool name -> whether it is a read-like tool (memo)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,11 +165,15 @@ def read_target(call: FunctionCallPart) -> tuple[str, str] | None:
     (``offset``, ``limit``, ``view_range``, ...), empty for a whole-file read.
     """
     args = call.arguments
-    name = _NON_ALNUM.sub("", call.name.lower())
-    command = args.get("command")
-    viewing = isinstance(command, str) and command.lower() in _VIEW_COMMANDS
-    if name not in _READ_TOOLS and not viewing:
-        return None
+    reads = _READ_NAMES.get(call.name)
+    if reads is None:
+        reads = _NON_ALNUM.sub("", call.name.lower()) in _READ_TOOLS
+        if len(_READ_NAMES) < 1024:
+            _READ_NAMES[call.name] = reads
+    if not reads:
+        command = args.get("command")
+        if not (isinstance(command, str) and command.lower() in _VIEW_COMMANDS):
+            return None
     path = _path_argument(args)
     if path is None:
         return None
@@ -177,9 +189,8 @@ def _path_argument(args: Mapping[str, Any]) -> str | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class _Slot:
-    """One function response and where it lives."""
+class _Slot(NamedTuple):
+    """One function response and where it lives (a tuple: one is made per response)."""
 
     message: int
     part: int
@@ -191,7 +202,15 @@ def _slots(history: Sequence[Message]) -> list[_Slot]:
     calls: dict[str, FunctionCallPart] = {}
     slots: list[_Slot] = []
     for m_index, message in enumerate(history):
-        for p_index, part in enumerate(message.parts):
+        parts = message.parts
+        if len(parts) == 1:  # the common case: no enumerate
+            part = parts[0]
+            if isinstance(part, FunctionResponsePart):
+                slots.append(_Slot(m_index, 0, part, calls.get(part.id)))
+            elif isinstance(part, FunctionCallPart):
+                calls[part.id] = part
+            continue
+        for p_index, part in enumerate(parts):
             if isinstance(part, FunctionCallPart):
                 calls[part.id] = part
             elif isinstance(part, FunctionResponsePart):
@@ -243,7 +262,7 @@ def clear_tool_outputs(
     latest = latest_turn_start(history)
 
     def tokens_of(part: Part) -> int:
-        return estimate_content_tokens([part], image_token_estimate)
+        return estimate_stats_tokens(part.stats, image_token_estimate)
 
     replacements: dict[tuple[int, int], FunctionResponsePart] = {}
     deduplicated = 0
@@ -280,8 +299,20 @@ def clear_tool_outputs(
     if not replacements:
         return ClearingResult(history=tuple(history))
     new_history = _apply(history, replacements)
-    saved = estimate_content_tokens(history, image_token_estimate) - estimate_content_tokens(
-        new_history, image_token_estimate
+    # The new history's statistics are the old ones with each replaced output's swapped for its
+    # placeholder's (sums of integers: exact), so only what was cleared is measured (issue 25).
+    before = content_stats(history)
+    removed = added = 0
+    for (m_index, p_index), new in replacements.items():
+        removed += history[m_index].parts[p_index].stats.json_chars
+        added += new.stats.json_chars
+    after = CharStats(
+        text_chars=before.text_chars,
+        json_chars=before.json_chars - removed + added,
+        media_parts=before.media_parts,
+    )
+    saved = estimate_stats_tokens(before, image_token_estimate) - estimate_stats_tokens(
+        after, image_token_estimate
     )
     return ClearingResult(
         history=new_history,
@@ -299,7 +330,8 @@ def _replace(
 ) -> bool:
     """Record a placeholder for ``slot`` if it is smaller than the output; say whether it was."""
     old = slot.response
-    new = FunctionResponsePart(id=old.id, name=old.name, response=text, is_error=old.is_error)
+    # The same checked id and name, and a str: built without the constructor's checks.
+    new = decoded_response(old.id, old.name, text, old.is_error)
     if tokens_of(new) >= tokens_of(old):
         return False
     replacements[(slot.message, slot.part)] = new
@@ -318,5 +350,6 @@ def _apply(
         parts = tuple(
             replacements.get((m_index, p_index), part) for p_index, part in enumerate(message.parts)
         )
-        result.append(Message(role=message.role, parts=parts))
+        # The same role and checked parts, one output swapped: no validation to repeat.
+        result.append(decoded_message(message.role, parts))
     return tuple(result)

@@ -287,12 +287,13 @@ def load_session(path: Path) -> SavedSession:
     warnings: list[str] = []
     good = 1
     damaged = False
+    parse = _line_parser(path)
     for number, line in enumerate(lines[1:], start=2):
         is_last = number == len(lines)
         if not line.strip():
             good += 1
             continue
-        data = _parse_line(line, path, number)
+        data = parse(line, number)
         if not isinstance(data, dict) or not isinstance(data.get("type"), str):
             damaged = True
             if is_last:
@@ -346,6 +347,40 @@ def load_session(path: Path) -> SavedSession:
         turn_ids=state.turn_ids,
         clears=state.clears,
     )
+
+
+_JSON_SPACE = " \t\n\r"
+# The C scanner json.loads runs, without its per-call wrapper.
+_scan_once: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def _line_parser(path: Path) -> Callable[[bytes, int], object]:
+    """``_parse_line`` with ``json.loads``'s own rules (JSON whitespace around the value, nothing
+    after it) but the C scanner called directly: no decoder wrapper per line (issue 25).
+
+    Each line is decoded on its own: one non-BMP character would make a whole-file string
+    four bytes a character, and scanning it slower than the lines.
+    """
+
+    def parse(line: bytes, number: int) -> object:
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        index, size = 0, len(text)
+        while index < size and text[index] in _JSON_SPACE:
+            index += 1
+        try:
+            value, end = _scan_once(text, index)
+        except (StopIteration, json.JSONDecodeError):
+            return None
+        except RecursionError:
+            return _parse_line(line, path, number)  # the same error, with its message
+        while end < size and text[end] in _JSON_SPACE:
+            end += 1
+        return value if end == size else None
+
+    return parse
 
 
 def _parse_line(line: bytes, path: Path, number: int) -> object:
@@ -407,12 +442,17 @@ def stats_list(message: Message) -> list[int]:
 
 def _saved_stats(value: object) -> CharStats | None:
     """Saved statistics, or None when absent or not three counts (then they are measured)."""
-    if (
-        isinstance(value, list)
-        and len(value) == 3
-        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
-    ):
-        return CharStats(text_chars=value[0], json_chars=value[1], media_parts=value[2])
+    if type(value) is list and len(value) == 3:
+        text, json_chars, media = value
+        if (
+            type(text) is int
+            and type(json_chars) is int
+            and type(media) is int
+            and text >= 0
+            and json_chars >= 0
+            and media >= 0
+        ):
+            return CharStats(text_chars=text, json_chars=json_chars, media_parts=media)
     return None
 
 
@@ -436,7 +476,7 @@ def _replay(records: Sequence[JsonDict], path: Path, warnings: list[str]) -> _Re
         kind = record["type"]
         try:
             if kind == "message":
-                message = message_from_dict(record.get("message"))
+                message = message_from_dict(record.get("message"), decoded=True)
                 saved = _saved_stats(record.get("stats"))
                 if saved is not None:
                     seed_stats(message, saved)
@@ -459,7 +499,7 @@ def _replay(records: Sequence[JsonDict], path: Path, warnings: list[str]) -> _Re
                     items = record["history"]
                     if not isinstance(items, list):
                         raise ContentError("'history' must be a list")
-                    state.history = history_from_dicts(items)
+                    state.history = history_from_dicts(items, decoded=True)
                     saved_list = record.get("history_stats")
                     if isinstance(saved_list, list) and len(saved_list) == len(items):
                         for message, value in zip(state.history, saved_list, strict=True):
