@@ -92,11 +92,9 @@ def space_breakdown(
             p for p in message.parts if not isinstance(p, FunctionCallPart | FunctionResponsePart)
         )
         if traffic:
-            tool += estimate_content_tokens([Message(role=message.role, parts=traffic)])
+            tool += estimate_content_tokens(traffic)
         if rest:
-            other += estimate_content_tokens(
-                [Message(role=message.role, parts=rest)], image_token_estimate
-            )
+            other += estimate_content_tokens(rest, image_token_estimate)
     return SpaceBreakdown(
         system_and_tools=estimate_text_tokens(system_instruction) + estimate_tools_tokens(tools),
         summary=summary,

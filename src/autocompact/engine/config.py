@@ -15,11 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from autocompact.compaction.split import COMPRESSION_PRESERVE_THRESHOLD
-from autocompact.content import CharStats, json_lengths_total
+from autocompact.content import CharStats
 from autocompact.estimation import (
     BYTES_PER_TOKEN_JSON,
     estimate_stats_tokens,
     estimate_text_tokens,
+    tools_json_chars,
 )
 from autocompact.providers.base import ToolSpec
 from autocompact.thresholds import (
@@ -76,7 +77,7 @@ class EngineConfig:
         check_count(self.image_token_estimate, "image_token_estimate")
         check_count(self.max_output_tokens, "max_output_tokens", positive=True, optional=True)
         tools = tuple(self.tools)
-        tools_chars = json_lengths_total([tool.as_json() for tool in tools])
+        tools_chars = tools_json_chars(tools)
         fixed_stats = CharStats(
             text_chars=len(self.system_instruction or ""), json_chars=tools_chars
         )
