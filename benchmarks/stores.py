@@ -15,6 +15,8 @@ common start to the last worker's end. The JSONL files (one process) are the bas
                                                      # sync store, AsyncChatSession on the
                                                      # async driver)
     python benchmarks/stores.py --quick              # smoke run
+    python benchmarks/stores.py --growth             # per-turn cost at 10, 100, 1,000 and
+                                                     # 2,400 turns (exit 1 when it grows)
 
 Targets (printed as met / not met; a benchmark never fails the test suite): SQLite adds no more
 per turn than the JSONL files the CLI used so far; PostgreSQL at most twice what SQLite adds;
@@ -125,12 +127,106 @@ def measure(address: str, workers: int, turns: int, convs: int) -> dict[str, flo
     }
 
 
+GROWTH_AT = (10, 100, 1_000, 2_400)
+GROWTH_WINDOW = 20  # the turns up to each mark whose median is reported
+GROWTH_LIMIT = 3.0  # the cost at the last mark may be at most this multiple of the first's
+GROWTH_USER = "g" * 400
+
+
+class _TimedProvider(FakeProvider):
+    """The fake model, keeping the time spent in it (its token count walks the whole request,
+    so it grows with the conversation: it is taken out of the store's cost)."""
+
+    spent = 0.0
+
+    def complete(self, *args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return super().complete(*args, **kwargs)
+        finally:
+            self.spent += time.perf_counter() - start
+
+
+def _overhead(session: ChatSession, provider: _TimedProvider, turn: int, **kw: Any) -> float:
+    """One send's time outside the model (seconds)."""
+    before, start = provider.spent, time.perf_counter()
+    session.send(GROWTH_USER, **kw)
+    return time.perf_counter() - start - (provider.spent - before)
+
+
+def growth_costs(address: str, marks: tuple[int, ...]) -> dict[int, float]:
+    """A store's cost of one turn (ms, median of the ``GROWTH_WINDOW`` turns up to each mark)
+    as one conversation grows: the send's time outside the model with the store, minus the
+    same on an in-memory session of the same history, turn by turn."""
+    store = open_store(address)
+    sid = f"growth{os.getpid()}-{time.monotonic_ns()}"
+    p1, p2 = _TimedProvider(), _TimedProvider()
+    stored = ChatSession(p1, context_window=10 * WINDOW, store=store, session_id=sid)
+    plain = ChatSession(p2, context_window=10 * WINDOW)
+    costs: dict[int, float] = {}
+    window: list[float] = []
+    for turn in range(1, max(marks) + 1):
+        with_store = _overhead(stored, p1, turn, turn_id=f"t{turn}")
+        window.append(with_store - _overhead(plain, p2, turn))
+        if turn in marks:
+            costs[turn] = 1000 * statistics.median(window[-GROWTH_WINDOW:])
+            print(f"{address.split(':')[0]}: {turn} turns: {costs[turn]:.2f} ms", file=sys.stderr)
+    store.close()
+    return costs
+
+
+def growth_main(marks: tuple[int, ...], only: str) -> int:
+    """Per-turn store cost as a conversation grows; 1 when any backend's grows over the limit."""
+    tmp = Path(tempfile.mkdtemp(prefix="autocompact-growth-"))
+    backends = [("JSONL files", f"jsonl://{tmp / 'jsonl'}"), ("SQLite", f"sqlite://{tmp}/g.db")]
+    dsn = os.environ.get("AUTOCOMPACT_TEST_POSTGRES_DSN")
+    if "postgresql" not in only:
+        pass
+    elif dsn:
+        backends.append(("PostgreSQL", dsn))
+    else:
+        print("PostgreSQL skipped: set AUTOCOMPACT_TEST_POSTGRES_DSN", file=sys.stderr)
+    head = " | ".join(f"{m:,} turns" for m in marks)
+    lines = [f"| backend | {head} | last / first |", "| --- |" + " ---: |" * (len(marks) + 1)]
+    failed = []
+    for name, address in backends:
+        if address.split(":")[0] not in only:
+            continue
+        costs = growth_costs(address, marks)
+        ratio = costs[marks[-1]] / max(costs[marks[0]], 0.05)
+        cells = " | ".join(f"{costs[m]:.2f}" for m in marks)
+        lines.append(f"| {name} | {cells} | {ratio:.1f}× |")
+        if ratio > GROWTH_LIMIT:
+            failed.append(f"{name}: {ratio:.1f}× (limit {GROWTH_LIMIT:.0f}×)")
+    print(
+        f"Per-turn store cost (ms, median of {GROWTH_WINDOW} turns up to each mark; "
+        f"{len(GROWTH_USER)}-character messages):\n"
+    )
+    print("\n".join(lines))
+    if failed:
+        print("FAIL: the per-turn cost grows with the conversation: " + "; ".join(failed))
+        return 1
+    print(f"ok: no backend's per-turn cost grew more than {GROWTH_LIMIT:.0f}×")
+    return 0
+
+
 def main() -> int:
     """Run every configuration and print (or write) the report."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="few turns (smoke run)")
     ap.add_argument("--docs", type=Path, help="replace the stores section of this file")
+    ap.add_argument("--growth", action="store_true", help="per-turn cost as a session grows")
+    ap.add_argument(
+        "--marks",
+        default=",".join(map(str, GROWTH_AT)),
+        help="with --growth: the turn counts to report (default 10,100,1000,2400)",
+    )
+    ap.add_argument(
+        "--only", default="jsonl,sqlite,postgresql", help="with --growth: the backends to run"
+    )
     args = ap.parse_args()
+    if args.growth:
+        return growth_main(tuple(int(m) for m in args.marks.split(",")), args.only)
     turns, convs = (20, 2) if args.quick else (200, 4)
     tmp = Path(tempfile.mkdtemp(prefix="autocompact-bench-"))
     backends = [("JSONL files (baseline)", f"jsonl://{tmp / 'jsonl'}", (1,))]

@@ -228,6 +228,8 @@ class _SessionCore:
         self.compactions: list[CompressionInfo] = []
         self._hooks: list[Hook] = list(hooks)
         self.store: StoreBinding | None = None
+        # The stored version and the log's mark at the last adoption (see _adopt).
+        self._store_mark: tuple[tuple[int, int], tuple[object, int]] | None = None
         if store is not None:
             meta = meta_of(
                 provider=provider.name,
@@ -255,10 +257,19 @@ class _SessionCore:
         ``growth``: take the stored growth log too (design decision 69) — at the start of a
         turn only: within one, this worker's log is ahead of the one its last turn stored.
         """
-        history = snapshot.history
-        if not self._log.same_as(history):
+        # The version counter says what moved since the last adoption: only what was appended
+        # is compared (O(turn), not O(history)); anything else takes the stored history whole.
+        mark, self._store_mark = self._store_mark, None
+        new = snapshot.appended_since(mark[0]) if mark is not None else None
+        ours = self._log.appended_since(mark[1]) if mark is not None else None
+        if new is not None and ours is not None and new[: len(ours)] == ours:
+            if len(new) > len(ours):  # another worker's turns: appended, not copied
+                self._log.append(*new[len(ours) :])
+                self._history_stats = self._history_stats + content_stats(new[len(ours) :])
+        elif not self._log.same_as(history := snapshot.history):
             self._log.replace(history)
             self._history_stats = content_stats(history)
+        self._store_mark = (snapshot.version, self._log.mark())
         self.last_prompt_token_count, self._since_count = snapshot.count_base
         self.consecutive_failures = snapshot.consecutive_failures
         self.hold_until = snapshot.hold_until

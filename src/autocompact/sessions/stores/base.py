@@ -141,6 +141,25 @@ class Snapshot:
         return tuple(m for e in self.entries for m in e.messages)
 
     @property
+    def version(self) -> tuple[int, int]:
+        """``(epoch, last_seq)``: the stored conversation moved when this changed."""
+        return self.epoch, self.last_seq
+
+    def appended_since(self, version: tuple[int, int]) -> tuple[Message, ...] | None:
+        """The messages appended after an earlier ``version`` of this session, read from the
+        newest entries back (O(what was appended)); ``None`` when a summary or clear replaced
+        the history since (the epoch moved): then only :attr:`history` says what it is."""
+        epoch, last_seq = version
+        if epoch != self.epoch or last_seq > self.last_seq:
+            return None
+        new: list[Entry] = []
+        for entry in reversed(self.entries):
+            if entry.seq <= last_seq:
+                break
+            new.append(entry)
+        return tuple(m for e in reversed(new) for m in e.messages)
+
+    @property
     def count_base(self) -> tuple[int, int]:
         """``(last_prompt_token_count, tokens since)`` of the newest live entry (``(0, 0)``:
         not counted, take the cold estimate)."""
