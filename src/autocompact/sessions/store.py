@@ -24,6 +24,7 @@ from autocompact.sessions.locking import header_cwd, lock_session, open_append, 
 from autocompact.sessions.records import (
     SUFFIX,
     JsonDict,
+    ReplayState,
     SavedSession,
     SessionHeader,
     SessionSummary,
@@ -298,15 +299,8 @@ class SessionWriter:
         records: list[JsonDict] = [self.header.to_dict()]
         records.extend(message_record(m) for m in self._history)
         if self._state is not None:
-            count, failures, calibration = self._state
-            records.append(
-                {
-                    "type": "state",
-                    "last_prompt_token_count": count,
-                    "consecutive_failures": failures,
-                    "calibration": calibration,
-                }
-            )
+            keys = ("last_prompt_token_count", "consecutive_failures", "calibration")
+            records.append({"type": "state", **dict(zip(keys, self._state, strict=True))})
         data = "".join(encode_record(r, self._redact) for r in records).encode("utf-8")
         try:
             replace_file(self.path, data)
@@ -415,24 +409,28 @@ class SessionStore:
             saved = load_session(path)
             if saved.damaged:
                 repair(saved.path, saved.good_lines)
-            writer = SessionWriter(
-                saved.path,
-                saved.header,
-                redact=self.redact,
-                history=saved.history,
-                state=(
-                    saved.last_prompt_token_count,
-                    saved.consecutive_failures,
-                    saved.calibration,
-                ),
-                lock_fd=lock_fd,
-                hold_until=saved.hold_until,
-                growth=saved.growth,
-            )
+            writer = self.writer_after(saved.path, saved.header, saved, lock_fd)
         except BaseException:
             unlock(lock_fd)
             raise
         return saved, writer
+
+    def writer_after(
+        self, path: Path, header: SessionHeader, read: SavedSession | ReplayState, lock_fd: int
+    ) -> SessionWriter:
+        """A writer that appends after what was ``read`` of the file, under ``lock_fd`` (its
+        :meth:`SessionWriter.close` releases it)."""
+        state = (read.last_prompt_token_count, read.consecutive_failures, read.calibration)
+        return SessionWriter(
+            path,
+            header,
+            redact=self.redact,
+            history=read.history,
+            state=state,
+            lock_fd=lock_fd,
+            hold_until=read.hold_until,
+            growth=read.growth,
+        )
 
     # -- reading -----------------------------------------------------------------------------
 

@@ -166,22 +166,8 @@ class JsonlStore(StoreFront):
                 except SessionFileError as exc:
                     raise self._fail(exc, session_id) from None
                 self._tails.pop(session_id, None)
-            state = tail.state
             try:
-                writer = SessionWriter(
-                    tail.path,
-                    tail.header,
-                    redact=self._dir.redact,
-                    history=state.history,
-                    state=(
-                        state.last_prompt_token_count,
-                        state.consecutive_failures,
-                        state.calibration,
-                    ),
-                    lock_fd=lock_fd,
-                    hold_until=state.hold_until,
-                    growth=state.growth,
-                )
+                writer = self._dir.writer_after(tail.path, tail.header, tail.state, lock_fd)
             except BaseException:
                 unlock(lock_fd)
                 raise
