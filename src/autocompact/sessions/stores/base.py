@@ -31,6 +31,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsp
 from autocompact.codec import history_from_dicts, history_to_dicts
 from autocompact.content import Message
 from autocompact.errors import SessionStoreError
+from autocompact.sessions.records import REDACTED, redact_credentials
 
 __all__ = [
     "DEFAULT_LEASE_SECONDS",
@@ -53,6 +54,7 @@ __all__ = [
     "decode_messages",
     "encode_messages",
     "redact_address",
+    "redact_text",
     "scrub",
     "takes_growth",
 ]
@@ -439,6 +441,19 @@ def redact_address(address: str) -> tuple[str, tuple[str, ...]]:
         (parts.scheme, netloc, parts.path, urlencode(query, safe="*/"), parts.fragment)
     )
     return redacted, tuple(s for s in secrets if s)
+
+
+def redact_text(text: str, secrets: Sequence[str]) -> str:
+    """``text`` as every store keeps it, the session files' policy (``records.encode_record``):
+    well-known credential shapes and each of ``secrets`` (plain or JSON-escaped; see
+    :func:`~autocompact.sessions.records.secrets_to_redact`) replaced by ``[redacted]``."""
+    text = redact_credentials(text)
+    for secret in secrets:
+        text = text.replace(secret, REDACTED)
+        escaped = json.dumps(secret, ensure_ascii=False)[1:-1]
+        if escaped != secret:
+            text = text.replace(escaped, REDACTED)
+    return text
 
 
 def scrub(text: str, secrets: Sequence[str]) -> str:

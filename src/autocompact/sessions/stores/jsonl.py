@@ -27,7 +27,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -60,6 +60,9 @@ __all__ = ["JsonlStore"]
 
 _T = TypeVar("_T")
 
+_MAX_NAME_BYTES = 255  # a file name's limit on Linux, macOS and Windows file systems
+_LONGEST_SUFFIX = ".jsonl.lease.tmp"  # the longest name the store gives a session's files
+
 LOCK_WAIT_SECONDS = 30.0
 """How long a call waits for another process's write on the same session before giving up."""
 
@@ -74,6 +77,8 @@ class JsonlStore(StoreFront):
         clock: seconds, for lease expiry (every process sharing the directory must agree).
         lock_wait: seconds a call waits for the session's lock (another process's write, or a
             chat that holds the session) before it fails with a :class:`SessionStoreError`.
+        redact: secrets (API keys) kept out of the files, besides the well-known credential
+            shapes (every store's policy: :func:`~.base.redact_text`).
     """
 
     def __init__(
@@ -84,11 +89,12 @@ class JsonlStore(StoreFront):
         max_turn_bytes: int = DEFAULT_MAX_TURN_BYTES,
         clock: Callable[[], float] = time.time,
         lock_wait: float = LOCK_WAIT_SECONDS,
+        redact: Iterable[str] = (),
         **_ignored: Any,
     ) -> None:
         self.root = Path(root)
         self.max_turn_bytes = max_turn_bytes
-        self._dir = JsonlDirectory(self.root)
+        self._dir = JsonlDirectory(self.root, redact=redact)
         self.lease_seconds = lease_seconds
         self.lock_wait = lock_wait
         self._clock = clock
@@ -99,6 +105,21 @@ class JsonlStore(StoreFront):
     def address(self) -> str:
         """``jsonl://<directory>``."""
         return f"jsonl://{self.root}"
+
+    def _check(self, session_id: str) -> None:
+        """The store's id rules, and the file system's: ``<id>.jsonl.lease.tmp`` must be a
+        file name (at most 255 bytes)."""
+        check_session_id(session_id, self.address)
+        size = len(session_id.encode("utf-8", "surrogatepass"))
+        if size > _MAX_NAME_BYTES - len(_LONGEST_SUFFIX):
+            raise SessionStoreError(
+                f"the session id is {size} bytes long; the JSONL store keeps a session in files "
+                f"named after it (<id>{_LONGEST_SUFFIX}: at most {_MAX_NAME_BYTES} bytes), so "
+                f"use at most {_MAX_NAME_BYTES - len(_LONGEST_SUFFIX)} (a hash of a longer key "
+                "works), or a SQL store",
+                store=self.address,
+                session_id=session_id[:40] + "…",
+            )
 
     def _run(self, call: Call[_T]) -> _T:
         result: _T = getattr(self, f"_{call.name}")(**call.kwargs)
@@ -118,7 +139,7 @@ class JsonlStore(StoreFront):
         still being written reads as an incomplete tail, which is left out (read whole, the
         turn it belongs to is not there yet).
         """
-        check_session_id(session_id, self.address)
+        self._check(session_id)
         with self._lock:
             tail = self._tails.get(session_id)
             if tail is not None and read_on(tail):
@@ -149,7 +170,7 @@ class JsonlStore(StoreFront):
         A damaged file (an interrupted write) is first repaired by the session files' own
         repair (a ``.bak`` copy, then the readable lines only).
         """
-        check_session_id(session_id, self.address)
+        self._check(session_id)
         with self._lock:
             for attempt in range(2):
                 tail = self._follow(session_id)
@@ -240,7 +261,7 @@ class JsonlStore(StoreFront):
             writer.close()
 
     def _exists(self, session_id: str) -> bool:
-        check_session_id(session_id, self.address)
+        self._check(session_id)
         try:
             return self._dir.path_of(session_id).is_file()
         except SessionFileError:
@@ -266,7 +287,7 @@ class JsonlStore(StoreFront):
         growth: JsonDict | None,
     ) -> AppendResult:
         """Append the turn's messages with its id, once per id (checked under the lock)."""
-        check_session_id(session_id, self.address)
+        self._check(session_id)
         check_turn_size(messages, self.max_turn_bytes, self.address, session_id)
         with self._writing(session_id) as (tail, writer):
             state = tail.state

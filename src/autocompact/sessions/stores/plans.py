@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from autocompact.content import Message
 from autocompact.errors import SessionStoreError
+from autocompact.sessions.records import secrets_to_redact
 from autocompact.sessions.stores.base import (
     DEFAULT_LEASE_SECONDS,
     DEFAULT_MAX_TURN_BYTES,
@@ -47,6 +48,7 @@ from autocompact.sessions.stores.base import (
     check_session_id,
     check_turn_size,
     encode_messages,
+    redact_text,
 )
 from autocompact.sessions.stores.front import Call
 from autocompact.sessions.stores.schema import (
@@ -82,6 +84,9 @@ class SqlRules:
         clock: seconds, for lease expiry (every worker sharing a store must agree on it;
             ``time.time`` does across machines with synchronized clocks).
         on_step: called inside each write before it commits (tracing, fault injection).
+        redact: secrets (API keys) kept out of the database, besides the well-known credential
+            shapes: the session files' policy, applied at the one write path (messages, meta,
+            attempt records).
     """
 
     def __init__(
@@ -92,8 +97,10 @@ class SqlRules:
         max_turn_bytes: int = DEFAULT_MAX_TURN_BYTES,
         clock: Callable[[], float] = time.time,
         on_step: StepHook | None = None,
+        redact: Iterable[str] = (),
     ) -> None:
         self._address = address
+        self._redact = secrets_to_redact(redact)
         self.lease_seconds = lease_seconds
         self.max_turn_bytes = max_turn_bytes
         self._clock = clock
@@ -102,6 +109,11 @@ class SqlRules:
 
     dialect: Dialect
     """What the backend's SQL says differently (set by each backend class)."""
+
+    def _clean(self, text: str | None) -> str | None:
+        """Text as it is stored: the session files' redaction (credential shapes and the
+        secrets given as ``redact``), applied to everything a plan writes that a user typed."""
+        return None if text is None else redact_text(text, self._redact)
 
     def _op(self, call: Call[_T]) -> Op[_T]:
         """The plan of a protocol call (see :mod:`autocompact.sessions.stores.front`)."""
@@ -188,7 +200,7 @@ class SqlRules:
         yield Query(
             "INSERT INTO ac_sessions (id, meta, created, updated) VALUES (?, ?, ?, ?) "
             "ON CONFLICT (id) DO NOTHING",
-            (session_id, dump_json(meta), now, now),
+            (session_id, self._clean(dump_json(meta)), now, now),
         )
 
     def _exists_op(self, session_id: str) -> Op[bool]:
@@ -266,6 +278,7 @@ class SqlRules:
                 session_id=session_id,
             )
         payload = check_turn_size(messages, self.max_turn_bytes, self._address, session_id)
+        payload = redact_text(payload, self._redact)
         plan = self._append_plan(session_id, turn_id, payload, usage, calibration, owner, growth)
         return Op(plan, write=True)
 
@@ -358,7 +371,7 @@ class SqlRules:
         breaker: BreakerEffect,
         hold_until: int | None,
     ) -> Op[CommitResult]:
-        payload = encode_messages(history)
+        payload = redact_text(encode_messages(history), self._redact)
         plan = self._commit_plan(base, payload, info, lease, owner, breaker, hold_until)
         return Op(plan, write=True)
 
@@ -382,7 +395,16 @@ class SqlRules:
                 "INSERT INTO ac_attempts (session_id, seq, owner, trigger, status, counted, "
                 "failures_after, epoch, summary_seq, info, created) "
                 "VALUES (?, ?, ?, ?, 'superseded', 0, ?, ?, NULL, ?, ?)",
-                (base.session_id, seq, owner, trigger, failures, base.epoch, dump_json(info), now),
+                (
+                    base.session_id,
+                    seq,
+                    owner,
+                    trigger,
+                    failures,
+                    base.epoch,
+                    self._clean(dump_json(info)),
+                    now,
+                ),
             )
             yield Query(
                 "UPDATE ac_sessions SET last_seq = ?, updated = ? WHERE id = ?",
@@ -418,7 +440,7 @@ class SqlRules:
                 after,
                 base.epoch,
                 summary_seq,
-                dump_json(info),
+                self._clean(dump_json(info)),
                 now,
             ),
         )
@@ -471,7 +493,7 @@ class SqlRules:
                 1 if counted else 0,
                 failures,
                 epoch,
-                dump_json(info),
+                self._clean(dump_json(info)),
                 now,
             ),
         )
