@@ -79,3 +79,54 @@ def test_a_long_id_on_the_jsonl_store_is_a_clear_error_not_an_oserror(tmp_path: 
         assert "a SQL store" in str(err.value)
     store.ensure("a" * 239, META)  # the longest that fits works, with its lease file
     assert store.acquire_lease("a" * 239, "me") is not None
+
+
+PASSWORD = "p@ss/w#rd?xSECRET"
+
+
+def test_a_password_with_unencoded_url_characters_is_never_shown(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``@ / # ?`` unencoded in the password: the address and the error hide all of it."""
+    import socket
+
+    from autocompact.sessions.stores.postgres import PostgresStore
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    dsn = f"postgresql://u:{PASSWORD}@127.0.0.1:{port}/db"
+    store = open_store(dsn, connect_timeout=1)
+    assert isinstance(store, PostgresStore)
+    assert store.address == f"postgresql://u:***@127.0.0.1:{port}/db"
+    with pytest.raises(SessionStoreError) as err:
+        store.list_sessions()
+    shown = str(err.value) + repr(err.value) + caplog.text
+    for piece in ("xSECRET", "w#rd", "p@ss"):
+        assert piece not in shown
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_libpq_keyword_string_is_a_postgres_address_not_a_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``host=… password=…``: PostgreSQL, the password hidden, no folder created."""
+    import socket
+
+    from autocompact.sessions.stores import open_async_store
+    from autocompact.sessions.stores.postgres import AsyncPostgresStore, PostgresStore
+
+    monkeypatch.chdir(tmp_path)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    dsn = f"host=127.0.0.1 port={port} user=u password=KwSECRET99 dbname=d connect_timeout=1"
+    store = open_store(dsn, connect_timeout=1)
+    assert isinstance(store, PostgresStore)
+    assert isinstance(open_async_store(dsn), AsyncPostgresStore)
+    assert "KwSECRET99" not in store.address and "password=***" in store.address
+    assert "KwSECRET99" not in PostgresStore(dsn).address
+    with pytest.raises(SessionStoreError) as err:
+        store.list_sessions()
+    assert "KwSECRET99" not in str(err.value) + caplog.text
+    assert list(tmp_path.iterdir()) == []  # no folder named after the password

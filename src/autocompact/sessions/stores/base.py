@@ -53,6 +53,8 @@ __all__ = [
     "check_turn_size",
     "decode_messages",
     "encode_messages",
+    "encode_userinfo",
+    "is_keyword_dsn",
     "redact_address",
     "redact_text",
     "scrub",
@@ -417,11 +419,39 @@ def decode_messages(text: str) -> tuple[Message, ...]:
     return tuple(history_from_dicts(json.loads(text)))
 
 
+_KEYWORD_PASSWORD = re.compile(r"""(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S*)""", re.I)
+
+
+def is_keyword_dsn(address: str) -> bool:
+    """Whether ``address`` is a libpq keyword string (``host=… dbname=… password=…``)."""
+    return "://" not in address and bool(
+        re.match(r"\s*(host|hostaddr|dbname|user|port|password|service)\s*=", address, re.I)
+    )
+
+
+def encode_userinfo(address: str) -> str:
+    """A ``scheme://user:password@host/…`` URL whose password holds ``@ / # ?`` unencoded, with
+    the password percent-encoded (what a URL needs; the same address otherwise)."""
+    scheme, sep, rest = address.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    if not sep or not at or ":" not in userinfo or not any(c in userinfo for c in "@/#?"):
+        return address
+    user, _, password = userinfo.partition(":")
+    return f"{scheme}://{user}:{quote(password, safe='')}@{host}"
+
+
 def redact_address(address: str) -> tuple[str, tuple[str, ...]]:
     """``(address with its password replaced by ***, the secrets it held)``.
 
-    Handles ``scheme://user:password@host/...`` and a ``password=`` query parameter.
+    Handles ``scheme://user:password@host/...`` (a password with ``@ / # ?`` unencoded too), a
+    ``password=`` query parameter, and a libpq keyword string's ``password=``.
     """
+    if is_keyword_dsn(address):
+        found = [m.group(2) for m in _KEYWORD_PASSWORD.finditer(address) if m.group(2)]
+        hidden = [*found, *(f.strip("'") for f in found)]
+        shown = _KEYWORD_PASSWORD.sub(lambda m: m.group(1) + "***", address)
+        return shown, tuple(s for s in hidden if s)
+    address = encode_userinfo(address)
     parts = urlsplit(address)
     if not parts.password and "password" not in parts.query.lower():
         return address, ()

@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from autocompact.errors import MissingDependencyError, SessionStoreError
-from autocompact.sessions.stores.base import redact_address, scrub
+from autocompact.sessions.stores.base import encode_userinfo, redact_address, scrub
 from autocompact.sessions.stores.schema import POSTGRES
 from autocompact.sessions.stores.sql import AsyncCursor, AsyncSqlStore, Cursor, SqlStore
 
@@ -138,7 +138,7 @@ class PostgresStore(_Postgres, SqlStore):
     ) -> None:
         address, self._secrets = redact_address(dsn)
         super().__init__(address, **options)
-        self._connection_settings(dsn, pool_size, connect_timeout)
+        self._connection_settings(encode_userinfo(dsn), pool_size, connect_timeout)
 
     def _open(self) -> Any:
         if self._pool is not None:
@@ -208,7 +208,7 @@ class AsyncPostgresStore(_Postgres, AsyncSqlStore):
     ) -> None:
         address, self._secrets = redact_address(dsn)
         super().__init__(address, **options)
-        self._connection_settings(dsn, pool_size, connect_timeout)
+        self._connection_settings(encode_userinfo(dsn), pool_size, connect_timeout)
         self._opening: asyncio.Lock | None = None
 
     async def _open(self) -> Any:
