@@ -19,7 +19,7 @@ very same order. What the two databases say differently is one :class:`Dialect` 
   breaker resets; otherwise the attempt is recorded as ``superseded`` and the count is left alone.
 - **outgrown**: an ``outgrown`` attempt adds one and sets the hold, once per epoch.
 - **load**: with an earlier snapshot and the same epoch, only the entries after its
-  ``last_seq`` are read (a turn's read does not grow with the conversation).
+  ``last_seq`` are read.
 """
 
 from __future__ import annotations
@@ -61,8 +61,10 @@ from autocompact.sessions.stores.schema import (
     Op,
     Plan,
     Query,
+    attempt_from_row,
     dump_json,
     entry_from_row,
+    listing_from_row,
     load_json,
     now_iso,
     release_query,
@@ -576,22 +578,7 @@ class SqlRules:
             (session_id,),
             Fetch.ALL,
         )
-        return tuple(
-            Attempt(
-                seq=int(r[0]),
-                owner=r[1],
-                trigger=r[2],
-                status=r[3],
-                counted=int(r[4]) > 0,
-                reset=int(r[4]) < 0,
-                failures_after=int(r[5]),
-                epoch=int(r[6]),
-                summary_seq=None if r[7] is None else int(r[7]),
-                info=load_json(r[8]) or {},
-                created=r[9],
-            )
-            for r in rows
-        )
+        return tuple(attempt_from_row(r) for r in rows)
 
     def _list_sessions_op(self) -> Op[list[SessionListing]]:
         return Op(self._list_plan(), write=False)
@@ -607,14 +594,4 @@ class SqlRules:
             (),
             Fetch.ALL,
         )
-        return [
-            SessionListing(
-                session_id=r[0],
-                meta=load_json(r[1]) or {},
-                created=r[2],
-                updated=r[3],
-                turns=int(r[4]),
-                compactions=int(r[5]),
-            )
-            for r in rows
-        ]
+        return [listing_from_row(r) for r in rows]

@@ -15,7 +15,14 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Any, Generic, TypeAlias, TypeVar
 
-from autocompact.sessions.stores.base import Entry, JsonDict, Lease, decode_messages
+from autocompact.sessions.stores.base import (
+    Attempt,
+    Entry,
+    JsonDict,
+    Lease,
+    SessionListing,
+    decode_messages,
+)
 
 __all__ = [
     "EFFECT_CODES",
@@ -29,8 +36,10 @@ __all__ = [
     "Op",
     "Plan",
     "Query",
+    "attempt_from_row",
     "dump_json",
     "entry_from_row",
+    "listing_from_row",
     "load_json",
     "now_iso",
     "release_query",
@@ -220,4 +229,34 @@ def entry_from_row(row: Sequence[Any]) -> Entry:
         replaced_by=None if replaced_by is None else int(replaced_by),
         owner=owner,
         created=created,
+    )
+
+
+def attempt_from_row(r: Sequence[Any]) -> Attempt:
+    """An ``ac_attempts`` row (as the attempts plan selects it) as an :class:`Attempt`."""
+    return Attempt(
+        seq=int(r[0]),
+        owner=r[1],
+        trigger=r[2],
+        status=r[3],
+        counted=int(r[4]) > 0,
+        reset=int(r[4]) < 0,
+        failures_after=int(r[5]),
+        epoch=int(r[6]),
+        summary_seq=None if r[7] is None else int(r[7]),
+        info=load_json(r[8]) or {},
+        created=r[9],
+    )
+
+
+def listing_from_row(r: Sequence[Any]) -> SessionListing:
+    """A row of the listing plan (id, meta, created, updated, turns, summaries)."""
+    meta = load_json(r[1]) or {}
+    return SessionListing(
+        session_id=r[0],
+        meta=meta,
+        created=r[2],
+        updated=r[3],
+        turns=int(r[4]),
+        compactions=int(r[5]),
     )
