@@ -15,6 +15,8 @@ common start to the last worker's end. The JSONL files (one process) are the bas
                                                      # sync store, AsyncChatSession on the
                                                      # async driver)
     python benchmarks/stores.py --quick              # smoke run
+    python benchmarks/stores.py --growth             # per-turn cost at 10, 100, 1,000 and
+                                                     # 2,400 turns (exit 1 when it grows)
 
 Targets (printed as met / not met; a benchmark never fails the test suite): SQLite adds no more
 per turn than the JSONL files the CLI used so far; PostgreSQL at most twice what SQLite adds;
@@ -125,12 +127,125 @@ def measure(address: str, workers: int, turns: int, convs: int) -> dict[str, flo
     }
 
 
+GROWTH_AT = (10, 100, 1_000, 2_400)
+GROWTH_WINDOW = 20  # the turns up to each mark whose median is reported
+GROWTH_LIMIT = 3.0  # the cost at the last mark may be at most this multiple of the first's
+GROWTH_FLOOR_MS = 0.2  # a first mark cheaper than this counts as this much (timer noise)
+GROWTH_USER = "g" * 400
+
+
+class _TimedProvider(FakeProvider):
+    """The fake model, keeping the time spent in it (its token count walks the whole request,
+    so it grows with the conversation: it is taken out of the store's cost)."""
+
+    spent = (0.0, 0.0)
+
+    def complete(self, *args: Any, **kwargs: Any) -> Any:
+        wall, cpu = time.perf_counter(), time.process_time()
+        try:
+            return super().complete(*args, **kwargs)
+        finally:
+            w, c = self.spent
+            self.spent = (w + time.perf_counter() - wall, c + time.process_time() - cpu)
+
+
+def _overhead(session: ChatSession, provider: _TimedProvider, **kw: Any) -> tuple[float, float]:
+    """One send's wall and CPU time outside the model (seconds)."""
+    before, wall, cpu = provider.spent, time.perf_counter(), time.process_time()
+    session.send(GROWTH_USER, **kw)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return wall - (provider.spent[0] - before[0]), cpu - (provider.spent[1] - before[1])
+
+
+def growth_costs(address: str, marks: tuple[int, ...]) -> dict[int, tuple[float, float]]:
+    """A store's cost of one turn as one conversation grows: ``{mark: (wall ms, CPU ms)}``, the
+    medians over the ``GROWTH_WINDOW`` turns up to each mark of the send's time outside the
+    model with the store minus the same on an in-memory session of the same history.
+
+    The wall time includes the durable commit (an ``fsync``, whose time varies with what else
+    the disk does); the CPU time is this process's own work (reading, decoding, comparing):
+    what grows when a turn re-reads the conversation."""
+    store = open_store(address)
+    sid = f"growth{os.getpid()}-{time.monotonic_ns()}"
+    p1, p2 = _TimedProvider(), _TimedProvider()
+    stored = ChatSession(p1, context_window=10 * WINDOW, store=store, session_id=sid)
+    plain = ChatSession(p2, context_window=10 * WINDOW)
+    costs: dict[int, tuple[float, float]] = {}
+    walls: list[float] = []
+    cpus: list[float] = []
+    for turn in range(1, max(marks) + 1):
+        wall, cpu = _overhead(stored, p1, turn_id=f"t{turn}")
+        base_wall, base_cpu = _overhead(plain, p2)
+        walls.append(wall - base_wall)
+        cpus.append(cpu - base_cpu)
+        if turn in marks:
+            costs[turn] = (
+                1000 * statistics.median(walls[-GROWTH_WINDOW:]),
+                1000 * statistics.median(cpus[-GROWTH_WINDOW:]),
+            )
+            print(
+                f"{address.split(':')[0]}: {turn} turns: {costs[turn][0]:.2f} ms wall, "
+                f"{costs[turn][1]:.2f} ms CPU",
+                file=sys.stderr,
+            )
+    store.close()
+    return costs
+
+
+def growth_main(marks: tuple[int, ...], only: str) -> int:
+    """Per-turn store cost as a conversation grows; 1 when any backend's grows over the limit."""
+    tmp = Path(tempfile.mkdtemp(prefix="autocompact-growth-"))
+    backends = [("JSONL files", f"jsonl://{tmp / 'jsonl'}"), ("SQLite", f"sqlite://{tmp}/g.db")]
+    dsn = os.environ.get("AUTOCOMPACT_TEST_POSTGRES_DSN")
+    if "postgresql" not in only:
+        pass
+    elif dsn:
+        backends.append(("PostgreSQL", dsn))
+    else:
+        print("PostgreSQL skipped: set AUTOCOMPACT_TEST_POSTGRES_DSN", file=sys.stderr)
+    head = " | ".join(f"{m:,} turns" for m in marks)
+    lines = [f"| backend | {head} | last / first |", "| --- |" + " ---: |" * (len(marks) + 1)]
+    failed = []
+    for name, address in backends:
+        if address.split(":")[0] not in only:
+            continue
+        costs = growth_costs(address, marks)
+        for i, what in ((0, "wall"), (1, "CPU")):
+            ratio = costs[marks[-1]][i] / max(costs[marks[0]][i], GROWTH_FLOOR_MS)
+            cells = " | ".join(f"{costs[m][i]:.2f}" for m in marks)
+            lines.append(f"| {name}, {what} | {cells} | {ratio:.1f}× |")
+            if what == "CPU" and ratio > GROWTH_LIMIT:
+                failed.append(f"{name}: CPU {ratio:.1f}× (limit {GROWTH_LIMIT:.0f}×)")
+    print(
+        f"Per-turn store cost (ms, median of {GROWTH_WINDOW} turns up to each mark; "
+        f"{len(GROWTH_USER)}-character messages; the verdict is on the CPU time, the wall "
+        "time adds the fsync):\n"
+    )
+    print("\n".join(lines))
+    if failed:
+        print("FAIL: the per-turn cost grows with the conversation: " + "; ".join(failed))
+        return 1
+    print(f"ok: no backend's per-turn CPU cost grew more than {GROWTH_LIMIT:.0f}×")
+    return 0
+
+
 def main() -> int:
     """Run every configuration and print (or write) the report."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="few turns (smoke run)")
     ap.add_argument("--docs", type=Path, help="replace the stores section of this file")
+    ap.add_argument("--growth", action="store_true", help="per-turn cost as a session grows")
+    ap.add_argument(
+        "--marks",
+        default=",".join(map(str, GROWTH_AT)),
+        help="with --growth: the turn counts to report (default 10,100,1000,2400)",
+    )
+    ap.add_argument(
+        "--only", default="jsonl,sqlite,postgresql", help="with --growth: the backends to run"
+    )
     args = ap.parse_args()
+    if args.growth:
+        return growth_main(tuple(int(m) for m in args.marks.split(",")), args.only)
     turns, convs = (20, 2) if args.quick else (200, 4)
     tmp = Path(tempfile.mkdtemp(prefix="autocompact-bench-"))
     backends = [("JSONL files (baseline)", f"jsonl://{tmp / 'jsonl'}", (1,))]

@@ -1,4 +1,4 @@
-"""The source tree's shape: no module over 600 lines (an allow-list that only shrinks) and no
+"""The source tree's shape: no module over 600 lines and no
 import cycle among autocompact's modules (import-linter's contracts cannot say "no cycles")."""
 
 from __future__ import annotations
@@ -11,15 +11,6 @@ import pytest
 SRC = Path(__file__).resolve().parent.parent / "src"
 PACKAGE = SRC / "autocompact"
 MAX_LINES = 600
-
-# Modules still over the limit while their owners split them (issue 23). Remove an entry when
-# its module is under the limit: the test fails until you do, so the list only shrinks.
-OVER_LIMIT = {
-    "compaction/plan.py",
-    "compaction/extractive/gather.py",
-    "sessions/store.py",
-    "sessions/stores/sql.py",
-}
 
 
 def _modules() -> dict[str, Path]:
@@ -38,24 +29,13 @@ def _line_count(path: Path) -> int:
 
 
 def test_no_module_over_the_line_limit() -> None:
-    """No module under src/ exceeds 600 lines, except those on the (shrinking) allow-list."""
+    """No module under src/ exceeds 600 lines."""
     over = sorted(
         f"{path.relative_to(PACKAGE).as_posix()} ({_line_count(path)} lines)"
         for path in _modules().values()
-        if _line_count(path) > MAX_LINES and path.relative_to(PACKAGE).as_posix() not in OVER_LIMIT
+        if _line_count(path) > MAX_LINES
     )
     assert over == [], f"split these modules below {MAX_LINES} lines: {over}"
-
-
-@pytest.mark.parametrize("name", sorted(OVER_LIMIT))
-def test_allow_list_only_names_modules_still_over_the_limit(name: str) -> None:
-    """An allow-listed module is still over the limit (else its entry must go)."""
-    path = PACKAGE / name
-    assert path.exists(), f"{name} is gone: remove it from OVER_LIMIT in tests/test_layout.py"
-    assert _line_count(path) > MAX_LINES, (
-        f"{name} is {_line_count(path)} lines now: remove it from OVER_LIMIT in "
-        "tests/test_layout.py"
-    )
 
 
 def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:

@@ -134,6 +134,18 @@ class MessageLog:
         self._items = list(messages)
         self._snapshot = messages if isinstance(messages, tuple) else None
 
+    def mark(self) -> tuple[object, int]:
+        """A mark of the log as it is now, for :meth:`appended_since`."""
+        return self._items, len(self._items)
+
+    def appended_since(self, mark: tuple[object, int]) -> tuple[Message, ...] | None:
+        """The messages appended since ``mark`` (O(them)); ``None`` when anything else changed
+        the log since (a rollback, a compaction, a clear: each installs a new list)."""
+        items, length = mark
+        if items is not self._items or length > len(self._items):
+            return None
+        return tuple(self._items[length:])
+
     def same_as(self, messages: Sequence[Message]) -> bool:
         """Whether ``messages`` holds exactly the log's messages (identity first, then ==)."""
         if self._snapshot is not None and messages is self._snapshot:

@@ -219,21 +219,21 @@ class _AsyncRecorder(_Recorder):
 
 async def test_both_drivers_send_the_same_statements(monkeypatch: pytest.MonkeyPatch) -> None:
     """One plan per operation: the sync and async runners send identical SQL and parameters."""
-    from autocompact.sessions.stores import sql
+    from autocompact.sessions.stores import plans
     from autocompact.sessions.stores.sql import arun_plan, run_plan
 
     # The plans stamp the time in milliseconds: one clock for both, or a tick between the two
     # runs makes the parameters differ (seen once under load).
-    monkeypatch.setattr(sql, "_now_iso", lambda: "2026-01-01T00:00:00.000+00:00")
+    monkeypatch.setattr(plans, "now_iso", lambda: "2026-01-01T00:00:00.000+00:00")
 
     sync = PostgresStore("postgresql://u@127.0.0.1:1/db")
     aio = AsyncPostgresStore("postgresql://u@127.0.0.1:1/db")
     lease_args = ("s", "owner", 30.0)
     for name, args in (
-        ("_append_op", ("s", "t1", PAIR, {"prompt_tokens": 1}, None, "o")),
-        ("_acquire_op", lease_args),
+        ("_append_turn_op", ("s", "t1", PAIR, {"prompt_tokens": 1}, None, "o")),
+        ("_acquire_lease_op", lease_args),
         ("_clear_op", ("s", "o")),
-        ("_list_op", ()),
+        ("_list_sessions_op", ()),
     ):
         a, b = _Recorder(), _AsyncRecorder()
         ops = getattr(sync, name)(*args), getattr(aio, name)(*args)
@@ -241,7 +241,7 @@ async def test_both_drivers_send_the_same_statements(monkeypatch: pytest.MonkeyP
         with_async = await arun_plan(ops[1].plan, b)
         assert a.sent, name
         assert [q for q, _ in a.sent] == [q for q, _ in b.sent], name
-        if name != "_acquire_op":  # a lease token is random
+        if name != "_acquire_lease_op":  # a lease token is random
             assert a.sent == b.sent, name
             assert with_sync == with_async, name
     assert isinstance(Query("x").params, tuple)

@@ -118,6 +118,9 @@ class ConversationState:
         tier: the tier the last threshold event reported (the next crossing starts from it).
         last_ratio: provider tokens per plain-estimate token of the last count (SPEC §10.6).
         scale_floor: a lower bound on that ratio learned from a "too long" rejection.
+        store_mark: the stored version and the log's mark at the last :func:`adopt` (``None``:
+            never adopted, or the log was replaced since): what lets the next adoption compare
+            only what was appended.
     """
 
     log: MessageLog = field(default_factory=MessageLog)
@@ -131,6 +134,7 @@ class ConversationState:
     tier: Tier = Tier.SAFE
     last_ratio: float | None = None
     scale_floor: float | None = None
+    store_mark: tuple[tuple[int, int], tuple[object, int]] | None = None
 
     @classmethod
     def start(
@@ -213,13 +217,21 @@ def adopt(state: ConversationState, snapshot: Snapshot, *, growth: bool = False)
     with ``growth``, the growth log (a stored log that does not read is ignored, with a
     warning: this worker's own is kept rather than fail the turn).
 
-    This is the one place a worker takes what another worker may have changed; today it
-    compares the histories message by message (``MessageLog.same_as``).
+    This is the one place a worker takes what another worker may have changed. The store's
+    version counter says what moved since the last adoption: only what was appended since is
+    compared (O(turn), not O(history)); anything else takes the stored history whole.
     """
-    history = snapshot.history
-    if not state.log.same_as(history):
+    mark, state.store_mark = state.store_mark, None
+    new = snapshot.appended_since(mark[0]) if mark is not None else None
+    ours = state.log.appended_since(mark[1]) if mark is not None else None
+    if new is not None and ours is not None and new[: len(ours)] == ours:
+        if len(new) > len(ours):  # another worker's turns: appended, not copied
+            state.log.append(*new[len(ours) :])
+            state.history_stats = state.history_stats + content_stats(new[len(ours) :])
+    elif not state.log.same_as(history := snapshot.history):
         state.log.replace(history)
         state.history_stats = content_stats(history)
+    state.store_mark = (snapshot.version, state.log.mark())
     state.last_prompt_token_count, state.since_count = snapshot.count_base
     state.consecutive_failures = snapshot.consecutive_failures
     state.hold_until = snapshot.hold_until

@@ -32,6 +32,7 @@ __all__ = [
     "SUFFIX",
     "ExportFormat",
     "JsonDict",
+    "ReplayState",
     "SavedSession",
     "SessionHeader",
     "SessionSummary",
@@ -42,6 +43,7 @@ __all__ = [
     "load_session",
     "now_iso",
     "redact_credentials",
+    "replay_records",
     "sanitize_url",
     "secrets_to_redact",
 ]
@@ -470,9 +472,29 @@ class _ReplayState:
     growth: JsonDict | None = None
 
 
-def _replay(records: Sequence[JsonDict], path: Path, warnings: list[str]) -> _ReplayState:
-    state = _ReplayState()
-    for number, record in enumerate(records, start=2):
+ReplayState = _ReplayState
+"""What replaying a file's records rebuilt (a reader that follows a file keeps one)."""
+
+
+def replay_records(
+    records: Sequence[JsonDict], path: Path, state: _ReplayState, *, first_line: int
+) -> list[str]:
+    """Apply more records (read from line ``first_line`` on) to ``state``, as
+    :func:`load_session` applies a whole file's; returns the warnings."""
+    warnings: list[str] = []
+    _replay(records, path, warnings, state, first_line)
+    return warnings
+
+
+def _replay(
+    records: Sequence[JsonDict],
+    path: Path,
+    warnings: list[str],
+    state: _ReplayState | None = None,
+    first_line: int = 2,
+) -> _ReplayState:
+    state = _ReplayState() if state is None else state
+    for number, record in enumerate(records, start=first_line):
         kind = record["type"]
         try:
             if kind == "message":

@@ -11,8 +11,7 @@ import contextlib
 import os
 import re
 import secrets
-import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,10 +19,12 @@ from typing import Any
 from autocompact.codec import history_to_dicts
 from autocompact.content import Message
 from autocompact.errors import SessionFileError
+from autocompact.sessions.durable import repair, replace_file, write_all
 from autocompact.sessions.locking import header_cwd, lock_session, open_append, unlock
 from autocompact.sessions.records import (
     SUFFIX,
     JsonDict,
+    ReplayState,
     SavedSession,
     SessionHeader,
     SessionSummary,
@@ -88,6 +89,7 @@ class SessionWriter:
         self._hold_until = hold_until
         self._growth = growth
         self.notices: list[str] = []
+        self._batch: list[JsonDict] | None = None
         self._lock_fd: int | None = lock_fd if lock_fd is not None else lock_session(path)
         try:
             self._fd: int | None = open_append(path)
@@ -161,13 +163,22 @@ class SessionWriter:
 
     def record_compaction(self, info: object, history: Sequence[Message] | None = None) -> None:
         """Record a compaction attempt; ``history`` is the new history after a success."""
-        record: JsonDict = {"type": "compaction", "info": info_to_dict(info)}
-        if history is not None:
-            record["history"] = history_to_dicts(history)
-            record["history_stats"] = [stats_list(m) for m in history]
-        self._write([record])
+        self._write([_compaction_record(info_to_dict(info), history)])
         if history is not None:
             self._history = tuple(history)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Gather the records written inside into one write (one ``fsync``): a reader, or a
+        crash, sees all of them or none."""
+        self._batch = []
+        try:
+            yield
+            records, self._batch = self._batch, None
+            if records:
+                self._write(records)
+        finally:
+            self._batch = None
 
     def record_model(
         self, *, provider: str, model: str, context_window: int, window_source: str | None
@@ -220,14 +231,14 @@ class SessionWriter:
         persisted = self._history
         for item in new_compactions:
             info, left = item if isinstance(item, tuple) else (item, None)
-            record: JsonDict = {"type": "compaction", "info": info_to_dict(info)}
-            if info_succeeded(record["info"]):
+            record = info_to_dict(info)
+            if info_succeeded(record):
                 # Without the history it left, the current one stands in (a turn sent after
                 # the compaction is then part of it): replay rebuilds the same history.
                 persisted = tuple(left) if left is not None else history
-                record["history"] = history_to_dicts(persisted)
-                record["history_stats"] = [stats_list(m) for m in persisted]
-            records.append(record)
+            records.append(
+                _compaction_record(record, persisted if info_succeeded(record) else None)
+            )
         if _extends(history, persisted):
             new = history[len(persisted) :]
         else:  # the history changed without a compaction: a clear, then what is there now
@@ -263,11 +274,14 @@ class SessionWriter:
     # -- internals ---------------------------------------------------------------------------
 
     def _write(self, records: Sequence[JsonDict]) -> None:
+        if self._batch is not None:
+            self._batch.extend(records)
+            return
         if self._fd is None:
             raise SessionFileError("the session file is closed", path=str(self.path))
         self._check_file()
         data = "".join(encode_record(r, self._redact) for r in records).encode("utf-8")
-        _write_all(self._fd, data, self.path)
+        write_all(self._fd, data, self.path)
 
     def _check_file(self) -> None:
         """Recreate the file when it was deleted or replaced since it was opened."""
@@ -285,24 +299,11 @@ class SessionWriter:
         records: list[JsonDict] = [self.header.to_dict()]
         records.extend(message_record(m) for m in self._history)
         if self._state is not None:
-            count, failures, calibration = self._state
-            records.append(
-                {
-                    "type": "state",
-                    "last_prompt_token_count": count,
-                    "consecutive_failures": failures,
-                    "calibration": calibration,
-                }
-            )
+            keys = ("last_prompt_token_count", "consecutive_failures", "calibration")
+            records.append({"type": "state", **dict(zip(keys, self._state, strict=True))})
         data = "".join(encode_record(r, self._redact) for r in records).encode("utf-8")
-        tmp = self.path.with_name(self.path.name + ".tmp")
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            try:
-                _write_all(fd, data, tmp)
-            finally:
-                os.close(fd)
-            os.replace(tmp, self.path)
+            replace_file(self.path, data)
             new_fd = open_append(self.path)
         except OSError as exc:
             raise SessionFileError(
@@ -317,23 +318,20 @@ class SessionWriter:
         )
 
 
+def _compaction_record(info: JsonDict, history: Sequence[Message] | None) -> JsonDict:
+    """A ``compaction`` record; ``history``: the one a success left."""
+    record: JsonDict = {"type": "compaction", "info": info}
+    if history is not None:
+        record["history"] = history_to_dicts(history)
+        record["history_stats"] = [stats_list(m) for m in history]
+    return record
+
+
 def _extends(history: Sequence[Message], prefix: Sequence[Message]) -> bool:
     """Whether ``history`` starts with ``prefix``."""
     return len(history) >= len(prefix) and all(
         a is b or a == b for a, b in zip(prefix, history, strict=False)
     )
-
-
-def _write_all(fd: int, data: bytes, path: Path) -> None:
-    """One ``write`` (looping only on a short write), then ``fsync``."""
-    try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fsync(fd)
-    except OSError as exc:
-        raise SessionFileError(f"cannot write: {exc.strerror or exc}", path=str(path)) from exc
 
 
 class SessionStore:
@@ -389,7 +387,7 @@ class SessionStore:
             raise SessionFileError(f"cannot create: {exc.strerror or exc}", path=str(path)) from exc
         try:
             line = encode_record(header.to_dict(), secrets_to_redact(self.redact))
-            _write_all(fd, line.encode("utf-8"), path)
+            write_all(fd, line.encode("utf-8"), path)
         finally:
             os.close(fd)
         return SessionWriter(path, header, redact=self.redact)
@@ -410,25 +408,29 @@ class SessionStore:
         try:
             saved = load_session(path)
             if saved.damaged:
-                _repair(saved.path, saved.good_lines)
-            writer = SessionWriter(
-                saved.path,
-                saved.header,
-                redact=self.redact,
-                history=saved.history,
-                state=(
-                    saved.last_prompt_token_count,
-                    saved.consecutive_failures,
-                    saved.calibration,
-                ),
-                lock_fd=lock_fd,
-                hold_until=saved.hold_until,
-                growth=saved.growth,
-            )
+                repair(saved.path, saved.good_lines)
+            writer = self.writer_after(saved.path, saved.header, saved, lock_fd)
         except BaseException:
             unlock(lock_fd)
             raise
         return saved, writer
+
+    def writer_after(
+        self, path: Path, header: SessionHeader, read: SavedSession | ReplayState, lock_fd: int
+    ) -> SessionWriter:
+        """A writer that appends after what was ``read`` of the file, under ``lock_fd`` (its
+        :meth:`SessionWriter.close` releases it)."""
+        state = (read.last_prompt_token_count, read.consecutive_failures, read.calibration)
+        return SessionWriter(
+            path,
+            header,
+            redact=self.redact,
+            history=read.history,
+            state=state,
+            lock_fd=lock_fd,
+            hold_until=read.hold_until,
+            growth=read.growth,
+        )
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -592,30 +594,3 @@ def _check_id(session_id: str, root: Path) -> None:
             f"{session_id!r} is not a session id (letters, digits, '-', '_' and '.' only)",
             path=str(root),
         )
-
-
-def _repair(path: Path, good_lines: int) -> None:
-    """Keep a ``.bak`` copy of a damaged file, then rewrite it with its readable lines only."""
-    backup = path.with_name(path.name + ".bak")
-    n = 1
-    while backup.exists():
-        backup = path.with_name(f"{path.name}.bak{n}")
-        n += 1
-    try:
-        shutil.copy2(path, backup)
-        os.chmod(backup, 0o600)
-        with path.open("rb") as src:
-            kept = b"".join(line for _, line in zip(range(good_lines), src, strict=False))
-        if not kept.endswith(b"\n"):
-            kept += b"\n"
-        tmp = path.with_name(path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            _write_all(fd, kept, tmp)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise SessionFileError(
-            f"cannot repair the damaged file: {exc.strerror or exc}", path=str(path)
-        ) from exc

@@ -181,9 +181,7 @@ def _user_text(state: _State, text: str) -> None:
             continue  # pasted code or a traceback line: not a statement
         rare = 0
         if specific:  # a candidate whatever its words; its marks rank it
-            state.said.append(
-                _Said(line, position, user=True, opens_turn=opens, specific=specific)
-            )
+            state.said.append(_Said(line, position, user=True, opens_turn=opens, specific=specific))
         elif opens or index in strong:
             words = content_words(lower_lines[index])
             if state.rare_limit >= 0:

@@ -6,6 +6,7 @@ the compaction lease, the compare-and-swap commit) are written once in
 
 - ``sqlite:///path/to/sessions.db`` (``?mode=ro`` to open read-only),
 - ``postgresql://user:password@host:5432/dbname`` (``pip install "autocompact[postgres]"``),
+  or a libpq keyword string (``host=… dbname=… user=… password=…``),
 - ``jsonl:///path/to/dir`` or a plain directory path: the one-user session files.
 
 :func:`open_async_store` gives the asyncio form of the same store: a real async driver for
@@ -28,6 +29,7 @@ from autocompact.sessions.stores.base import (
     SessionListing,
     SessionStore,
     Snapshot,
+    is_keyword_dsn,
     redact_address,
 )
 from autocompact.sessions.stores.jsonl import JsonlStore
@@ -68,7 +70,7 @@ def open_store(address: str, **options: Any) -> SessionStore:
     shown, _ = redact_address(address)
     scheme, sep, rest = address.partition("://")
     scheme = scheme.lower() if sep else ""
-    if scheme in ("postgresql", "postgres"):
+    if scheme in ("postgresql", "postgres") or is_keyword_dsn(address):
         from autocompact.sessions.stores.postgres import PostgresStore
 
         return PostgresStore(address, **options)
@@ -104,7 +106,7 @@ def open_async_store(address: str, **options: Any) -> AsyncSessionStore:
         SessionStoreError: the address names no known kind of store.
     """
     scheme, sep, _ = address.partition("://")
-    if sep and scheme.lower() in ("postgresql", "postgres"):
+    if (sep and scheme.lower() in ("postgresql", "postgres")) or is_keyword_dsn(address):
         from autocompact.sessions.stores.postgres import AsyncPostgresStore
 
         return AsyncPostgresStore(address, **options)

@@ -15,8 +15,9 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from autocompact.content import Message
 from autocompact.sessions.stores.base import (
@@ -32,8 +33,11 @@ from autocompact.sessions.stores.base import (
     Snapshot,
     takes_growth,
 )
+from autocompact.sessions.stores.front import AsyncStoreFront, Call
 
 __all__ = ["AsyncSessionStore", "AsyncStore"]
+
+_T = TypeVar("_T")
 
 
 @runtime_checkable
@@ -116,7 +120,7 @@ class AsyncSessionStore(Protocol):
     async def close(self) -> None: ...
 
 
-class AsyncStore:
+class AsyncStore(AsyncStoreFront):
     """Awaitable calls over a :class:`SessionStore`, each in a worker thread (see the protocol
     for each method): the async form of the SQLite and JSONL stores."""
 
@@ -128,137 +132,16 @@ class AsyncStore:
         """The store's address, password replaced by ``***``."""
         return self.store.address
 
-    async def ensure(self, session_id: str, meta: JsonDict) -> None:
-        """See :meth:`SessionStore.ensure`."""
-        await asyncio.to_thread(self.store.ensure, session_id, meta)
-
-    async def exists(self, session_id: str) -> bool:
-        """See :meth:`SessionStore.exists`."""
-        return await asyncio.to_thread(self.store.exists, session_id)
-
-    async def load(self, session_id: str, *, after: Snapshot | None = None) -> Snapshot:
-        """See :meth:`SessionStore.load`."""
-        return await asyncio.to_thread(lambda: self.store.load(session_id, after=after))
-
-    async def append_turn(
-        self,
-        session_id: str,
-        turn_id: str,
-        messages: Sequence[Message],
-        *,
-        usage: JsonDict | None = None,
-        calibration: JsonDict | None = None,
-        owner: str | None = None,
-        growth: JsonDict | None = None,
-    ) -> AppendResult:
-        """See :meth:`SessionStore.append_turn`."""
-        keep = growth is not None and takes_growth(self.store.append_turn)
-        extra = {"growth": growth} if keep else {}
-        return await asyncio.to_thread(
-            lambda: self.store.append_turn(
-                session_id,
-                turn_id,
-                messages,
-                usage=usage,
-                calibration=calibration,
-                owner=owner,
-                **extra,
-            )
+    async def _run(self, call: Call[_T]) -> _T:
+        kwargs = dict(call.kwargs)
+        if call.name == "append_turn" and (
+            kwargs["growth"] is None or not takes_growth(self.store.append_turn)
+        ):
+            del kwargs["growth"]  # a store written before the growth log takes none
+        result: _T = await asyncio.to_thread(
+            functools.partial(getattr(self.store, call.name), **kwargs)
         )
-
-    async def get_turn(self, session_id: str, turn_id: str) -> Entry | None:
-        """See :meth:`SessionStore.get_turn`."""
-        return await asyncio.to_thread(self.store.get_turn, session_id, turn_id)
-
-    async def acquire_lease(
-        self, session_id: str, owner: str, ttl: float | None = None
-    ) -> Lease | None:
-        """See :meth:`SessionStore.acquire_lease`."""
-        return await asyncio.to_thread(self.store.acquire_lease, session_id, owner, ttl)
-
-    async def release_lease(self, lease: Lease) -> None:
-        """See :meth:`SessionStore.release_lease`."""
-        await asyncio.to_thread(self.store.release_lease, lease)
-
-    async def commit_compaction(
-        self,
-        base: Snapshot,
-        history: Sequence[Message],
-        info: JsonDict,
-        *,
-        lease: Lease | None = None,
-        owner: str | None = None,
-        breaker: BreakerEffect = "reset",
-        hold_until: int | None = None,
-    ) -> CommitResult:
-        """See :meth:`SessionStore.commit_compaction`."""
-        return await asyncio.to_thread(
-            lambda: self.store.commit_compaction(
-                base,
-                history,
-                info,
-                lease=lease,
-                owner=owner,
-                breaker=breaker,
-                hold_until=hold_until,
-            )
-        )
-
-    async def record_attempt(
-        self,
-        session_id: str,
-        info: JsonDict,
-        *,
-        counted: bool,
-        epoch: int,
-        lease: Lease | None = None,
-        owner: str | None = None,
-        hold_until: int | None = None,
-    ) -> int:
-        """See :meth:`SessionStore.record_attempt`."""
-        return await asyncio.to_thread(
-            lambda: self.store.record_attempt(
-                session_id,
-                info,
-                counted=counted,
-                epoch=epoch,
-                lease=lease,
-                owner=owner,
-                hold_until=hold_until,
-            )
-        )
-
-    async def record_outgrown(
-        self,
-        session_id: str,
-        info: JsonDict,
-        *,
-        epoch: int,
-        hold_until: int,
-        owner: str | None = None,
-    ) -> bool:
-        """See :meth:`SessionStore.record_outgrown`."""
-        return await asyncio.to_thread(
-            lambda: self.store.record_outgrown(
-                session_id, info, epoch=epoch, hold_until=hold_until, owner=owner
-            )
-        )
-
-    async def clear(self, session_id: str, *, owner: str | None = None) -> None:
-        """See :meth:`SessionStore.clear`."""
-        await asyncio.to_thread(lambda: self.store.clear(session_id, owner=owner))
-
-    async def entries(self, session_id: str) -> tuple[Entry, ...]:
-        """See :meth:`SessionStore.entries`."""
-        return await asyncio.to_thread(self.store.entries, session_id)
-
-    async def attempts(self, session_id: str) -> tuple[Attempt, ...]:
-        """See :meth:`SessionStore.attempts`."""
-        return await asyncio.to_thread(self.store.attempts, session_id)
-
-    async def list_sessions(self) -> list[SessionListing]:
-        """See :meth:`SessionStore.list_sessions`."""
-        return await asyncio.to_thread(self.store.list_sessions)
+        return result
 
     async def close(self) -> None:
         """See :meth:`SessionStore.close`."""

@@ -31,6 +31,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsp
 from autocompact.codec import history_from_dicts, history_to_dicts
 from autocompact.content import Message
 from autocompact.errors import SessionStoreError
+from autocompact.sessions.records import REDACTED, redact_credentials
 
 __all__ = [
     "DEFAULT_LEASE_SECONDS",
@@ -52,7 +53,10 @@ __all__ = [
     "check_turn_size",
     "decode_messages",
     "encode_messages",
+    "encode_userinfo",
+    "is_keyword_dsn",
     "redact_address",
+    "redact_text",
     "scrub",
     "takes_growth",
 ]
@@ -139,6 +143,25 @@ class Snapshot:
     def history(self) -> tuple[Message, ...]:
         """The live history: the messages of the live entries in order."""
         return tuple(m for e in self.entries for m in e.messages)
+
+    @property
+    def version(self) -> tuple[int, int]:
+        """``(epoch, last_seq)``: the stored conversation moved when this changed."""
+        return self.epoch, self.last_seq
+
+    def appended_since(self, version: tuple[int, int]) -> tuple[Message, ...] | None:
+        """The messages appended after an earlier ``version`` of this session, read from the
+        newest entries back (O(what was appended)); ``None`` when a summary or clear replaced
+        the history since (the epoch moved): then only :attr:`history` says what it is."""
+        epoch, last_seq = version
+        if epoch != self.epoch or last_seq > self.last_seq:
+            return None
+        new: list[Entry] = []
+        for entry in reversed(self.entries):
+            if entry.seq <= last_seq:
+                break
+            new.append(entry)
+        return tuple(m for e in reversed(new) for m in e.messages)
 
     @property
     def count_base(self) -> tuple[int, int]:
@@ -396,11 +419,39 @@ def decode_messages(text: str) -> tuple[Message, ...]:
     return tuple(history_from_dicts(json.loads(text)))
 
 
+_KEYWORD_PASSWORD = re.compile(r"""(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S*)""", re.I)
+
+
+def is_keyword_dsn(address: str) -> bool:
+    """Whether ``address`` is a libpq keyword string (``host=… dbname=… password=…``)."""
+    return "://" not in address and bool(
+        re.match(r"\s*(host|hostaddr|dbname|user|port|password|service)\s*=", address, re.I)
+    )
+
+
+def encode_userinfo(address: str) -> str:
+    """A ``scheme://user:password@host/…`` URL whose password holds ``@ / # ?`` unencoded, with
+    the password percent-encoded (what a URL needs; the same address otherwise)."""
+    scheme, sep, rest = address.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    if not sep or not at or ":" not in userinfo or not any(c in userinfo for c in "@/#?"):
+        return address
+    user, _, password = userinfo.partition(":")
+    return f"{scheme}://{user}:{quote(password, safe='')}@{host}"
+
+
 def redact_address(address: str) -> tuple[str, tuple[str, ...]]:
     """``(address with its password replaced by ***, the secrets it held)``.
 
-    Handles ``scheme://user:password@host/...`` and a ``password=`` query parameter.
+    Handles ``scheme://user:password@host/...`` (a password with ``@ / # ?`` unencoded too), a
+    ``password=`` query parameter, and a libpq keyword string's ``password=``.
     """
+    if is_keyword_dsn(address):
+        found = [m.group(2) for m in _KEYWORD_PASSWORD.finditer(address) if m.group(2)]
+        hidden = [*found, *(f.strip("'") for f in found)]
+        shown = _KEYWORD_PASSWORD.sub(lambda m: m.group(1) + "***", address)
+        return shown, tuple(s for s in hidden if s)
+    address = encode_userinfo(address)
     parts = urlsplit(address)
     if not parts.password and "password" not in parts.query.lower():
         return address, ()
@@ -420,6 +471,19 @@ def redact_address(address: str) -> tuple[str, tuple[str, ...]]:
         (parts.scheme, netloc, parts.path, urlencode(query, safe="*/"), parts.fragment)
     )
     return redacted, tuple(s for s in secrets if s)
+
+
+def redact_text(text: str, secrets: Sequence[str]) -> str:
+    """``text`` as every store keeps it, the session files' policy (``records.encode_record``):
+    well-known credential shapes and each of ``secrets`` (plain or JSON-escaped; see
+    :func:`~autocompact.sessions.records.secrets_to_redact`) replaced by ``[redacted]``."""
+    text = redact_credentials(text)
+    for secret in secrets:
+        text = text.replace(secret, REDACTED)
+        escaped = json.dumps(secret, ensure_ascii=False)[1:-1]
+        if escaped != secret:
+            text = text.replace(escaped, REDACTED)
+    return text
 
 
 def scrub(text: str, secrets: Sequence[str]) -> str:

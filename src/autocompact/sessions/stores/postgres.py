@@ -19,34 +19,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import importlib
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from autocompact.errors import MissingDependencyError, SessionStoreError
-from autocompact.sessions.stores.base import redact_address, scrub
+from autocompact.sessions.stores.base import encode_userinfo, redact_address, scrub
+from autocompact.sessions.stores.schema import POSTGRES
 from autocompact.sessions.stores.sql import AsyncCursor, AsyncSqlStore, Cursor, SqlStore
 
 __all__ = ["AsyncPostgresStore", "PostgresStore"]
 
-_SCHEMA_LOCK_KEY = 7_215_020_114  # any constant: the advisory lock migrations take
-
-
-@functools.lru_cache(maxsize=256)
-def _placeholders(sql: str) -> str:
-    """The rules' ``?`` placeholders as psycopg's ``%s`` (no statement holds a literal ``?``)."""
-    return sql.replace("?", "%s")
-
 
 class _Cursor:
-    """A psycopg cursor that takes the rules' ``?`` placeholders."""
+    """A psycopg cursor that takes the plans' ``?`` placeholders."""
 
     def __init__(self, cur: Any) -> None:
         self._cur = cur
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        return self._cur.execute(_placeholders(sql), tuple(params))
+        return self._cur.execute(POSTGRES.sql(sql), tuple(params))
 
     def fetchone(self) -> Any:
         return self._cur.fetchone()
@@ -56,13 +48,13 @@ class _Cursor:
 
 
 class _AsyncCursor:
-    """A psycopg async cursor that takes the rules' ``?`` placeholders."""
+    """A psycopg async cursor that takes the plans' ``?`` placeholders."""
 
     def __init__(self, cur: Any) -> None:
         self._cur = cur
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        return await self._cur.execute(_placeholders(sql), tuple(params))
+        return await self._cur.execute(POSTGRES.sql(sql), tuple(params))
 
     async def fetchone(self) -> Any:
         return await self._cur.fetchone()
@@ -74,12 +66,7 @@ class _AsyncCursor:
 class _Postgres:
     """What both PostgreSQL stores share: the address, the SQL dialect, the error messages."""
 
-    table_exists_sql = (
-        "SELECT 1 FROM information_schema.tables "
-        "WHERE table_schema = current_schema() AND table_name = ?"
-    )
-    schema_lock_sql: str | None = f"SELECT pg_advisory_xact_lock({_SCHEMA_LOCK_KEY})"
-    lock_suffix = " FOR UPDATE"
+    dialect = POSTGRES
 
     _address: str
     _secrets: tuple[str, ...]
@@ -151,7 +138,7 @@ class PostgresStore(_Postgres, SqlStore):
     ) -> None:
         address, self._secrets = redact_address(dsn)
         super().__init__(address, **options)
-        self._connection_settings(dsn, pool_size, connect_timeout)
+        self._connection_settings(encode_userinfo(dsn), pool_size, connect_timeout)
 
     def _open(self) -> Any:
         if self._pool is not None:
@@ -221,7 +208,7 @@ class AsyncPostgresStore(_Postgres, AsyncSqlStore):
     ) -> None:
         address, self._secrets = redact_address(dsn)
         super().__init__(address, **options)
-        self._connection_settings(dsn, pool_size, connect_timeout)
+        self._connection_settings(encode_userinfo(dsn), pool_size, connect_timeout)
         self._opening: asyncio.Lock | None = None
 
     async def _open(self) -> Any:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from autocompact.errors import SessionStoreError
+from autocompact.sessions.stores.schema import SQLITE
 from autocompact.sessions.stores.sql import Cursor, SqlStore
 
 __all__ = ["SqliteStore"]
@@ -109,8 +110,7 @@ class SqliteStore(SqlStore):
         finally:
             conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_SECONDS * 1000)}")
 
-    table_exists_sql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
-    schema_lock_sql = None  # ``BEGIN IMMEDIATE`` already holds the database's write lock
+    dialect = SQLITE
 
     def _error(self, exc: BaseException) -> SessionStoreError:
         text = str(exc)
