@@ -81,6 +81,7 @@ from autocompact.errors import (
     MalformedResponseError,
     MessageTooLargeError,
     ProviderError,
+    SessionStoreError,
 )
 from autocompact.estimation import (
     BYTES_PER_TOKEN_JSON,
@@ -116,6 +117,7 @@ from autocompact.providers.base import (
     StreamEvent,
     ToolSpec,
 )
+from autocompact.sendcheck import check_before_send, unsaved_reply
 from autocompact.sessions.stores.binding import StoreBinding, meta_of, run_step, skipped_info
 from autocompact.thresholds import (
     DEFAULT_IMAGE_TOKEN_ESTIMATE,
@@ -125,6 +127,7 @@ from autocompact.thresholds import (
     compute_thresholds,
     parse_window,
 )
+from autocompact.usage_check import plausible_prompt_count
 from autocompact.validation import (
     check_count,
     check_optional_str,
@@ -449,6 +452,7 @@ class _SessionCore:
 
     def turn_flow(self, message: Message, turn_id: str | None = None) -> _Flow:
         check_outgoing(self._log.view(), message)
+        check_before_send(message, self.store)  # issue 27: fails now what the store would refuse
         if self.store is not None:  # an asyncio store's calls are yielded to be awaited
             yield from self.store.open_step()
             stored = (yield from self.store.find_turn_step(turn_id)) if turn_id else None
@@ -789,7 +793,14 @@ class _SessionCore:
         self._history_stats = self._history_stats + message.stats + completion.message.stats
         usage = completion.usage
         reply_tokens = estimate_content_tokens([completion.message], self.image_token_estimate)
-        if usage is not None and usage.prompt_tokens > 0:
+        if (
+            usage is not None
+            and usage.prompt_tokens > 0
+            and plausible_prompt_count(  # issue 27: an absurd count is logged, not learned from
+                usage.prompt_tokens,
+                estimate_stats_tokens(sent + self._fixed_stats, self.image_token_estimate),
+            )
+        ):
             # Learn this tokenizer from a count of exactly what was sent.
             counted = sent + self._fixed_stats
             self.calibration = update_calibration(
@@ -825,7 +836,7 @@ class _SessionCore:
                     calibration=self.calibration.to_dict() if self.calibration.samples else None,
                     growth=self._growth.to_dict(),
                 )
-            except BaseException:
+            except BaseException as exc:
                 (
                     saved_length,
                     self._history_stats,
@@ -836,6 +847,8 @@ class _SessionCore:
                     self._scale_floor,
                 ) = saved
                 self._log.truncate(saved_length)
+                if isinstance(exc, SessionStoreError | TypeError | ValueError):  # keep the reply
+                    raise unsaved_reply(exc, completion, self.store) from exc
                 raise
         self._note_tier(self.estimate_tokens())
 

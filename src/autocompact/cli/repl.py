@@ -26,6 +26,7 @@ from autocompact.compaction import CompressionStatus, CompressionTrigger
 from autocompact.errors import AutocompactError
 from autocompact.events import CompactionFailed, CompactionSucceeded, Event, WindowLearned
 from autocompact.providers.base import FinishReason, StreamDone, TextDelta, ThinkingDelta
+from autocompact.textsafe import clean_input
 
 __all__ = ["LineSource", "Persist", "PipedInput", "Repl", "TerminalInput"]
 
@@ -48,6 +49,12 @@ class LineSource(Protocol):
     def remember(self, text: str) -> None:
         """Add a line to the input history (used when a session is resumed)."""
         ...
+
+
+_REPLACED_NOTE = (
+    "Note: the input held bytes that are not UTF-8; each was replaced by \ufffd (U+FFFD) "
+    "in what is sent and saved. Set a UTF-8 locale (e.g. LANG=C.UTF-8) to send them as typed."
+)
 
 
 class PipedInput:
@@ -141,6 +148,7 @@ class Repl:
         self._seen_session: ChatSession | None = ctx.session
         self._seen = len(ctx.session.compactions)
         self.on_window_learned: Callable[[int], None] | None = None
+        self._told_replaced = False
 
     def persist(self) -> None:
         """Save the chat (and the compactions made since the last save)."""
@@ -198,6 +206,10 @@ class Repl:
 
     def handle(self, line: str) -> bool:
         """Handle one input; ``False`` when the chat should end."""
+        line, replaced = clean_input(line)  # issue 27: undecodable bytes become U+FFFD, told once
+        if replaced and not self._told_replaced:
+            self._told_replaced = True
+            self.console.print(Text(_REPLACED_NOTE, style="yellow"))
         text = line.strip()
         if not text:
             return True

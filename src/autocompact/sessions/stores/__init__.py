@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from autocompact.errors import SessionStoreError
+from autocompact.sessions.stores.address import parse_store_address
 from autocompact.sessions.stores.aio import AsyncSessionStore, AsyncStore
 from autocompact.sessions.stores.base import (
     AppendResult,
@@ -60,37 +60,22 @@ def open_store(address: str, **options: Any) -> SessionStore:
     Args:
         address: where the sessions live.
         **options: ``lease_seconds``, ``max_turn_bytes``, ``clock``, ``on_step``; PostgreSQL
-            also ``pool_size`` and ``connect_timeout``.
+            also ``pool_size`` and ``connect_timeout``; ``create=False``: a SQLite file or
+            JSONL directory that does not exist is an error (read-only use creates nothing).
 
     Raises:
         SessionStoreError: the address names no known kind of store.
     """
-    shown, _ = redact_address(address)
-    scheme, sep, rest = address.partition("://")
-    scheme = scheme.lower() if sep else ""
-    if scheme in ("postgresql", "postgres"):
+    shown, _ = redact_address(address) if isinstance(address, str) else (repr(address), ())
+    # issue 27: the parsing (and create=False for read-only use) is in stores/address.py
+    parsed = parse_store_address(address, shown=shown, create=options.pop("create", True))
+    if parsed.kind == "postgresql":
         from autocompact.sessions.stores.postgres import PostgresStore
 
         return PostgresStore(address, **options)
-    if scheme == "sqlite":
-        path, _, query = rest.partition("?")
-        if not path:
-            raise SessionStoreError(
-                "a SQLite address needs a file: sqlite:///path/to/sessions.db", store=shown
-            )
-        if path.startswith("//"):  # sqlite:////abs/path (and sqlite:///$HOME/… with HOME=/…)
-            path = "/" + path.lstrip("/")
-        read_only = "mode=ro" in query.split("&")
-        return SqliteStore(path, read_only=read_only, **options)
-    if scheme == "jsonl":
-        return JsonlStore(rest, **options)
-    if not sep:
-        return JsonlStore(address, **options)
-    raise SessionStoreError(
-        f"unknown store {shown!r}: use sqlite:///path, postgresql://user@host/db, or a directory "
-        "of JSONL session files",
-        store=shown,
-    )
+    if parsed.kind == "sqlite":
+        return SqliteStore(parsed.location, read_only=parsed.read_only, **options)
+    return JsonlStore(parsed.location, **options)
 
 
 def open_async_store(address: str, **options: Any) -> AsyncSessionStore:

@@ -55,6 +55,7 @@ from autocompact.sessions.stores.base import (
     decode_messages,
     encode_messages,
 )
+from autocompact.textsafe import dumps
 
 __all__ = [
     "LATEST_SCHEMA",
@@ -226,7 +227,7 @@ def _now_iso() -> str:
 
 
 def _dump(value: JsonDict | None) -> str | None:
-    return None if value is None else json.dumps(value, separators=(",", ":"), default=str)
+    return None if value is None else dumps(value, default=str)  # textsafe: U+FFFD rule
 
 
 def _load(text: str | None) -> Any:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from autocompact.errors import SessionStoreError
+from autocompact.filemodes import make_private_dirs
 from autocompact.sessions.stores.sql import Cursor, SqlStore
 
 __all__ = ["SqliteStore"]
@@ -48,7 +49,7 @@ class SqliteStore(SqlStore):
             return self._conn
         try:
             if not self.read_only and not self.path.exists():
-                self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                make_private_dirs(self.path.parent)  # issue 27: parents 0700 too
                 os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
             mode = "ro" if self.read_only else "rwc"
             conn = sqlite3.connect(
