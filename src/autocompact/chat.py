@@ -799,6 +799,7 @@ class _SessionCore:
             and plausible_prompt_count(  # issue 27: an absurd count is logged, not learned from
                 usage.prompt_tokens,
                 estimate_stats_tokens(sent + self._fixed_stats, self.image_token_estimate),
+                window=self.context_window,
             )
         ):
             # Learn this tokenizer from a count of exactly what was sent.

@@ -1,4 +1,6 @@
-"""The one rule for text that is not valid Unicode (issue 27, design decision 92). Stdlib only.
+"""The one rule for text that is not valid Unicode (issue 27). Stdlib only.
+
+Written down in docs/design.md ("Issue 27 — text that is not Unicode").
 
 Text in autocompact is Unicode scalar values. Two things break that rule on the way in:
 

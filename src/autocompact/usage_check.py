@@ -6,12 +6,13 @@ streamed model reporting ``input_tokens=50`` on every response) must not be lear
 count too large makes the engine trim almost every later request to a sliver of the window, a
 count too small makes it send requests over the window.
 
-The rule (docs/design.md, decision 92): a count is believed when it is within
+The rule (docs/design.md, "Issue 27 — absurd usage counts"): a count is believed when it is within
 :data:`PLAUSIBLE_FACTOR` (10×) of the local estimate of what was sent, either way, with
-:data:`PLAUSIBLE_SLACK` (2,048) tokens of slack for what a provider adds that is never sent as
+:data:`PLAUSIBLE_SLACK` (2,048) tokens of slack above for what a provider adds that is never sent as
 content (its own system prompt, tool-use scaffolding, an image's real size) — so a tiny
-request's count is never judged by its ratio alone. The estimate is within 2× of every
-tokenizer seen (CJK, code, JSON); 10× is a count that cannot be of this request. A count outside
+request's count is never judged by its ratio alone; a count above that but within the context
+window is believed too (only a count over the window is of no request the provider took). 10×
+leaves room for a tokenizer far from the estimate (CJK text, dense JSON). A count outside
 is logged (``autocompact`` logger, warning) and not learned from: the next send takes the
 estimate (the cold path), as when no usage was reported.
 """
@@ -32,14 +33,21 @@ PLAUSIBLE_SLACK = 2_048
 logger = logging.getLogger("autocompact")
 
 
-def plausible_prompt_count(reported: int, estimate: int, *, log: bool = True) -> bool:
+def plausible_prompt_count(
+    reported: int, estimate: int, *, window: int | None = None, log: bool = True
+) -> bool:
     """Whether a reported prompt count could be of a request estimated at ``estimate`` tokens.
 
-    Believed when ``estimate / 10 - 2048 <= reported <= estimate * 10 + 2048``. A count of 0
-    (not reported) is not judged here: the callers treat it as no count.
+    Too low: ``reported < estimate / 10``. Too high: ``reported > estimate * 10 + 2048``
+    and, when the ``window`` is known, also over the window (a count within the window may hold
+    a prompt the provider adds and nothing is lost by believing it: compaction comes earlier;
+    a count over the window is of no request the provider could have taken). A count of 0 (not
+    reported) is not judged here: the callers treat it as no count.
     """
     high = estimate * PLAUSIBLE_FACTOR + PLAUSIBLE_SLACK
-    low = estimate / PLAUSIBLE_FACTOR - PLAUSIBLE_SLACK
+    if window is not None:
+        high = max(high, window)
+    low = estimate / PLAUSIBLE_FACTOR  # no slack below: a count under a tenth is of no request
     if low <= reported <= high:
         return True
     if log:

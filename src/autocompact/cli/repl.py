@@ -10,6 +10,7 @@ Ctrl-D (or ``/quit``) leaves.
 
 from __future__ import annotations
 
+import io
 import sys
 from collections.abc import Callable, Iterator
 from typing import Protocol, TextIO
@@ -61,6 +62,8 @@ class PipedInput:
     """One message per line from a stream that is not a terminal (stdin in tests and scripts)."""
 
     def __init__(self, stream: TextIO) -> None:
+        if isinstance(stream, io.TextIOWrapper):  # issue 27: bytes that are not UTF-8 arrive
+            stream.reconfigure(errors="surrogateescape")  # as surrogates; handle() replaces them
         self._lines: Iterator[str] = iter(stream)
 
     def read(self) -> str:

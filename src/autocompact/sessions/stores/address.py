@@ -19,12 +19,13 @@ The forms:
 from __future__ import annotations
 
 import os
+import sqlite3
 from dataclasses import dataclass
 from typing import Literal
 
 from autocompact.errors import SessionStoreError
 
-__all__ = ["StoreAddress", "parse_store_address"]
+__all__ = ["StoreAddress", "parse_store_address", "readable_read_only"]
 
 _FORMS = "use sqlite:///path/to/sessions.db, postgresql://user@host/db, or a directory"
 
@@ -103,3 +104,29 @@ def parse_store_address(address: object, *, shown: str, create: bool = True) -> 
             store=shown,
         )
     return StoreAddress(kind="jsonl", location=directory)
+
+
+def readable_read_only(
+    conn: sqlite3.Connection, path: str | os.PathLike[str], timeout: float
+) -> sqlite3.Connection:
+    """A ``?mode=ro`` connection that can read: ``conn`` when it can, else one opened with
+    ``immutable=1``.
+
+    A WAL database is read through its ``-shm`` file; in a directory the reader cannot write
+    (a read-only mount, another user's files) that file cannot be created and every read fails
+    with "unable to open database file", although the data is there. SQLite reads such a file
+    with ``immutable=1`` (no locks, no ``-shm``): right for a store nobody can write from here,
+    and used only when the plain read-only open cannot read.
+    """
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError:
+        conn.close()
+    return sqlite3.connect(
+        f"file:{os.fspath(path)}?mode=ro&immutable=1",
+        uri=True,
+        timeout=timeout,
+        isolation_level=None,
+        check_same_thread=False,
+    )

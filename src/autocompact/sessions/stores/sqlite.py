@@ -20,6 +20,7 @@ from typing import Any
 
 from autocompact.errors import SessionStoreError
 from autocompact.filemodes import make_private_dirs
+from autocompact.sessions.stores.address import readable_read_only
 from autocompact.sessions.stores.sql import Cursor, SqlStore
 
 __all__ = ["SqliteStore"]
@@ -59,6 +60,8 @@ class SqliteStore(SqlStore):
                 isolation_level=None,
                 check_same_thread=False,
             )
+            if self.read_only:  # issue 27: a store nobody here can write is read as immutable
+                conn = readable_read_only(conn, self.path, _BUSY_SECONDS)
             if not self.read_only:
                 conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
@@ -130,6 +133,7 @@ class SqliteStore(SqlStore):
             what = (
                 f"cannot open the SQLite database {self.path} ({text}); check that its "
                 "directory exists and is writable"
+                + ("" if self.read_only else " (or add ?mode=ro to only read it)")
             )
         elif "not a database" in lowered or "malformed" in lowered:
             what = (
