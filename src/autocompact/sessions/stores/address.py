@@ -93,7 +93,9 @@ def parse_store_address(address: object, *, shown: str, create: bool = True) -> 
         directory = rest[2:]
     elif slashed:
         raise SessionStoreError(
-            f"unknown store {shown!r}: {_FORMS} of JSONL session files", store=shown
+            f"unknown store {shown!r}: use sqlite:///path, postgresql://user@host/db, or a "
+            "directory of JSONL session files",
+            store=shown,
         )
     else:
         directory = address
