@@ -9,8 +9,8 @@ Text in autocompact is Unicode scalar values. Two things break that rule on the 
 - **lone surrogates in a ``str``** (a non-UTF-8 file name in a tool's output, a string built
   from UTF-16 halves): no encoder writes them — SQLite, PostgreSQL and UTF-8 files all refuse.
 
-The rule: at the **input** boundary (the chat's lines, files read) each undecodable byte becomes
-U+FFFD and the user is told once (:func:`clean_input`, :func:`decode_input`); in what is
+The rule: at the **input** boundary (the chat's lines, piped or typed) each undecodable byte becomes
+U+FFFD and the user is told once (:func:`clean_input`); in what is
 **stored** (every store's JSON, the session files, exports) each surrogate code point becomes
 U+FFFD (:func:`dumps`, :func:`replace_surrogates`). Replaced, not escaped: a JSON escape cannot
 keep a high+low pair apart from the astral character it spells, and PostgreSQL refuses a lone
@@ -29,7 +29,6 @@ from typing import Any
 __all__ = [
     "REPLACEMENT",
     "clean_input",
-    "decode_input",
     "dumps",
     "has_surrogates",
     "id_problem",
@@ -64,14 +63,6 @@ def clean_input(text: str) -> tuple[str, int]:
     if not found:
         return text, 0
     return _SURROGATE.sub(REPLACEMENT, text), len(found)
-
-
-def decode_input(data: bytes) -> tuple[str, int]:
-    """Bytes read from a file as text, and how many undecodable bytes became U+FFFD."""
-    try:
-        return data.decode("utf-8"), 0
-    except UnicodeDecodeError:
-        return clean_input(data.decode("utf-8", "surrogateescape"))
 
 
 def dumps(value: Any, *, default: Callable[[Any], Any] | None = None) -> str:
