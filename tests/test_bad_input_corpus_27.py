@@ -31,6 +31,7 @@ from autocompact.providers.fake import FakeReply
 from autocompact.sessions.store import SessionStore as SessionFiles
 from autocompact.sessions.stores import JsonlStore, SqliteStore, open_store
 from autocompact.testing import FakeProvider
+from stores.conftest import make_store
 
 # -- 1. text that is not valid Unicode -------------------------------------------------------
 
@@ -43,13 +44,15 @@ def replace_surrogates(text: str) -> str:
 def _store(kind: str, tmp_path: Path, **options: Any) -> Any:
     if kind == "sqlite":
         return SqliteStore(tmp_path / "s.db", **options)
+    if kind == "postgres":  # skipped without a server (.ci/postgres.sh start)
+        return make_store("postgres", tmp_path, **options)
     return JsonlStore(tmp_path / "jsonl", **options)
 
 
 STORES = ["sqlite", "jsonl"]
 
 
-@pytest.mark.parametrize("kind", STORES)
+@pytest.mark.parametrize("kind", [*STORES, "postgres"])
 def test_a_lone_surrogate_is_stored_as_a_replacement(tmp_path: Path, kind: str) -> None:
     """A lone surrogate in a sent message: no raw UnicodeEncodeError; stored as U+FFFD."""
     store = _store(kind, tmp_path)
@@ -345,7 +348,7 @@ def test_agents_sdk_items_with_bad_content(items: list[Any], named: str) -> None
 
 
 CASES: list[Callable[[], int]] = [
-    lambda: 2 * len(STORES) + 3,  # surrogates: stored, ids refused, round trip per store
+    lambda: 2 * len(STORES) + 1 + 3,  # surrogates: stored (+ PostgreSQL), ids, round trips
     lambda: len(NOT_JSON) * len(STORES) + 1 + len(STORES),
     lambda: len(BAD_COUNTS) + 2,
     lambda: len(ADDRESSES) + 1 + 2,
