@@ -306,6 +306,7 @@ def test_sqlite_relative_is_a_sqlite_file(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.chdir(tmp_path)
     store = open_store("sqlite:relative.db")
     assert isinstance(store, SqliteStore)
+    assert store.address == f"sqlite:///{tmp_path / 'relative.db'}"  # reopens the same file
     store.ensure("s", {})
     store.close()
     assert (tmp_path / "relative.db").is_file()

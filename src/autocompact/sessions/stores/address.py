@@ -80,6 +80,8 @@ def parse_store_address(address: object, *, shown: str, create: bool = True) -> 
             )
         if path.startswith("//"):  # sqlite:////abs/path (and sqlite:///$HOME/… with HOME=/…)
             path = "/" + path.lstrip("/")
+        if not slashed:  # sqlite:relative.db: made absolute, so the store's address reopens it
+            path = os.path.abspath(path)
         read_only = "mode=ro" in query.split("&")
         if not create and not os.path.isfile(path):
             why = "not a file" if os.path.exists(path) else "no such file"
