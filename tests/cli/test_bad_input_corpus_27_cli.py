@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from autocompact import Message
+from autocompact import Message, SessionStoreError
 from autocompact.sessions import load_session
 from autocompact.sessions.store import SessionStore as SessionFiles
 from autocompact.sessions.stores import SqliteStore
@@ -216,3 +216,37 @@ def test_a_read_only_sqlite_store_is_readable_with_mode_ro(chat_env: ChatEnv) ->
             _immutable(locked, False)
     assert result.code == 0, result.err
     assert "fake/fake-model" in result.out
+
+
+class _FailsOnce(SqliteStore):
+    """A SQLite store whose second import turn fails once, as a database going away would."""
+
+    failed = False
+
+    def append_turn(self, session_id: str, turn_id: str, *args: object, **kw: object) -> object:  # type: ignore[override]
+        if turn_id == "import-1" and not self.failed:
+            self.failed = True
+            raise SessionStoreError("the database went away", store=self.address)
+        return super().append_turn(session_id, turn_id, *args, **kw)  # type: ignore[arg-type]
+
+
+def test_an_interrupted_import_is_finished_by_the_next_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A write fails half-way: exit 1 saying to run again; the rerun writes the rest (it said
+    "already in …, skipped" and the rest was never imported)."""
+    from autocompact.cli.store_import import import_sessions
+    from autocompact.sessions.stores import JsonlStore
+
+    _jsonl_session(tmp_path / "files", "s", ["one", "two", "three"])
+    files = JsonlStore(tmp_path / "files")
+    target = _FailsOnce(tmp_path / "s.db")
+    assert import_sessions(files, target, None) == 1
+    assert "run the import again" in capsys.readouterr().out
+    assert [m.text for m in target.load("s").history] == ["one", "ok"]
+    assert import_sessions(files, target, None) == 0
+    out = capsys.readouterr().out
+    assert "finishing an interrupted import (1 of 3 written)" in out
+    assert [m.text for m in target.load("s").history] == ["one", "ok", "two", "ok", "three", "ok"]
+    assert import_sessions(files, target, None) == 0
+    assert "already in" in capsys.readouterr().out
