@@ -565,10 +565,13 @@ def test_pending_calls_of_the_last_model_message_are_legitimate() -> None:
 
 
 def corpus_size() -> int:
-    """How many bad inputs this file covers (the closing note quotes it)."""
+    """How many bad inputs this file covers (the closing note quotes it), with issue 27's
+    library doors (tests/test_bad_input_corpus_27.py)."""
+    from test_bad_input_corpus_27 import corpus_size_27
+
     return (
         2 * len(WINDOWS) + len(SETTINGS) + 2 + len(TRANSCRIPTS) + 1 + len(SESSIONS) + len(LIBRARY)
-    )
+    ) + corpus_size_27()
 
 
 def test_the_corpus_has_at_least_a_hundred_cases() -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from autocompact.errors import ContentError
+from autocompact.usage_check import check_count
 
 __all__ = [
     "OPAQUE_SUMMARY_PREFIX",
@@ -519,6 +520,10 @@ class Usage:
     output_tokens: int = 0
     cached_tokens: int = 0
     thinking_tokens: int = 0
+
+    def __post_init__(self) -> None:  # issue 27: a count that is no count names its field
+        for name in ("prompt_tokens", "output_tokens", "cached_tokens", "thinking_tokens"):
+            check_count(getattr(self, name), f"Usage.{name}")
 
     @property
     def total_tokens(self) -> int:

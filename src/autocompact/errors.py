@@ -236,12 +236,22 @@ class SessionStoreError(AutocompactError):
     Attributes:
         store: the store's address, redacted.
         session_id: the session involved, if any.
+        reply: the model's reply (a ``Completion``) when the store failed after the model was
+            paid: the turn was not saved, the reply is kept here (issue 27).
     """
 
-    def __init__(self, message: str, *, store: str, session_id: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        store: str,
+        session_id: str | None = None,
+        reply: object | None = None,
+    ) -> None:
         super().__init__(message)
         self.store = store
         self.session_id = session_id
+        self.reply = reply
 
 
 class TranscriptFormatError(AutocompactError):

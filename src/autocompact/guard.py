@@ -28,10 +28,11 @@ from autocompact.compaction.service import CompressionService, drive_flow, drive
 from autocompact.content import CharStats, Message, json_length
 from autocompact.engine import CarriedState, ConversationState, Engine, EngineConfig
 from autocompact.errors import ConfigError, ContentError
-from autocompact.estimation import content_stats, update_calibration
+from autocompact.estimation import content_stats, estimate_stats_tokens, update_calibration
 from autocompact.events import Hook
 from autocompact.providers.base import ChatRequest, Completion, Provider, StreamEvent, ToolSpec
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
+from autocompact.usage_check import plausible_prompt_count
 
 if TYPE_CHECKING:
     from autocompact.sessions.stores.base import SessionStore
@@ -296,7 +297,9 @@ def learn_from_usage(
     image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE,
 ) -> GuardState:
     """The state after the provider counted ``prompt_tokens`` for a request of ``sent``."""
-    if prompt_tokens <= 0:
+    if prompt_tokens <= 0 or not plausible_prompt_count(  # absurd counts are not learned
+        prompt_tokens, estimate_stats_tokens(sent, image_token_estimate)
+    ):
         return state
     calibration = update_calibration(
         state.calibration, sent, prompt_tokens, image_token_estimate=image_token_estimate

@@ -18,6 +18,7 @@ from typing import Any
 
 from autocompact.errors import ContentError
 from autocompact.estimation import Calibration
+from autocompact.filemodes import make_private_dirs
 
 __all__ = ["CALIBRATIONS_FILE", "CalibrationMemory"]
 
@@ -77,7 +78,7 @@ class CalibrationMemory:
         models[key] = entry
         payload = json.dumps({"version": _VERSION, "models": models}, indent=1, sort_keys=True)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_private_dirs(self.path.parent)  # issue 27: 0700, parents included
             fd, tmp = tempfile.mkstemp(prefix=".calibrations.", dir=self.path.parent)
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as out:

@@ -10,6 +10,7 @@ Ctrl-D (or ``/quit``) leaves.
 
 from __future__ import annotations
 
+import io
 import sys
 from collections.abc import Callable, Iterator
 from typing import Protocol, TextIO
@@ -26,6 +27,7 @@ from autocompact.compaction import CompressionStatus, CompressionTrigger
 from autocompact.errors import AutocompactError
 from autocompact.events import CompactionFailed, CompactionSucceeded, Event, WindowLearned
 from autocompact.providers.base import FinishReason, StreamDone, TextDelta, ThinkingDelta
+from autocompact.textsafe import clean_input
 
 __all__ = ["LineSource", "Persist", "PipedInput", "Repl", "TerminalInput"]
 
@@ -50,10 +52,18 @@ class LineSource(Protocol):
         ...
 
 
+_REPLACED_NOTE = (
+    "Note: the input held bytes that are not UTF-8; each was replaced by \ufffd (U+FFFD) "
+    "in what is sent and saved. Set a UTF-8 locale (e.g. LANG=C.UTF-8) to send them as typed."
+)
+
+
 class PipedInput:
     """One message per line from a stream that is not a terminal (stdin in tests and scripts)."""
 
     def __init__(self, stream: TextIO) -> None:
+        if isinstance(stream, io.TextIOWrapper):  # issue 27: bytes that are not UTF-8 arrive
+            stream.reconfigure(errors="surrogateescape")  # as surrogates; handle() replaces them
         self._lines: Iterator[str] = iter(stream)
 
     def read(self) -> str:
@@ -141,6 +151,7 @@ class Repl:
         self._seen_session: ChatSession | None = ctx.session
         self._seen = len(ctx.session.compactions)
         self.on_window_learned: Callable[[int], None] | None = None
+        self._told_replaced = False
 
     def persist(self) -> None:
         """Save the chat (and the compactions made since the last save)."""
@@ -198,6 +209,10 @@ class Repl:
 
     def handle(self, line: str) -> bool:
         """Handle one input; ``False`` when the chat should end."""
+        line, replaced = clean_input(line)  # issue 27: undecodable bytes become U+FFFD, told once
+        if replaced and not self._told_replaced:
+            self._told_replaced = True
+            self.console.print(Text(_REPLACED_NOTE, style="yellow"))
         text = line.strip()
         if not text:
             return True

@@ -19,6 +19,7 @@ from autocompact.errors import ConfigError, SessionStoreError
 from autocompact.sessions import SessionHeader, export_session
 from autocompact.sessions.records import SavedSession
 from autocompact.sessions.stores import JsonlStore, SessionStore, Snapshot, open_store
+from autocompact.sessions.stores.address import parse_store_address
 
 __all__ = [
     "STORE_ENV",
@@ -36,7 +37,10 @@ STORE_ENV = "AUTOCOMPACT_STORE"
 
 def store_address(args: argparse.Namespace) -> str | None:
     """``--store``, else ``$AUTOCOMPACT_STORE``, else ``None`` (the JSONL files)."""
-    return getattr(args, "store", None) or os.environ.get(STORE_ENV) or None
+    given = getattr(args, "store", None)
+    if isinstance(given, str) and not given.strip():  # issue 27: --store '' is refused
+        parse_store_address(given, shown=repr(given))
+    return given or os.environ.get(STORE_ENV) or None
 
 
 def chat_store(address: str, args: argparse.Namespace, cwd: Path) -> tuple[SessionStore, str]:
@@ -82,7 +86,7 @@ def _saved(snapshot: Snapshot, history: tuple[Message, ...]) -> SavedSession:
 
 def run_store_list(args: argparse.Namespace, address: str) -> int:
     """``sessions list --store``."""
-    store = open_store(address)
+    store = open_store(address, create=False)  # issue 27: reading never creates a store
     if isinstance(store, JsonlStore):  # the files: name the unreadable ones (as without --store)
         from autocompact.cli.listing import list_files
         from autocompact.sessions import SessionStore as JsonlDirectory
@@ -110,7 +114,7 @@ def run_store_list(args: argparse.Namespace, address: str) -> int:
 
 def run_store_show(args: argparse.Namespace, address: str) -> int:
     """``sessions show ID --store``: the live history, and what was replaced."""
-    store = open_store(address)
+    store = open_store(address, create=False)  # issue 27: reading never creates a store
     snapshot = store.load(args.id)
     entries = store.entries(args.id)
     replaced = sum(1 for e in entries if e.replaced_by is not None and e.kind == "turn")
@@ -131,7 +135,7 @@ def run_store_show(args: argparse.Namespace, address: str) -> int:
 
 def run_store_export(args: argparse.Namespace, address: str) -> int:
     """``sessions export ID --store [--original]``."""
-    store = open_store(address)
+    store = open_store(address, create=False)  # issue 27: reading never creates a store
     snapshot = store.load(args.id)
     if getattr(args, "original", False):
         history = tuple(m for e in store.entries(args.id) if e.kind == "turn" for m in e.messages)
@@ -139,53 +143,16 @@ def run_store_export(args: argparse.Namespace, address: str) -> int:
         history = snapshot.history
     text = export_session(_saved(snapshot, history), args.format)
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(text)
+        from autocompact.cli.sessions_cmd import _write_private  # issue 27: 0600, as without
+
+        _write_private(Path(args.output), text)
     else:
         sys.stdout.write(text)
     return 0
 
 
 def run_store_import(args: argparse.Namespace, address: str, source: Path) -> int:
-    """``sessions import [ID ...] --store``: copy JSONL sessions, records in order."""
-    files = JsonlStore(source)
-    target = open_store(address)
-    ids = args.ids or [s.session_id for s in files.list_sessions()]
-    imported = skipped = 0
-    for sid in ids:
-        if target.exists(sid) and target.entries(sid):
-            print(f"{sid}: already in {target.address}, skipped")
-            skipped += 1
-            continue
-        target.ensure(sid, files.load(sid).meta)
-        n = _import_one(files, target, sid)
-        imported += 1
-        print(f"{sid}: {n} turns imported")
-    print(f"{imported} imported, {skipped} skipped, into {target.address}")
-    return 0
+    """``sessions import [ID ...] --store``: copy JSONL sessions, all or nothing per session."""
+    from autocompact.cli.store_import import run_import_into  # issue 27
 
-
-def _import_one(files: JsonlStore, target: SessionStore, sid: str) -> int:
-    """Copy one file's records in order: messages grouped into turns at each user text."""
-    pending: list[Message] = []
-    n = 0
-    for entry in (*files.entries(sid), None):
-        starts_turn = (
-            entry is None
-            or entry.kind != "turn"
-            or (entry.messages[0].role == "user" and bool(entry.messages[0].text))
-        )
-        if starts_turn and pending:
-            target.append_turn(sid, f"import-{n}", tuple(pending))
-            n += 1
-            pending = []
-        if entry is None:
-            break
-        if entry.kind == "turn":
-            pending.append(entry.messages[0])
-        elif entry.kind == "summary":
-            info = {"status": "compressed", "trigger": "import", "new_token_count": 0}
-            target.commit_compaction(target.load(sid), entry.messages, info, owner="import")
-        else:
-            target.clear(sid, owner="import")
-    return n
+    return run_import_into(address, source, args.ids)

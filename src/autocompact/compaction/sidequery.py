@@ -46,10 +46,10 @@ MIN_SIDE_OUTPUT_TOKENS = 256
 """The smallest output cap a side query is sent with; a window that leaves less cannot summarize."""
 DEFAULT_SUMMARY_SHARE = 0.1
 """What a summary is expected to take of the part it summarizes, when the split is chosen (an
-estimate; the local summarizer's target is :func:`summary_cap`'s, design decision 71)."""
+estimate; the local summarizer's target is :func:`summary_cap`'s, design decision 72)."""
 SUMMARY_WINDOW_SHARE = 0.05
 """The local summarizer's default target: this share of the window, less when the compaction
-must free more (design decision 71)."""
+must free more (design decision 72)."""
 MIN_SUMMARY_TARGET = 64
 _MARGIN_TOKENS = 64  # role and framing overhead per request, in plain estimated tokens
 _FIRST_USER = "(earlier conversation follows)"
@@ -214,7 +214,7 @@ def summary_cap(
 ) -> int:
     """The summary's output cap: ``min(20K, target)`` when a target is set.
 
-    A local summarizer without a target (design decision 71) gets the room the compaction can
+    A local summarizer without a target (design decision 72) gets the room the compaction can
     spend: :data:`SUMMARY_WINDOW_SHARE` of the ``window``, less when the compaction must free
     ``must_free`` tokens of what it summarizes (the summary takes at most the rest), and never
     less than ``need`` (what the ledger's constraints and latest facts take), at most 20K. It

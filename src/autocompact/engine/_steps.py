@@ -31,6 +31,7 @@ from autocompact.content import Message, as_message
 from autocompact.engine import sizing
 from autocompact.engine.config import EngineConfig
 from autocompact.engine.state import ConversationState, adopt
+from autocompact.errors import SessionStoreError
 from autocompact.estimation import (
     content_stats,
     estimate_content_tokens,
@@ -49,7 +50,9 @@ from autocompact.events import (
     ThresholdCrossed,
 )
 from autocompact.providers.base import ChatRequest, Completion
+from autocompact.sendcheck import unsaved_reply
 from autocompact.sessions.stores.binding import StoreBinding, skipped_info
+from autocompact.usage_check import plausible_prompt_count
 
 if TYPE_CHECKING:
     from autocompact.sessions.stores.base import Snapshot
@@ -222,7 +225,15 @@ class CompactionSteps:
         state.history_stats = state.history_stats + message.stats + completion.message.stats
         usage = completion.usage
         reply_tokens = estimate_content_tokens([completion.message], image)
-        if usage is not None and usage.prompt_tokens > 0:
+        if (
+            usage is not None
+            and usage.prompt_tokens > 0
+            and plausible_prompt_count(  # an absurd count is logged, not learned from
+                usage.prompt_tokens,
+                estimate_stats_tokens(sent + config.fixed_stats, image),
+                window=config.context_window,
+            )
+        ):
             counted = sent + config.fixed_stats
             state.calibration = update_calibration(
                 state.calibration, counted, usage.prompt_tokens, image_token_estimate=image
@@ -253,7 +264,7 @@ class CompactionSteps:
                     calibration=state.calibration.to_dict() if state.calibration.samples else None,
                     growth=state.growth.to_dict(),
                 )
-            except BaseException:
+            except BaseException as exc:
                 (
                     saved_length,
                     state.history_stats,
@@ -264,6 +275,8 @@ class CompactionSteps:
                     state.scale_floor,
                 ) = saved
                 state.log.truncate(saved_length)
+                if isinstance(exc, SessionStoreError | TypeError | ValueError):  # keep the reply
+                    raise unsaved_reply(exc, completion, self.store) from exc
                 raise
         self._note_tier(self.estimate_tokens())
 

@@ -60,6 +60,8 @@ if TYPE_CHECKING:
     from autocompact.sessions.stores.aio import AsyncSessionStore
     from autocompact.sessions.stores.base import SessionStore
 
+from autocompact.sendcheck import check_before_send
+
 __all__ = ["Engine", "TurnFlow"]
 
 logger = logging.getLogger("autocompact")
@@ -280,6 +282,7 @@ class Engine(CompactionSteps):
         """A whole turn: with a store, its read (or a stored reply for a retried ``turn_id``);
         then :meth:`pre_send_flow` and :meth:`send_flow`."""
         check_outgoing(self.state.log.view(), message)
+        check_before_send(message, self.store)  # fails now what the store would refuse later
         if self.store is not None:  # an asyncio store's calls are yielded to be awaited
             yield from self.store.open_step()
             stored = (yield from self.store.find_turn_step(turn_id)) if turn_id else None

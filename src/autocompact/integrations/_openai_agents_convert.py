@@ -90,6 +90,7 @@ class ConvertedItems:
 def _content_parts(content: Any, where: str) -> list[Part]:
     if isinstance(content, str):
         return [TextPart(text=content)]
+    _check_content(content, where)  # a clear ContentError, not a TypeError
     parts: list[Part] = []
     for piece in content:
         kind = piece.get("type")
@@ -160,9 +161,25 @@ def _parts_of(item: Item, where: str, names: dict[str, str]) -> list[Part]:
     return _content_parts(item.get("content", ""), where)
 
 
-def _text(content: Any) -> str:
+def _check_content(content: Any, where: str) -> None:
+    """``content`` is a list of content-part dicts (a str was taken before), else an error."""
+    if not isinstance(content, list | tuple):
+        raise ContentError(
+            f"{where}: field 'content' must be a string or a list of content parts, got "
+            f"{type(content).__name__} {content!r:.40}"
+        )
+    for i, piece in enumerate(content):
+        if not isinstance(piece, dict):
+            raise ContentError(
+                f"{where}: content[{i}] must be a content-part object, got "
+                f"{type(piece).__name__} {piece!r:.40}"
+            )
+
+
+def _text(content: Any, where: str = "a system item") -> str:
     if isinstance(content, str):
         return content
+    _check_content(content, where)
     return "".join(p.get("text", "") for p in content if isinstance(p, dict))
 
 

@@ -25,6 +25,7 @@ from autocompact.codec import (
 )
 from autocompact.content import CharStats, Message, seed_stats
 from autocompact.errors import ContentError, SessionFileError
+from autocompact.textsafe import dumps, replace_surrogates
 
 __all__ = [
     "REDACTED",
@@ -234,9 +235,7 @@ _MAY_HOLD = re.compile(r"gh[pousr]_|github_pat_|AKIA|ASIA|AIza|xox[abposr]-|glpa
 
 def encode_record(record: JsonDict, redact: Sequence[str]) -> str:
     """One record as one JSON line, with every secret and credential-shaped string replaced."""
-    line = redact_credentials(
-        json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
-    )
+    line = redact_credentials(dumps(record, default=str))  # textsafe: surrogates → U+FFFD
     for secret in redact:
         line = line.replace(secret, REDACTED)
         # A secret may appear JSON-escaped (quotes, backslashes, non-ASCII are escaped).
@@ -571,12 +570,12 @@ def export_session(saved: SavedSession, fmt: ExportFormat) -> str:
     """
     if fmt == "jsonl":
         return "".join(
-            json.dumps(m, ensure_ascii=False, separators=(",", ":")) + "\n"
+            dumps(m) + "\n"  # textsafe: surrogates → U+FFFD
             for m in history_to_dicts(saved.history)
         )
     if fmt == "openai":
         from autocompact.convert import to_openai_messages
 
         messages = to_openai_messages(saved.history, saved.header.system_instruction)
-        return json.dumps(messages, ensure_ascii=False, indent=2) + "\n"
+        return replace_surrogates(json.dumps(messages, ensure_ascii=False, indent=2)) + "\n"
     raise ValueError(f"unknown export format {fmt!r}: use 'openai' or 'jsonl'")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from autocompact.errors import SessionStoreError
+from autocompact.sessions.stores.address import StoreAddress, parse_store_address
 from autocompact.sessions.stores.aio import AsyncSessionStore, AsyncStore
 from autocompact.sessions.stores.base import (
     AppendResult,
@@ -62,37 +62,26 @@ def open_store(address: str, **options: Any) -> SessionStore:
     Args:
         address: where the sessions live.
         **options: ``lease_seconds``, ``max_turn_bytes``, ``clock``, ``on_step``; PostgreSQL
-            also ``pool_size`` and ``connect_timeout``.
+            also ``pool_size`` and ``connect_timeout``; ``create=False``: a SQLite file or
+            JSONL directory that does not exist is an error (read-only use creates nothing).
 
     Raises:
         SessionStoreError: the address names no known kind of store.
     """
-    shown, _ = redact_address(address)
-    scheme, sep, rest = address.partition("://")
-    scheme = scheme.lower() if sep else ""
-    if scheme in ("postgresql", "postgres") or is_keyword_dsn(address):
+    shown, _ = redact_address(address) if isinstance(address, str) else (repr(address), ())
+    create = options.pop("create", True)
+    if isinstance(address, str) and is_keyword_dsn(address):
+        parsed = StoreAddress(kind="postgresql", location=address)
+    else:
+        # the parsing (and create=False for read-only use) is in stores/address.py
+        parsed = parse_store_address(address, shown=shown, create=create)
+    if parsed.kind == "postgresql":
         from autocompact.sessions.stores.postgres import PostgresStore
 
         return PostgresStore(address, **options)
-    if scheme == "sqlite":
-        path, _, query = rest.partition("?")
-        if not path:
-            raise SessionStoreError(
-                "a SQLite address needs a file: sqlite:///path/to/sessions.db", store=shown
-            )
-        if path.startswith("//"):  # sqlite:////abs/path (and sqlite:///$HOME/… with HOME=/…)
-            path = "/" + path.lstrip("/")
-        read_only = "mode=ro" in query.split("&")
-        return SqliteStore(path, read_only=read_only, **options)
-    if scheme == "jsonl":
-        return JsonlStore(rest, **options)
-    if not sep:
-        return JsonlStore(address, **options)
-    raise SessionStoreError(
-        f"unknown store {shown!r}: use sqlite:///path, postgresql://user@host/db, or a directory "
-        "of JSONL session files",
-        store=shown,
-    )
+    if parsed.kind == "sqlite":
+        return SqliteStore(parsed.location, read_only=parsed.read_only, **options)
+    return JsonlStore(parsed.location, **options)
 
 
 def open_async_store(address: str, **options: Any) -> AsyncSessionStore:
@@ -109,5 +98,6 @@ def open_async_store(address: str, **options: Any) -> AsyncSessionStore:
     if (sep and scheme.lower() in ("postgresql", "postgres")) or is_keyword_dsn(address):
         from autocompact.sessions.stores.postgres import AsyncPostgresStore
 
+        options.pop("create", None)
         return AsyncPostgresStore(address, **options)
     return AsyncStore(open_store(address, **options))

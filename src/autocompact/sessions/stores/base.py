@@ -32,6 +32,7 @@ from autocompact.codec import history_from_dicts, history_to_dicts
 from autocompact.content import Message
 from autocompact.errors import SessionStoreError
 from autocompact.sessions.records import REDACTED, redact_credentials
+from autocompact.textsafe import dumps, id_problem, replace_surrogates
 
 __all__ = [
     "DEFAULT_LEASE_SECONDS",
@@ -384,6 +385,10 @@ def check_session_id(session_id: object, address: str) -> str:
             store=address,
             session_id=session_id[:40] + "…",
         )
+    if (problem := id_problem(session_id)) is not None:  # issue 27: textsafe's rule
+        raise SessionStoreError(
+            f"the session id {problem}", store=address, session_id=replace_surrogates(session_id)
+        )
     if _CONTROL.search(session_id):
         raise SessionStoreError(
             f"the session id {session_id!r:.60} contains a control character; use printable "
@@ -411,7 +416,7 @@ def check_turn_size(messages: Sequence[Message], limit: int, address: str, sessi
 
 def encode_messages(messages: Sequence[Message]) -> str:
     """Messages as the JSON text a store keeps."""
-    return json.dumps(history_to_dicts(messages), ensure_ascii=False, separators=(",", ":"))
+    return dumps(history_to_dicts(messages))  # surrogates become U+FFFD (textsafe)
 
 
 def decode_messages(text: str) -> tuple[Message, ...]:

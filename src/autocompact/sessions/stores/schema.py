@@ -23,6 +23,7 @@ from autocompact.sessions.stores.base import (
     SessionListing,
     decode_messages,
 )
+from autocompact.textsafe import dumps
 
 __all__ = [
     "EFFECT_CODES",
@@ -192,7 +193,7 @@ def now_iso() -> str:
 
 def dump_json(value: JsonDict | None) -> str | None:
     """A JSON column's text (``None`` stays NULL)."""
-    return None if value is None else json.dumps(value, separators=(",", ":"), default=str)
+    return None if value is None else dumps(value, default=str)  # the U+FFFD text rule
 
 
 def load_json(text: str | None) -> Any:

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from autocompact.errors import SessionStoreError
+from autocompact.filemodes import make_private_dirs
+from autocompact.sessions.stores.address import readable_read_only
 from autocompact.sessions.stores.schema import SQLITE
 from autocompact.sessions.stores.sql import Cursor, SqlStore
 
@@ -49,7 +51,7 @@ class SqliteStore(SqlStore):
             return self._conn
         try:
             if not self.read_only and not self.path.exists():
-                self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                make_private_dirs(self.path.parent)  # issue 27: parents 0700 too
                 os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
             mode = "ro" if self.read_only else "rwc"
             conn = sqlite3.connect(
@@ -59,6 +61,8 @@ class SqliteStore(SqlStore):
                 isolation_level=None,
                 check_same_thread=False,
             )
+            if self.read_only:  # issue 27: a store nobody here can write is read as immutable
+                conn = readable_read_only(conn, self.path, _BUSY_SECONDS)
             if not self.read_only:
                 conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
@@ -129,6 +133,7 @@ class SqliteStore(SqlStore):
             what = (
                 f"cannot open the SQLite database {self.path} ({text}); check that its "
                 "directory exists and is writable"
+                + ("" if self.read_only else " (or add ?mode=ro to only read it)")
             )
         elif "not a database" in lowered or "malformed" in lowered:
             what = (
