@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from autocompact.serve import ServeApp, ServeConfig
-from tests.serve.scripted import ScriptedUpstream, running
+
+from .scripted import ScriptedUpstream, running
 
 
 @dataclass
@@ -37,6 +38,7 @@ def proxy(tmp_path: Path, upstream: tuple[ScriptedUpstream, str]) -> Iterator[Pr
     config = ServeConfig(
         upstreams={"openai": url + "/v1", "anthropic": url},
         store=f"sqlite:///{tmp_path / 'serve.db'}",
+        context_window=script.window,
         lease_wait=5.0,
     )
     app = ServeApp(config)

@@ -117,7 +117,7 @@ class ScriptedUpstream:
     async def chat(self, request: Request) -> Response:
         """OpenAI chat completions."""
         _raw, body = await self._record(request)
-        if self.fail_status:
+        if self.fail_status and not self._is_summary(body):
             return JSONResponse(
                 {"error": {"message": "upstream broke", "type": "server_error"}},
                 status_code=self.fail_status,
@@ -191,7 +191,7 @@ class ScriptedUpstream:
     async def messages(self, request: Request) -> Response:
         """Anthropic messages."""
         _raw, body = await self._record(request)
-        if self.fail_status:
+        if self.fail_status and not self._is_summary(body):
             return JSONResponse(
                 {"type": "error", "error": {"type": "api_error", "message": "upstream broke"}},
                 status_code=self.fail_status,

@@ -7,7 +7,7 @@ import json
 
 import httpx
 
-from tests.serve.conftest import Proxy
+from .conftest import Proxy
 
 
 def _sha(data: bytes) -> str:

@@ -376,12 +376,21 @@ class ServeApp:
 
         async def relay() -> AsyncIterator[bytes]:
             ok = False
+            held: bytes | None = None
             try:
+                # One chunk is held back so the stream is known to have ended well before its
+                # last bytes go out (a client may hang up right after them).
                 async for chunk in response.aiter_raw():
-                    yield chunk
+                    if held is not None:
+                        yield held
+                    held = chunk
                 ok = True
+                if held is not None:
+                    yield held
             except httpx.HTTPError as exc:
                 logger.warning("the upstream stream broke: %s", exc)
+                if held is not None:
+                    yield held
                 yield protocol.stream_error(f"the upstream stream broke mid-way: {exc}")
             finally:
                 await response.aclose()
@@ -423,6 +432,8 @@ def _ours(decision: Decision) -> dict[str, str]:
     }
     if decision.tier:
         headers["x-autocompact-tier"] = decision.tier
+    if decision.side_queries:
+        headers["x-autocompact-side-queries"] = str(decision.side_queries)
     return headers
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -150,8 +151,10 @@ class Planner:
             self.store.ensure, session_id, {"kind": "autocompact-serve", "protocol": protocol}
         )
         deadline = self.clock() + self.lease_wait
+        # One owner per request: two requests of one worker are as distinct as two workers'.
+        owner = f"{self.owner}/{secrets.token_hex(6)}"
         while True:
-            lease = await self._store(self.store.acquire_lease, session_id, self.owner)
+            lease = await self._store(self.store.acquire_lease, session_id, owner)
             if lease is not None or self.clock() >= deadline:
                 return lease  # type: ignore[no-any-return]
             await self.sleep(0.05)
