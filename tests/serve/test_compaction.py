@@ -311,3 +311,40 @@ def test_window_learned_from_models(tmp_path: Any, upstream: Any) -> None:
     app = ServeApp(config)
     assert anyio.run(app._window, "openai", "scripted") == script.window
     assert anyio.run(app._window, "openai", "gpt-4o") != script.window  # the model table's
+
+
+def test_credentials_never_stored_or_logged(proxy: Proxy, caplog: pytest.LogCaptureFixture) -> None:
+    """After a compaction the client's key is in neither the store file nor the log; the log
+    has one line per request naming the action."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="autocompact")
+    key = "sk-ant-very-secret-key-123"
+    body = _long_anthropic(18)
+    reply = httpx.post(
+        f"{proxy.url}/v1/messages", json=body, headers={"x-api-key": key}, timeout=30
+    )
+    assert reply.headers["x-autocompact-action"] == "compacted"
+    assert proxy.upstream.headers[0]["x-api-key"] == key  # the side query used it too
+    path = proxy.app.config.store.removeprefix("sqlite:///")
+    proxy.app.store.close()
+    from pathlib import Path
+
+    for file in Path(path).parent.iterdir():
+        assert key.encode() not in file.read_bytes()
+    assert key not in caplog.text
+    lines = [r.getMessage() for r in caplog.records if "action=" in r.getMessage()]
+    assert len(lines) == 1
+    assert "action=compacted" in lines[0]
+
+
+def test_shared_first_message_does_not_share_a_summary(proxy: Proxy) -> None:
+    """Two conversations with the same first message (project instructions) and no other
+    signal: the second is not given the first one's replacement."""
+    first = _long_anthropic(18)
+    httpx.post(f"{proxy.url}/v1/messages", json=first, timeout=30)
+    second = _long_anthropic(18)
+    second["messages"][2]["content"] = "a different second step " * 20
+    reply = httpx.post(f"{proxy.url}/v1/messages", json=second, timeout=30)
+    assert reply.headers["x-autocompact-action"] == "compacted"
+    assert len(_records(proxy)) == 2

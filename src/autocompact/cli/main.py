@@ -22,6 +22,7 @@ COMMANDS = (
     "autocompact.cli.chat_cmd",
     "autocompact.cli.sessions_cmd",
     "autocompact.cli.replay_cmd",
+    "autocompact.cli.serve_cmd",
 )
 
 EXIT_OK = 0
