@@ -61,11 +61,13 @@ class ScriptedUpstream:
     paths: list[str] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
     summaries: int = 0
+    summaries_started: int = 0
     rejected: int = 0
     fail_status: int | None = None
     drop_stream_after: int | None = None
     delay: float = 0.0
     summary_delay: float = 0.0
+    url: str = ""
 
     def app(self) -> Starlette:
         """The ASGI app."""
@@ -134,8 +136,9 @@ class ScriptedUpstream:
             return JSONResponse({"error": error}, status_code=400)
         messages = body.get("messages", [])
         if self._is_summary(body):
-            self.summaries += 1
+            self.summaries_started += 1
             await asyncio.sleep(self.summary_delay)
+            self.summaries += 1
             reply: dict[str, Any] = {"role": "assistant", "content": SNAPSHOT}
             finish = "stop"
         elif body.get("tools") and messages and messages[-1].get("role") != "tool":
@@ -208,8 +211,9 @@ class ScriptedUpstream:
             b.get("type") == "tool_result" for b in last["content"]
         )
         if self._is_summary(body):
-            self.summaries += 1
+            self.summaries_started += 1
             await asyncio.sleep(self.summary_delay)
+            self.summaries += 1
             content: list[dict[str, Any]] = [{"type": "text", "text": SNAPSHOT}]
             stop = "end_turn"
         elif body.get("tools") and not last_is_result:

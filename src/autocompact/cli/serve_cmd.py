@@ -99,6 +99,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--timeout", type=float, default=600.0, help="seconds to wait for the upstream"
     )
+    parser.add_argument(
+        "--lease-seconds",
+        type=float,
+        default=330.0,
+        help="how long a compaction lease lasts (a worker killed mid-compaction holds its "
+        "conversation's lease this long; default 330)",
+    )
     parser.add_argument("--log-level", default="info", help="log level (default info)")
     parser.set_defaults(handler=run)
 
@@ -143,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
         "context_window": args.context_window,
         "max_body_bytes": args.max_body_bytes,
         "timeout": args.timeout,
+        "lease_seconds": args.lease_seconds,
     }
     config = _config(data)  # checks the values before any worker starts
     logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")

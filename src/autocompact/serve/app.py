@@ -59,6 +59,8 @@ class ServeConfig:
         timeout: seconds to wait for the upstream.
         side_query_timeout: seconds to wait for a summary.
         lease_wait: seconds to wait for another worker's compaction of the same conversation.
+        lease_seconds: how long a compaction lease lasts (longer than a side query may take; a
+            worker killed mid-compaction blocks its conversation's compaction this long).
     """
 
     upstreams: Mapping[str, str]
@@ -68,6 +70,7 @@ class ServeConfig:
     timeout: float = 600.0
     side_query_timeout: float = 300.0
     lease_wait: float = 60.0
+    lease_seconds: float = 330.0
     owner: str = field(default_factory=lambda: f"serve-{socket.gethostname()}-{os.getpid()}")
 
     def __post_init__(self) -> None:
@@ -114,7 +117,12 @@ class ServeApp:
     ) -> None:
         self.config = config
         self.store = store if store is not None else open_store(config.store)
-        self.planner = Planner(self.store, owner=config.owner, lease_wait=config.lease_wait)
+        self.planner = Planner(
+            self.store,
+            owner=config.owner,
+            lease_wait=config.lease_wait,
+            lease_seconds=config.lease_seconds,
+        )
         self.transport = transport
         self.clock = clock
         self._client: httpx.AsyncClient | None = None

@@ -83,6 +83,8 @@ class Planner:
         store: the session store holding the records.
         owner: this worker's name (the lease's owner).
         lease_wait: seconds to wait for another worker's compaction of the same conversation.
+        lease_seconds: how long a lease lasts (``None``: the store's default); a worker killed
+            mid-compaction holds it this long.
         clock: a monotonic clock.
         sleep: waits between lease attempts.
     """
@@ -93,12 +95,14 @@ class Planner:
         *,
         owner: str,
         lease_wait: float = 60.0,
+        lease_seconds: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
         self.store = store
         self.owner = owner
         self.lease_wait = lease_wait
+        self.lease_seconds = lease_seconds
         self.clock = clock
         self.sleep = sleep
         self._snapshots: dict[str, Snapshot] = {}
@@ -154,7 +158,9 @@ class Planner:
         # One owner per request: two requests of one worker are as distinct as two workers'.
         owner = f"{self.owner}/{secrets.token_hex(6)}"
         while True:
-            lease = await self._store(self.store.acquire_lease, session_id, owner)
+            lease = await self._store(
+                self.store.acquire_lease, session_id, owner, self.lease_seconds
+            )
             if lease is not None or self.clock() >= deadline:
                 return lease  # type: ignore[no-any-return]
             await self.sleep(0.05)
