@@ -110,10 +110,58 @@ class ScriptedUpstream:
         return JSONResponse({"input_tokens": count_tokens(body)})
 
     async def responses(self, request: Request) -> Response:
-        """A Responses reply echoing the input's hash."""
-        raw, _ = await self._record(request)
+        """OpenAI Responses, stateless: counts ``input``/``instructions``/``tools`` as bytes/3;
+        a ``previous_response_id`` request is answered with the hash of its body."""
+        raw, body = await self._record(request)
+        if body.get("previous_response_id"):
+            return JSONResponse(
+                {"id": "resp_1", "object": "response", "output": [], "input_sha": _sha(raw)}
+            )
+        items = body.get("input") or []
+        parts = [items, body.get("instructions"), body.get("tools")]
+        tokens = len(json.dumps(parts, ensure_ascii=False).encode("utf-8")) // 3
+        if tokens > self.window:
+            self.rejected += 1
+            error = {"message": f"Your input exceeds the context window ({tokens} tokens).",
+                     "type": "invalid_request_error"}  # fmt: skip
+            error["code"] = "context_length_exceeded"
+            return JSONResponse({"error": error}, status_code=400)
+        if "structured state snapshot" in str(body.get("instructions")):
+            self.summaries_started += 1
+            await asyncio.sleep(self.summary_delay)
+            self.summaries += 1
+            text: str | None = SNAPSHOT
+        elif body.get("tools") and items and items[-1].get("type") != "function_call_output":
+            text = None
+        else:
+            text = f"ok {len(items)}"
+        if text is None:
+            output: list[dict[str, Any]] = [
+                {"type": "reasoning", "id": f"rs_{len(items)}", "summary": [],
+                 "encrypted_content": f"enc-{len(items)}"},
+                {"type": "function_call", "id": f"fc_{len(items)}", "call_id": f"call_{len(items)}",
+                 "name": "read", "arguments": json.dumps({"path": "a.py"}), "status": "completed"},
+            ]  # fmt: skip
+        else:
+            content = [{"type": "output_text", "text": text, "annotations": []}]
+            output = [{"type": "message", "id": f"msg_{len(items)}", "role": "assistant",
+                       "status": "completed", "content": content}]  # fmt: skip
+        usage = {"input_tokens": tokens, "output_tokens": 3, "total_tokens": tokens + 3,
+                 "input_tokens_details": {"cached_tokens": 0},
+                 "output_tokens_details": {"reasoning_tokens": 0}}  # fmt: skip
         return JSONResponse(
-            {"id": "resp_1", "object": "response", "output": [], "input_sha": _sha(raw)}
+            {
+                "id": f"resp_{len(items)}",
+                "object": "response",
+                "created_at": 1,
+                "model": body.get("model", "scripted"),
+                "status": "completed",
+                "output": output,
+                "parallel_tool_calls": True,
+                "tool_choice": "auto",
+                "tools": body.get("tools", []),
+                "usage": usage,
+            }
         )
 
     async def chat(self, request: Request) -> Response:

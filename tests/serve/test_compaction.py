@@ -348,3 +348,61 @@ def test_shared_first_message_does_not_share_a_summary(proxy: Proxy) -> None:
     reply = httpx.post(f"{proxy.url}/v1/messages", json=second, timeout=30)
     assert reply.headers["x-autocompact-action"] == "compacted"
     assert len(_records(proxy)) == 2
+
+
+def test_openai_sdk_responses_stateless_session(proxy: Proxy) -> None:
+    """A 30-turn stateless Responses session (full ``input``, reasoning items with encrypted
+    content, function calls) through the OpenAI SDK: compacted, never rejected, replayed
+    byte-identical, and every encrypted reasoning item sent is one the upstream produced,
+    unaltered."""
+    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-test", max_retries=0)
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}}
+    tools = [{"type": "function", "name": "read", "description": "read", "parameters": schema}]
+    items: list[dict[str, Any]] = [
+        {"role": "developer", "content": "You are a coding agent."},
+        {"role": "user", "content": "Read the files one by one."},
+    ]
+    produced: list[dict[str, Any]] = []
+    actions = []
+    for turn in range(30):
+        raw = client.responses.with_raw_response.create(
+            model="scripted",
+            input=items,
+            tools=tools,
+            store=False,  # type: ignore[arg-type]
+        )
+        actions.append(raw.headers["x-autocompact-action"])
+        output = [o.model_dump(exclude_none=True) for o in raw.parse().output]
+        produced.extend(o for o in output if o["type"] == "reasoning")
+        items.extend(output)
+        calls = [o for o in output if o["type"] == "function_call"]
+        for call in calls:
+            items.append(
+                {"type": "function_call_output", "call_id": call["call_id"], "output": filler(turn)}
+            )
+        if not calls:
+            items.append({"role": "user", "content": f"Go on with step {turn}."})
+    assert proxy.upstream.rejected == 0
+    assert "compacted" in actions
+    assert "substituted" in actions[actions.index("compacted") :]
+    sent = [json.loads(b) for b in proxy.upstream.received]
+    sent = [b for b in sent if "structured state snapshot" not in str(b.get("instructions"))]
+    encrypted = {(r["id"], r["encrypted_content"]) for r in produced}
+    for body in sent:
+        for item in body["input"]:
+            if item.get("type") == "reasoning":
+                assert (item["id"], item["encrypted_content"]) in encrypted
+    records = _records(proxy)
+    dumped = [json.dumps(b["input"], separators=(",", ":"), ensure_ascii=False).encode()
+              for b in sent]  # fmt: skip
+    assert max(sum(r[1:-1] in d for d in dumped) for r in records) >= 2
+
+
+def test_responses_previous_response_id_untouched(proxy: Proxy) -> None:
+    """A Responses request with previous_response_id is forwarded byte-identical even when
+    large, and is never compacted."""
+    big = [{"role": "user", "content": filler(i)} for i in range(30)]
+    raw = json.dumps({"model": "m", "previous_response_id": "resp_0", "input": big}).encode()
+    reply = httpx.post(f"{proxy.url}/v1/responses", content=raw, timeout=30)
+    assert proxy.upstream.received[-1] == raw
+    assert reply.headers["x-autocompact-action"] == "passthrough"

@@ -33,7 +33,7 @@ from autocompact.serve.anthropic_messages import ANTHROPIC_MESSAGES
 from autocompact.serve.openai_chat import OPENAI_CHAT
 from autocompact.serve.planner import Decision, Planner
 from autocompact.serve.protocol import WireProtocol, looks_like_overflow
-from autocompact.serve.responses import RESPONSES_ERRORS
+from autocompact.serve.responses import RESPONSES
 from autocompact.serve.upstream import UpstreamProvider, forward_headers, response_headers
 from autocompact.sessions.stores import open_store
 from autocompact.sessions.stores.base import SessionStore
@@ -185,8 +185,17 @@ class ServeApp:
         return await self._guarded(request, protocol, self._passthrough)
 
     async def responses(self, request: Request) -> Response:
-        """OpenAI Responses, forwarded (docs/serve.md)."""
-        return await self._guarded(request, RESPONSES_ERRORS, self._passthrough)
+        """OpenAI Responses: a stateless request (the whole ``input``) is planned like a chat;
+        one with ``previous_response_id``, and every other Responses endpoint, is forwarded."""
+        if request.method != "POST" or request.url.path != "/v1/responses":
+            return await self._guarded(request, RESPONSES, self._passthrough)
+        raw = await request.body()
+        try:
+            stateful = bool(json.loads(raw).get("previous_response_id"))
+        except (ValueError, AttributeError):
+            stateful = False  # the chat path answers with the protocol's error
+        handler = self._passthrough if stateful else self._chat
+        return await self._guarded(request, RESPONSES, handler)
 
     async def unknown(self, request: Request) -> Response:
         """An endpoint the proxy does not serve."""
@@ -401,11 +410,14 @@ class ServeApp:
                     yield held
                 yield protocol.stream_error(f"the upstream stream broke mid-way: {exc}")
             finally:
-                await response.aclose()
-                if ok and status < 400:
-                    await self._commit(decision, protocol)
-                await self.planner.release(decision)
-                self._log(request, decision, status, added)
+                # Shielded: a client that hangs up right after the last bytes cancels this
+                # generator, and the record must still be stored and the lease given back.
+                with anyio.CancelScope(shield=True):
+                    await response.aclose()
+                    if ok and status < 400:
+                        await self._commit(decision, protocol)
+                    await self.planner.release(decision)
+                    self._log(request, decision, status, added)
 
         return StreamingResponse(relay(), status_code=status, headers=headers)
 
