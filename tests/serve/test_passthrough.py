@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 import httpx
 
+from autocompact.serve import ServeApp, ServeConfig
+
 from .conftest import Proxy
+from .scripted import ScriptedUpstream, running
 
 
 def _sha(data: bytes) -> str:
@@ -167,3 +171,19 @@ def test_body_size_limit(proxy: Proxy) -> None:
     reply = httpx.post(f"{proxy.url}/v1/chat/completions", json=summary)
     assert reply.status_code == 200
     assert reply.headers["x-autocompact-action"] == "client-compaction"
+
+
+def test_slow_upstream_is_a_504(tmp_path: Path, upstream: tuple[ScriptedUpstream, str]) -> None:
+    """An upstream slower than --timeout gives a 504 in the protocol's shape."""
+    script, url = upstream
+    script.delay = 2.0
+    config = ServeConfig(
+        upstreams={"anthropic": url}, store=f"sqlite:///{tmp_path / 's.db'}", timeout=0.5
+    )
+    app = ServeApp(config)
+    body = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+    with running(app.asgi) as proxy_url:
+        reply = httpx.post(f"{proxy_url}/v1/messages", json=body, timeout=10)
+    app.store.close()
+    assert reply.status_code == 504
+    assert reply.json()["error"]["type"] == "timeout_error"

@@ -161,3 +161,38 @@ def test_cli_refuses_without_upstream() -> None:
     from autocompact.cli.main import main
 
     assert main(["serve"]) == 2
+
+
+async def test_side_query_retries_with_max_completion_tokens() -> None:
+    """An OpenAI upstream that refuses max_tokens gets the summary request once more with
+    max_completion_tokens; the client's headers go with both."""
+    import httpx
+
+    from autocompact.providers.base import ChatRequest
+    from autocompact.serve.upstream import UpstreamProvider
+
+    seen: list[dict[str, object]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        seen.append({"body": body, "auth": request.headers.get("authorization")})
+        if "max_tokens" in body:
+            error = {"message": "Unsupported parameter: 'max_tokens'. Use 'max_completion_tokens'."}
+            return httpx.Response(400, json={"error": error})
+        message = {"role": "assistant", "content": "summary"}
+        return httpx.Response(
+            200, json={"choices": [{"message": message, "finish_reason": "stop"}]}
+        )
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+        provider = UpstreamProvider(
+            protocol=OPENAI_CHAT, client=client, url="http://upstream/v1/chat/completions",
+            headers={"authorization": "Bearer k"}, model="m", timeout=5,
+        )  # fmt: skip
+        request = ChatRequest(
+            messages=(Message(role="user", parts=(TextPart(text="hi"),)),), max_output_tokens=99
+        )
+        completion = await provider.acomplete(request)
+    assert completion.text == "summary"
+    assert [s["auth"] for s in seen] == ["Bearer k", "Bearer k"]
+    assert seen[1]["body"]["max_completion_tokens"] == 99  # type: ignore[index]

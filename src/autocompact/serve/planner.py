@@ -16,6 +16,7 @@ import json
 import logging
 import secrets
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -43,6 +44,15 @@ __all__ = ["Decision", "Planner"]
 
 logger = logging.getLogger("autocompact.serve")
 _AT_AUTO = (Tier.AUTO, Tier.HARD)
+CACHE_ENTRIES = 1024
+"""How many conversations' snapshots and failure states a worker keeps in memory."""
+
+
+def _remember(cache: OrderedDict[str, Any], key: str, value: Any) -> None:
+    cache[key] = value
+    cache.move_to_end(key)
+    while len(cache) > CACHE_ENTRIES:
+        cache.popitem(last=False)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,8 +115,9 @@ class Planner:
         self.lease_seconds = lease_seconds
         self.clock = clock
         self.sleep = sleep
-        self._snapshots: dict[str, Snapshot] = {}
-        self._failures: dict[str, GuardState] = {}
+        # Bounded caches: a long-running proxy sees many conversations.
+        self._snapshots: OrderedDict[str, Snapshot] = OrderedDict()
+        self._failures: OrderedDict[str, GuardState] = OrderedDict()
         self._limiter = anyio.CapacityLimiter(8)
 
     async def _store(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -124,7 +135,7 @@ class Planner:
         snapshot = await self._store(load)
         if snapshot is None:
             return []
-        self._snapshots[session_id] = snapshot
+        _remember(self._snapshots, session_id, snapshot)
         found = (record_from_entry(e.turn_id, e.messages) for e in snapshot.entries)
         return [r for r in found if r is not None]
 
@@ -281,7 +292,7 @@ class Planner:
             raise
         decision = self._finish(protocol, base, result, current, conv, pending, head, body)
         if decision.record is None:
-            self._failures[identity.session_id] = result.state
+            _remember(self._failures, identity.session_id, result.state)
             await self._store(self.store.release_lease, lease)
             return replace(decision, side_queries=provider.calls - calls)
         return replace(decision, lease=lease, side_queries=provider.calls - calls)

@@ -86,6 +86,14 @@ def _error(protocol: WireProtocol, status: int, body: bytes, model: str) -> Prov
     return ProviderError(message, retryable=status >= 500, **kwargs)
 
 
+def _wants_completion_tokens(response: httpx.Response, body: Mapping[str, Any]) -> bool:
+    return (
+        response.status_code == 400
+        and "max_tokens" in body
+        and b"max_completion_tokens" in response.content[:2000]
+    )
+
+
 class UpstreamProvider:
     """The side query's provider: the upstream behind the proxy, with the client's headers.
 
@@ -150,6 +158,13 @@ class UpstreamProvider:
                 provider=self.protocol.upstream,
                 model=self.model,
             ) from exc
+        if _wants_completion_tokens(response, body):
+            # OpenAI's newer models take max_completion_tokens only; compatible servers the
+            # older max_tokens: the summary request is sent once more in the form asked for.
+            body["max_completion_tokens"] = body.pop("max_tokens")
+            response = await self.client.post(
+                self.url, json=body, headers=self.headers, timeout=self.timeout
+            )
         return self._parse(response)
 
     async def astream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
