@@ -201,3 +201,37 @@ def _swallow(url: str, body: object, headers: dict[str, str]) -> None:
     # The worker is killed: the client sees the connection drop.
     with contextlib.suppress(httpx.HTTPError):
         httpx.post(url + "/v1/messages", json=body, headers=headers, timeout=60)
+
+
+def test_cli_single_worker_serves(tmp_path: object, upstream: tuple[ScriptedUpstream, str]) -> None:
+    """`autocompact serve` with one worker on SQLite answers /healthz and forwards a request."""
+    _script, up = upstream
+    port = _free_port()
+    command = [
+        sys.executable, "-m", "autocompact.cli.main", "serve", "--upstream", f"openai={up}/v1",
+        "--port", str(port), "--store", f"sqlite:///{tmp_path}/cli.db",
+    ]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                    break
+            assert process.poll() is None, process.stderr.read()  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "the proxy did not start"
+            time.sleep(0.2)
+        body = {"model": "scripted", "messages": [{"role": "user", "content": "hi"}]}
+        reply = httpx.post(url + "/v1/chat/completions", json=body, headers={"x-api-key": "k1"})
+        assert reply.status_code == 200
+        assert reply.headers["x-autocompact-action"] == "forward"
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            _, err = process.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            _, err = process.communicate()
+    assert b"action=forward" in err
+    assert b"k1" not in err
