@@ -406,3 +406,31 @@ def test_responses_previous_response_id_untouched(proxy: Proxy) -> None:
     reply = httpx.post(f"{proxy.url}/v1/responses", content=raw, timeout=30)
     assert proxy.upstream.received[-1] == raw
     assert reply.headers["x-autocompact-action"] == "passthrough"
+
+
+def test_reported_usage_calibrates_the_estimate(proxy: Proxy, tmp_path: Any) -> None:
+    """The upstream's reported prompt size teaches the conversation's calibration: a request
+    the cold estimate puts below auto is compacted once the upstream's count (bytes/3, higher)
+    was learned. Control: the same request on a fresh proxy is forwarded."""
+    from autocompact.serve import ServeApp, ServeConfig
+
+    from .scripted import running
+
+    headers = {"x-autocompact-conversation": "calibrated"}
+    first = httpx.post(f"{proxy.url}/v1/messages", json=_long_anthropic(12), headers=headers)
+    assert first.headers["x-autocompact-action"] == "forward"
+    body = _long_anthropic(13)
+    second = httpx.post(f"{proxy.url}/v1/messages", json=body, headers=headers, timeout=30)
+    assert second.headers["x-autocompact-action"] == "compacted"
+    assert proxy.upstream.rejected == 0
+    config = ServeConfig(
+        upstreams=proxy.app.config.upstreams,
+        store=f"sqlite:///{tmp_path}/fresh.db",
+        context_window=8000,
+    )
+    fresh = ServeApp(config)
+    with running(fresh.asgi) as url:
+        control = httpx.post(f"{url}/v1/messages", json=body, headers=headers, timeout=30)
+    fresh.store.close()
+    assert control.headers["x-autocompact-action"] == "forward"
+    assert control.status_code == 200

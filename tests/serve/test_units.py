@@ -196,3 +196,18 @@ async def test_side_query_retries_with_max_completion_tokens() -> None:
     assert completion.text == "summary"
     assert [s["auth"] for s in seen] == ["Bearer k", "Bearer k"]
     assert seen[1]["body"]["max_completion_tokens"] == 99  # type: ignore[index]
+
+
+def test_reported_prompt_tokens() -> None:
+    """The prompt size is read from each protocol's usage, streams included."""
+    from autocompact.serve.protocol import reported_prompt_tokens
+
+    assert reported_prompt_tokens(b'{"usage":{"prompt_tokens": 12,"completion_tokens":3}}') == 12
+    anthropic = (
+        b'event: message_start\ndata: {"message":{"usage":{"input_tokens":5,'
+        b'"cache_creation_input_tokens":7,"cache_read_input_tokens":100}}}\n\n'
+        b'event: message_delta\ndata: {"usage":{"output_tokens":3,"input_tokens":5}}\n\n'
+    )
+    assert reported_prompt_tokens(anthropic) == 112
+    assert reported_prompt_tokens(b'{"usage":{"input_tokens":40,"output_tokens":2}}') == 40
+    assert reported_prompt_tokens(b"data: [DONE]") is None

@@ -32,7 +32,11 @@ from autocompact.limits import known_limits, query_server_limits, resolve_limits
 from autocompact.serve.anthropic_messages import ANTHROPIC_MESSAGES
 from autocompact.serve.openai_chat import OPENAI_CHAT
 from autocompact.serve.planner import Decision, Planner
-from autocompact.serve.protocol import WireProtocol, looks_like_overflow
+from autocompact.serve.protocol import (
+    WireProtocol,
+    looks_like_overflow,
+    reported_prompt_tokens,
+)
 from autocompact.serve.responses import RESPONSES
 from autocompact.serve.upstream import UpstreamProvider, forward_headers, response_headers
 from autocompact.sessions.stores import open_store
@@ -44,6 +48,7 @@ logger = logging.getLogger("autocompact.serve")
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 UPSTREAM_NAMES = ("openai", "anthropic")
+_USAGE_WINDOW = 16 * 1024
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -387,6 +392,7 @@ class ServeApp:
                 await response.aclose()
             if status < 400:
                 await self._commit(decision, protocol)
+                self.planner.learn(decision, reported_prompt_tokens(content))
             await self.planner.release(decision)
             self._log(request, decision, status, added)
             return Response(content, status_code=status, headers=headers)
@@ -394,6 +400,7 @@ class ServeApp:
         async def relay() -> AsyncIterator[bytes]:
             ok = False
             held: bytes | None = None
+            head, tail = bytearray(), bytearray()  # where a stream reports its usage
             try:
                 # One chunk is held back so the stream is known to have ended well before its
                 # last bytes go out (a client may hang up right after them).
@@ -401,6 +408,10 @@ class ServeApp:
                     if held is not None:
                         yield held
                     held = chunk
+                    if len(head) < _USAGE_WINDOW:
+                        head.extend(chunk[: _USAGE_WINDOW - len(head)])
+                    tail.extend(chunk)
+                    del tail[:-_USAGE_WINDOW]
                 ok = True
                 if held is not None:
                     yield held
@@ -416,6 +427,7 @@ class ServeApp:
                     await response.aclose()
                     if ok and status < 400:
                         await self._commit(decision, protocol)
+                        self.planner.learn(decision, reported_prompt_tokens(bytes(tail + head)))
                     await self.planner.release(decision)
                     self._log(request, decision, status, added)
 

@@ -24,10 +24,17 @@ from typing import Any
 import anyio
 
 from autocompact.compaction.service import CompressionService
+from autocompact.content import CharStats
 from autocompact.errors import AutocompactError, ContentError
-from autocompact.guard import ContextGuard, GuardResult, GuardState
+from autocompact.guard import (
+    ContextGuard,
+    GuardResult,
+    GuardState,
+    learn_from_usage,
+    request_stats,
+)
 from autocompact.serve.identity import Identity, identify
-from autocompact.serve.protocol import WireProtocol
+from autocompact.serve.protocol import Converted, WireProtocol
 from autocompact.serve.substitution import (
     Record,
     best_record,
@@ -69,6 +76,9 @@ class Decision:
         record: a compaction to store once the upstream accepts the request.
         lease: the conversation's lease, to give back when the request is done.
         side_queries: how many summary requests this decision made.
+        state: the engine's state for what was sent (what reported usage teaches).
+        state_key: the record that state belongs to (``""``: none).
+        sent: the character statistics of what was sent (``None``: not read).
     """
 
     body: bytes
@@ -79,6 +89,9 @@ class Decision:
     record: Record | None = None
     lease: Lease | None = None
     side_queries: int = 0
+    state: GuardState | None = None
+    state_key: str = ""
+    sent: CharStats | None = None
 
     @property
     def compacted(self) -> bool:
@@ -117,7 +130,9 @@ class Planner:
         self.sleep = sleep
         # Bounded caches: a long-running proxy sees many conversations.
         self._snapshots: OrderedDict[str, Snapshot] = OrderedDict()
-        self._failures: OrderedDict[str, GuardState] = OrderedDict()
+        # Per conversation: the state the last request left, and the record it belongs to
+        # (a failed compaction's breaker count, the calibration reported usage taught).
+        self._states: OrderedDict[str, tuple[str, GuardState]] = OrderedDict()
         self._limiter = anyio.CapacityLimiter(8)
 
     async def _store(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -153,7 +168,14 @@ class Planner:
             record_messages(record),
             owner=self.owner,
         )
-        self._failures.pop(identity.session_id, None)
+
+    def learn(self, decision: Decision, prompt_tokens: int | None) -> None:
+        """Teach the conversation's calibration the upstream's count of what was sent."""
+        identity, state, sent = decision.identity, decision.state, decision.sent
+        if identity is None or state is None or sent is None or not prompt_tokens:
+            return
+        learned = learn_from_usage(state, sent, prompt_tokens)
+        _remember(self._states, identity.session_id, (decision.state_key, learned))
 
     async def release(self, decision: Decision) -> None:
         """Give the decision's lease back."""
@@ -236,8 +258,10 @@ class Planner:
     ) -> Decision:
         key = protocol.messages_key
         record = best_record(await self.records(identity.session_id), hashes, pending)
+        state_key = "" if record is None else record.prefix_hash
+        learned = self._states.get(identity.session_id)
         if record is None:
-            current, state = list(conv), self._failures.get(identity.session_id, GuardState())
+            current, state = list(conv), GuardState()
             as_sent = raw
         else:
             current = json.loads(record.replacement) + list(conv[record.prefix_len :])
@@ -245,6 +269,8 @@ class Planner:
             as_sent = splice_body(
                 body, key, record.replacement, conv[record.prefix_len :], head=head
             )
+        if learned is not None and learned[0] == state_key:
+            state = learned[1]
         action = "forward" if record is None else "substituted"
         try:
             converted = protocol.convert(body, [*head, *current])
@@ -267,13 +293,24 @@ class Planner:
             return Decision(body=as_sent, action=action, identity=identity)
         tier = tier_of(measured.tokens, compute_thresholds(window))
         base = Decision(
-            body=as_sent, action=action, identity=identity, tokens=measured.tokens, tier=tier
+            body=as_sent,
+            action=action,
+            identity=identity,
+            tokens=measured.tokens,
+            tier=tier,
+            state=state,
+            state_key=state_key,
+            sent=request_stats(
+                converted.messages, system_instruction=converted.system, tools=converted.tools
+            ),
         )
         if tier not in _AT_AUTO and not reactive:
             return base
         lease = await self._lease(identity.session_id, protocol.name)
         if lease is None:  # another worker's compaction took too long: the guarantee alone
-            return self._finish(protocol, base, measured, current, conv, pending, head, body)
+            return self._finish(
+                protocol, converted, base, measured, current, conv, pending, head, body
+            )
         if not waited:
             newer = best_record(await self.records(identity.session_id), hashes, pending)
             if newer is not None and (record is None or newer.prefix_len > record.prefix_len):
@@ -290,9 +327,11 @@ class Planner:
         except BaseException:
             await self._store(self.store.release_lease, lease)
             raise
-        decision = self._finish(protocol, base, result, current, conv, pending, head, body)
+        decision = self._finish(
+            protocol, converted, base, result, current, conv, pending, head, body
+        )
         if decision.record is None:
-            _remember(self._failures, identity.session_id, result.state)
+            _remember(self._states, identity.session_id, (state_key, result.state))
             await self._store(self.store.release_lease, lease)
             return replace(decision, side_queries=provider.calls - calls)
         return replace(decision, lease=lease, side_queries=provider.calls - calls)
@@ -300,6 +339,7 @@ class Planner:
     def _finish(
         self,
         protocol: WireProtocol,
+        converted: Converted,
         base: Decision,
         result: GuardResult,
         current: Sequence[Any],
@@ -322,6 +362,17 @@ class Planner:
                 state=result.state.to_dict(),
                 tokens_before=result.tokens,
             )
+        sent_stats = request_stats(
+            result.request,
+            system_instruction=converted.system,
+            tools=converted.tools,
+        )
+        base = replace(
+            base,
+            state=result.state,
+            state_key=record.prefix_hash if record is not None else base.state_key,
+            sent=sent_stats,
+        )
         if result.trimmed:
             trimmed = build_replacement(protocol, result.request[:-1], source)
             sent = splice_body(body, key, trimmed, tail, head=head)

@@ -21,6 +21,7 @@ __all__ = [
     "Converted",
     "WireProtocol",
     "looks_like_overflow",
+    "reported_prompt_tokens",
     "tool_spec",
 ]
 
@@ -51,6 +52,28 @@ def looks_like_overflow(status: int, body: bytes) -> bool:
     if status not in (400, 422):
         return False
     return bool(_OVERFLOW.search(body[:4096].decode("utf-8", "replace")))
+
+
+_PROMPT_TOKENS = re.compile(rb'"prompt_tokens"\s*:\s*(\d+)')
+_INPUT_TOKENS = re.compile(
+    rb'"(input_tokens|cache_creation_input_tokens|cache_read_input_tokens)"\s*:\s*(\d+)'
+)
+
+
+def reported_prompt_tokens(data: bytes) -> int | None:
+    """The prompt size an upstream reported in a response or stream (``None``: not found).
+
+    OpenAI chat: ``prompt_tokens``; Responses: ``input_tokens``; Anthropic: ``input_tokens``
+    plus the cache creation and cache read tokens (the first of each: a stream's
+    ``message_start``).
+    """
+    match = _PROMPT_TOKENS.search(data)
+    if match is not None:
+        return int(match.group(1))
+    seen: dict[bytes, int] = {}
+    for found in _INPUT_TOKENS.finditer(data):
+        seen.setdefault(found.group(1), int(found.group(2)))
+    return sum(seen.values()) if seen else None
 
 
 @dataclass(frozen=True, kw_only=True)
