@@ -187,3 +187,19 @@ def test_slow_upstream_is_a_504(tmp_path: Path, upstream: tuple[ScriptedUpstream
     app.store.close()
     assert reply.status_code == 504
     assert reply.json()["error"]["type"] == "timeout_error"
+
+
+def test_store_down_forwards_uncompacted(proxy: Proxy) -> None:
+    """When the store fails, a request at auto goes out as the client sent it (no 500)."""
+    from autocompact.errors import SessionStoreError
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise SessionStoreError("the database is down", store="test")
+
+    proxy.app.store.exists = broken  # type: ignore[method-assign]
+    proxy.app.store.load = broken  # type: ignore[method-assign]
+    messages = [{"role": "user", "content": "x " * 12000}]
+    raw = json.dumps({"model": "m", "max_tokens": 5, "messages": messages}).encode()
+    reply = httpx.post(f"{proxy.url}/v1/messages", content=raw, timeout=30)
+    assert reply.headers["x-autocompact-action"] == "error-forwarded"
+    assert proxy.upstream.received[-1] == raw

@@ -336,7 +336,7 @@ class ServeApp:
             "window": window,
             "provider": provider,
         }
-        decision = await self.planner.plan(**plan)
+        decision = await self._plan(plan, raw)
         sent = self.clock()
         try:
             response = await self._send("POST", url, headers, decision.body)
@@ -352,7 +352,7 @@ class ServeApp:
             await response.aclose()
             if looks_like_overflow(response.status_code, content):
                 await self.planner.release(decision)
-                decision = await self.planner.plan(**plan, reactive=True)
+                decision = await self._plan({**plan, "reactive": True}, raw)
                 sent = self.clock()
                 try:
                     response = await self._send("POST", url, headers, decision.body)
@@ -368,6 +368,15 @@ class ServeApp:
                     headers={**response_headers(response.headers), **_ours(decision)},
                 )
         return await self._relay(request, protocol, response, decision, start, sent)
+
+    async def _plan(self, plan: dict[str, Any], raw: bytes) -> Decision:
+        """The planner's decision; when it fails (the store is down, a history it cannot
+        write), the request goes out as the client sent it."""
+        try:
+            return await self.planner.plan(**plan)
+        except AutocompactError as exc:
+            logger.error("forwarding uncompacted: %s", exc)
+            return Decision(body=raw, action="error-forwarded")
 
     async def _relay(
         self,
