@@ -23,7 +23,7 @@ from typing import Any
 
 import anyio
 
-from autocompact.compaction.service import CompressionService
+from autocompact import CompressionService
 from autocompact.content import CharStats
 from autocompact.errors import AutocompactError, ContentError
 from autocompact.guard import (
