@@ -22,6 +22,7 @@ COMMANDS = (
     "autocompact.cli.chat_cmd",
     "autocompact.cli.sessions_cmd",
     "autocompact.cli.replay_cmd",
+    "autocompact.cli.serve_cmd",
 )
 
 # Each command's name and one-line help, as its module registers them: ``autocompact --help``

@@ -1,0 +1,177 @@
+"""``autocompact serve``: run the compaction proxy (``pip install "autocompact[serve]"``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from autocompact.errors import ConfigError, MissingDependencyError
+from autocompact.thresholds import parse_window
+
+__all__ = ["CONFIG_ENV", "app_from_env", "register", "run"]
+
+CONFIG_ENV = "AUTOCOMPACT_SERVE_CONFIG"
+"""How ``--workers N`` hands the configuration to each worker process (JSON)."""
+STORE_ENV = "AUTOCOMPACT_STORE"
+
+EPILOG = """\
+Point your agent at the proxy (port 8787 here):
+  Claude Code        ANTHROPIC_BASE_URL=http://127.0.0.1:8787 claude
+  Anthropic SDK      anthropic.Anthropic(base_url="http://127.0.0.1:8787")
+  OpenAI SDK         openai.OpenAI(base_url="http://127.0.0.1:8787/v1")
+  Codex              a model provider with base_url = "http://127.0.0.1:8787/v1"
+  aider              aider --openai-api-base http://127.0.0.1:8787/v1
+                     (or ANTHROPIC_BASE_URL for Anthropic models)
+  llama.cpp          autocompact serve --upstream openai=http://127.0.0.1:8080/v1
+                     (the window is read from the server's /props or /v1/models)
+Credentials stay the client's: the proxy forwards them and never stores or logs them.
+See docs/serve.md.
+"""
+
+
+def _upstream(value: str) -> tuple[str, str]:
+    name, sep, url = value.partition("=")
+    if not sep or name not in ("openai", "anthropic") or not url:
+        raise argparse.ArgumentTypeError(f"expected openai=URL or anthropic=URL, got {value!r}")
+    return name, url
+
+
+def _window(value: str) -> int:
+    try:
+        return parse_window(value, name="--context-window", minimum=1)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _positive(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from exc
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a number ≥ 1, got {number}")
+    return number
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``serve`` command."""
+    parser = subparsers.add_parser(
+        "serve",
+        help="run the compaction proxy for agents you did not write",
+        description="Run an HTTP proxy between an agent and its model server that compacts "
+        "the conversation at the auto threshold and replays the same compacted prefix on "
+        "every later request (OpenAI chat completions, Responses, Anthropic messages).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--upstream",
+        action="append",
+        type=_upstream,
+        default=[],
+        metavar="NAME=URL",
+        help="openai=URL and/or anthropic=URL: where requests go (one at least)",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=_positive, default=8787, help="port (default 8787)")
+    parser.add_argument(
+        "--store",
+        help="session store for the compactions: sqlite:///path or postgresql://… (default: "
+        f"${STORE_ENV}, else serve.db in the user data directory)",
+    )
+    parser.add_argument(
+        "--context-window",
+        type=_window,
+        help="window in tokens when neither the model table nor the server says (e.g. 128k)",
+    )
+    parser.add_argument("--workers", type=_positive, default=1, help="worker processes")
+    parser.add_argument(
+        "--max-body-bytes",
+        type=_positive,
+        default=32 * 1024 * 1024,
+        help="largest request body (the client's own compaction is exempt)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=600.0, help="seconds to wait for the upstream"
+    )
+    parser.add_argument(
+        "--lease-seconds",
+        type=float,
+        default=330.0,
+        help="how long a compaction lease lasts (a worker killed mid-compaction holds its "
+        "conversation's lease this long; default 330)",
+    )
+    parser.add_argument("--log-level", default="info", help="log level (default info)")
+    parser.set_defaults(handler=run)
+
+
+def _default_store() -> str:
+    import platformdirs
+
+    directory = Path(platformdirs.user_data_dir("autocompact", appauthor=False))
+    directory.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{directory / 'serve.db'}"
+
+
+def _config(data: dict[str, Any]) -> Any:
+    try:
+        from autocompact.serve import ServeConfig
+    except ImportError as exc:
+        raise MissingDependencyError(exc.name or "starlette", "serve") from exc
+    return ServeConfig(**data)
+
+
+def app_from_env() -> Any:
+    """The ASGI app of one worker under ``--workers N`` (uvicorn's factory)."""
+    from autocompact.serve import create_app
+
+    return create_app(_config(json.loads(os.environ[CONFIG_ENV])))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Start the proxy and serve until interrupted."""
+    if not args.upstream:
+        raise ConfigError(
+            "give one upstream at least: --upstream openai=URL or --upstream anthropic=URL",
+            key="upstream",
+        )
+    try:
+        import uvicorn
+    except ImportError as exc:
+        raise MissingDependencyError("uvicorn", "serve") from exc
+    data = {
+        "upstreams": dict(args.upstream),
+        "store": args.store or os.environ.get(STORE_ENV) or _default_store(),
+        "context_window": args.context_window,
+        "max_body_bytes": args.max_body_bytes,
+        "timeout": args.timeout,
+        "lease_seconds": args.lease_seconds,
+    }
+    config = _config(data)  # checks the values before any worker starts
+    logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("autocompact").setLevel(args.log_level.upper())
+    print(
+        f"autocompact serve on http://{args.host}:{args.port} → "
+        + ", ".join(f"{k}={v}" for k, v in sorted(config.upstreams.items())),
+        file=sys.stderr,
+    )
+    if args.workers == 1:
+        from autocompact.serve import create_app
+
+        uvicorn.run(create_app(config), host=args.host, port=args.port, log_level="warning")
+        return 0
+    os.environ[CONFIG_ENV] = json.dumps(data)
+    uvicorn.run(
+        "autocompact.cli.serve_cmd:app_from_env",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        log_level="warning",
+    )
+    return 0

@@ -1,0 +1,483 @@
+"""The proxy as an ASGI app (Starlette): routes, forwarding, streaming, errors, the log line.
+
+``create_app(ServeConfig(...))`` gives the app; ``autocompact serve`` runs it under uvicorn.
+Each chat request is planned by :class:`~autocompact.serve.planner.Planner` (forward, substitute,
+compact, trim), sent to the upstream with the client's own headers, and its response or SSE
+stream passed back byte for byte, with ``X-Autocompact-Tier``, ``X-Autocompact-Compacted`` and
+``X-Autocompact-Action`` added. A compaction is stored only after the upstream accepted the
+request (a stream: after it ended well). Every failure reaches the client as the upstream's own
+error or one in the protocol's error shape; one log line per request says what was done.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from autocompact.errors import AutocompactError
+from autocompact.limits import known_limits, query_server_limits, resolve_limits
+from autocompact.serve.anthropic_messages import ANTHROPIC_MESSAGES
+from autocompact.serve.openai_chat import OPENAI_CHAT
+from autocompact.serve.planner import Decision, Planner
+from autocompact.serve.protocol import (
+    WireProtocol,
+    looks_like_overflow,
+    reported_prompt_tokens,
+)
+from autocompact.serve.responses import RESPONSES
+from autocompact.serve.upstream import UpstreamProvider, forward_headers, response_headers
+from autocompact.sessions.stores import open_store
+from autocompact.sessions.stores.base import SessionStore
+
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "ServeApp", "ServeConfig", "create_app"]
+
+logger = logging.getLogger("autocompact.serve")
+
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+UPSTREAM_NAMES = ("openai", "anthropic")
+_USAGE_WINDOW = 16 * 1024
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeConfig:
+    """How the proxy runs.
+
+    Attributes:
+        upstreams: ``{"openai": URL, "anthropic": URL}`` (one at least). A URL ending in
+            ``/v1`` takes the client's path without its ``/v1``.
+        store: the session store's address (``sqlite:///…``, ``postgresql://…``).
+        context_window: the window to use where the model table and the server cannot say.
+        max_body_bytes: the largest request body (the client's own compaction is exempt).
+        timeout: seconds to wait for the upstream.
+        side_query_timeout: seconds to wait for a summary.
+        lease_wait: seconds to wait for another worker's compaction of the same conversation.
+        lease_seconds: how long a compaction lease lasts (longer than a side query may take; a
+            worker killed mid-compaction blocks its conversation's compaction this long).
+    """
+
+    upstreams: Mapping[str, str]
+    store: str
+    context_window: int | None = None
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    timeout: float = 600.0
+    side_query_timeout: float = 300.0
+    lease_wait: float = 60.0
+    lease_seconds: float = 330.0
+    owner: str = field(default_factory=lambda: f"serve-{socket.gethostname()}-{os.getpid()}")
+
+    def __post_init__(self) -> None:
+        from autocompact.errors import ConfigError
+
+        if not self.upstreams:
+            raise ConfigError("give one upstream at least: --upstream openai=URL", key="upstream")
+        for name, url in self.upstreams.items():
+            if name not in UPSTREAM_NAMES:
+                raise ConfigError(
+                    f"unknown upstream {name!r}: use openai=URL or anthropic=URL", key="upstream"
+                )
+            if not url.startswith(("http://", "https://")):
+                raise ConfigError(
+                    f"the {name} upstream {url!r} is not an http(s) URL", key="upstream"
+                )
+
+
+def target_url(base: str, path: str, query: str = "") -> str:
+    """The upstream URL for a client path (``/v1`` not repeated)."""
+    base = base.rstrip("/")
+    if base.endswith("/v1") and path.startswith("/v1/"):
+        path = path[3:]
+    return base + path + (f"?{query}" if query else "")
+
+
+class ServeApp:
+    """The proxy's state and its ASGI app (``.asgi``).
+
+    Args:
+        config: how it runs.
+        store: a store to use instead of opening ``config.store``.
+        transport: the HTTP transport to the upstreams (tests pass one).
+        clock: a monotonic clock.
+    """
+
+    def __init__(
+        self,
+        config: ServeConfig,
+        *,
+        store: SessionStore | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.config = config
+        self.store = store if store is not None else open_store(config.store)
+        self.planner = Planner(
+            self.store,
+            owner=config.owner,
+            lease_wait=config.lease_wait,
+            lease_seconds=config.lease_seconds,
+        )
+        self.transport = transport
+        self.clock = clock
+        self._client: httpx.AsyncClient | None = None
+        self._windows: dict[tuple[str, str], int] = {}
+        routes = [
+            Route("/healthz", self.healthz, methods=["GET"]),
+            Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
+            Route("/v1/messages", self.messages, methods=["POST"]),
+            Route("/v1/messages/count_tokens", self.count_tokens, methods=["POST"]),
+            Route("/v1/models", self.models, methods=["GET"]),
+            Route("/v1/models/{model:path}", self.models, methods=["GET"]),
+            Route("/v1/responses", self.responses, methods=["POST"]),
+            Route("/v1/responses/{rest:path}", self.responses, methods=["GET", "POST", "DELETE"]),
+        ]
+        self.asgi = Starlette(routes=routes)
+        self.asgi.add_route("/{path:path}", self.unknown, methods=["GET", "POST", "PUT", "DELETE"])
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        """The HTTP client to the upstreams (made on first use)."""
+        if self._client is None:
+            timeout = httpx.Timeout(self.config.timeout, connect=10.0)
+            self._client = httpx.AsyncClient(transport=self.transport, timeout=timeout)
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client and the store."""
+        if self._client is not None:
+            await self._client.aclose()
+        self.store.close()
+
+    # -- routes ----------------------------------------------------------------------------
+
+    async def healthz(self, request: Request) -> Response:
+        """200 when the store answers, 503 otherwise."""
+        try:
+            await anyio.to_thread.run_sync(self.store.exists, "serve:healthz")
+        except Exception as exc:
+            return JSONResponse({"status": "unavailable", "error": str(exc)}, status_code=503)
+        return JSONResponse({"status": "ok", "upstreams": sorted(self.config.upstreams)})
+
+    async def chat_completions(self, request: Request) -> Response:
+        """OpenAI Chat Completions."""
+        return await self._guarded(request, OPENAI_CHAT, self._chat)
+
+    async def messages(self, request: Request) -> Response:
+        """Anthropic Messages."""
+        return await self._guarded(request, ANTHROPIC_MESSAGES, self._chat)
+
+    async def count_tokens(self, request: Request) -> Response:
+        """Anthropic's token count, forwarded."""
+        return await self._guarded(request, ANTHROPIC_MESSAGES, self._passthrough)
+
+    async def models(self, request: Request) -> Response:
+        """The model list, forwarded (to Anthropic when the client speaks Anthropic)."""
+        anthropic = "anthropic-version" in request.headers or "x-api-key" in request.headers
+        protocol = ANTHROPIC_MESSAGES if anthropic else OPENAI_CHAT
+        if protocol.upstream not in self.config.upstreams:
+            protocol = OPENAI_CHAT if anthropic else ANTHROPIC_MESSAGES
+        return await self._guarded(request, protocol, self._passthrough)
+
+    async def responses(self, request: Request) -> Response:
+        """OpenAI Responses: a stateless request (the whole ``input``) is planned like a chat;
+        one with ``previous_response_id``, and every other Responses endpoint, is forwarded."""
+        if request.method != "POST" or request.url.path != "/v1/responses":
+            return await self._guarded(request, RESPONSES, self._passthrough)
+        raw = await request.body()
+        try:
+            stateful = bool(json.loads(raw).get("previous_response_id"))
+        except (ValueError, AttributeError):
+            stateful = False  # the chat path answers with the protocol's error
+        handler = self._passthrough if stateful else self._chat
+        return await self._guarded(request, RESPONSES, handler)
+
+    async def unknown(self, request: Request) -> Response:
+        """An endpoint the proxy does not serve."""
+        protocol: Any = ANTHROPIC_MESSAGES if "/messages" in request.url.path else OPENAI_CHAT
+        message = (
+            f"autocompact serve has no endpoint {request.method} {request.url.path}; it serves "
+            "/v1/chat/completions, /v1/responses, /v1/messages, /v1/messages/count_tokens, "
+            "/v1/models and /healthz"
+        )
+        return self._error(protocol, 404, "not_found_error", message)
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _error(self, protocol: Any, status: int, kind: str, message: str) -> Response:
+        return JSONResponse(
+            protocol.error(status, kind, message),
+            status_code=status,
+            headers={"x-autocompact-action": "error"},
+        )
+
+    async def _guarded(
+        self,
+        request: Request,
+        protocol: Any,
+        handler: Callable[[Request, Any], Any],
+    ) -> Response:
+        try:
+            response: Response = await handler(request, protocol)
+            return response
+        except Exception as exc:
+            logger.exception("autocompact serve failed on %s", request.url.path)
+            message = f"autocompact serve failed: {type(exc).__name__}: {exc}"
+            return self._error(protocol, 500, "api_error", message)
+
+    async def _window(self, upstream: str, model: str) -> int:
+        if self.config.context_window is not None:
+            return self.config.context_window
+        key = (upstream, model)
+        if key not in self._windows:
+            server = None
+            if known_limits(model) is None and upstream == "openai":
+                base = self.config.upstreams[upstream]
+                server = await anyio.to_thread.run_sync(
+                    lambda: query_server_limits(base, model, kind="openai-compatible")
+                )
+            self._windows[key] = resolve_limits(model, server=server).context_window
+        return self._windows[key]
+
+    def _too_large(self, protocol: Any, size: int) -> Response:
+        message = (
+            f"the request body is {size:,} bytes, over the proxy's limit of "
+            f"{self.config.max_body_bytes:,} (start autocompact serve with a larger "
+            "--max-body-bytes)"
+        )
+        return self._error(protocol, 413, "request_too_large", message)
+
+    async def _send(self, method: str, url: str, headers: Mapping[str, str], body: bytes) -> Any:
+        request = self.client.build_request(method, url, headers=headers, content=body)
+        return await self.client.send(request, stream=True)
+
+    def _send_error(self, protocol: Any, upstream: str, exc: Exception) -> Response:
+        if isinstance(exc, httpx.TimeoutException):
+            message = f"the {upstream} upstream did not answer within {self.config.timeout:g} s"
+            return self._error(protocol, 504, "timeout_error", message)
+        message = f"the {upstream} upstream could not be reached: {type(exc).__name__}: {exc}"
+        return self._error(protocol, 502, "api_error", message)
+
+    # -- passthrough -----------------------------------------------------------------------------
+
+    async def _passthrough(self, request: Request, protocol: Any) -> Response:
+        start = self.clock()
+        base = self.config.upstreams.get(protocol.upstream)
+        if base is None:
+            return self._no_upstream(protocol)
+        raw = await request.body()
+        if len(raw) > self.config.max_body_bytes and not request.url.path.endswith("/compact"):
+            return self._too_large(protocol, len(raw))
+        url = target_url(base, request.url.path, request.url.query)
+        headers = forward_headers(request.headers)
+        try:
+            response = await self._send(request.method, url, headers, raw)
+        except httpx.HTTPError as exc:
+            return self._send_error(protocol, protocol.upstream, exc)
+        decision = Decision(body=raw, action="passthrough")
+        return await self._relay(request, protocol, response, decision, start, self.clock())
+
+    def _no_upstream(self, protocol: Any) -> Response:
+        message = (
+            f"no {protocol.upstream} upstream is configured; start autocompact serve with "
+            f"--upstream {protocol.upstream}=URL"
+        )
+        return self._error(protocol, 404, "not_found_error", message)
+
+    # -- chat ------------------------------------------------------------------------------------
+
+    async def _chat(self, request: Request, protocol: WireProtocol) -> Response:
+        start = self.clock()
+        base = self.config.upstreams.get(protocol.upstream)
+        if base is None:
+            return self._no_upstream(protocol)
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+        except ValueError as exc:
+            message = f"the request body is not JSON ({exc}); send a JSON object"
+            return self._error(protocol, 400, "invalid_request_error", message)
+        if not isinstance(body, dict):
+            message = f"the request body must be a JSON object, not {type(body).__name__}"
+            return self._error(protocol, 400, "invalid_request_error", message)
+        messages = body.get(protocol.messages_key)
+        if len(raw) > self.config.max_body_bytes and not (
+            isinstance(messages, list) and protocol.client_compaction(body, messages)
+        ):
+            return self._too_large(protocol, len(raw))
+        url = target_url(base, request.url.path, request.url.query)
+        headers = forward_headers(request.headers)
+        model = str(body.get("model", ""))
+        provider = UpstreamProvider(
+            protocol=protocol,
+            client=self.client,
+            url=url,
+            headers=headers,
+            model=model,
+            timeout=self.config.side_query_timeout,
+        )
+        window = await self._window(protocol.upstream, model)
+        lowered = {k.lower(): v for k, v in request.headers.items()}
+        plan: dict[str, Any] = {
+            "protocol": protocol,
+            "body": body,
+            "raw": raw,
+            "headers": lowered,
+            "window": window,
+            "provider": provider,
+        }
+        decision = await self._plan(plan, raw)
+        sent = self.clock()
+        try:
+            response = await self._send("POST", url, headers, decision.body)
+        except httpx.HTTPError as exc:
+            await self.planner.release(decision)
+            return self._send_error(protocol, protocol.upstream, exc)
+        if response.status_code in (400, 413, 422) and decision.action in (
+            "forward",
+            "substituted",
+            "compaction-failed",
+        ):
+            content = await response.aread()
+            await response.aclose()
+            if looks_like_overflow(response.status_code, content):
+                await self.planner.release(decision)
+                decision = await self._plan({**plan, "reactive": True}, raw)
+                sent = self.clock()
+                try:
+                    response = await self._send("POST", url, headers, decision.body)
+                except httpx.HTTPError as exc:
+                    await self.planner.release(decision)
+                    return self._send_error(protocol, protocol.upstream, exc)
+            else:
+                await self.planner.release(decision)
+                self._log(request, decision, response.status_code, sent - start)
+                return Response(
+                    content,
+                    status_code=response.status_code,
+                    headers={**response_headers(response.headers), **_ours(decision)},
+                )
+        return await self._relay(request, protocol, response, decision, start, sent)
+
+    async def _plan(self, plan: dict[str, Any], raw: bytes) -> Decision:
+        """The planner's decision; when it fails (the store is down, a history it cannot
+        write), the request goes out as the client sent it."""
+        try:
+            return await self.planner.plan(**plan)
+        except AutocompactError as exc:
+            logger.error("forwarding uncompacted: %s", exc)
+            return Decision(body=raw, action="error-forwarded")
+
+    async def _relay(
+        self,
+        request: Request,
+        protocol: Any,
+        response: httpx.Response,
+        decision: Decision,
+        start: float,
+        sent: float,
+    ) -> Response:
+        headers = {**response_headers(response.headers), **_ours(decision)}
+        status = response.status_code
+        added = sent - start
+        streaming = "text/event-stream" in response.headers.get("content-type", "")
+        if not streaming:
+            try:
+                content = await response.aread()
+            except httpx.HTTPError as exc:
+                await self.planner.release(decision)
+                return self._send_error(protocol, protocol.upstream, exc)
+            finally:
+                await response.aclose()
+            if status < 400:
+                await self._commit(decision, protocol)
+                self.planner.learn(decision, reported_prompt_tokens(content))
+            await self.planner.release(decision)
+            self._log(request, decision, status, added)
+            return Response(content, status_code=status, headers=headers)
+
+        async def relay() -> AsyncIterator[bytes]:
+            ok = False
+            held: bytes | None = None
+            head, tail = bytearray(), bytearray()  # where a stream reports its usage
+            try:
+                # One chunk is held back so the stream is known to have ended well before its
+                # last bytes go out (a client may hang up right after them).
+                async for chunk in response.aiter_raw():
+                    if held is not None:
+                        yield held
+                    held = chunk
+                    if len(head) < _USAGE_WINDOW:
+                        head.extend(chunk[: _USAGE_WINDOW - len(head)])
+                    tail.extend(chunk)
+                    del tail[:-_USAGE_WINDOW]
+                ok = True
+                if held is not None:
+                    yield held
+            except httpx.HTTPError as exc:
+                logger.warning("the upstream stream broke: %s", exc)
+                if held is not None:
+                    yield held
+                yield protocol.stream_error(f"the upstream stream broke mid-way: {exc}")
+            finally:
+                # Shielded: a client that hangs up right after the last bytes cancels this
+                # generator, and the record must still be stored and the lease given back.
+                with anyio.CancelScope(shield=True):
+                    await response.aclose()
+                    if ok and status < 400:
+                        await self._commit(decision, protocol)
+                        self.planner.learn(decision, reported_prompt_tokens(bytes(tail + head)))
+                    await self.planner.release(decision)
+                    self._log(request, decision, status, added)
+
+        return StreamingResponse(relay(), status_code=status, headers=headers)
+
+    async def _commit(self, decision: Decision, protocol: Any) -> None:
+        try:
+            await self.planner.commit(decision, protocol.name)
+        except AutocompactError as exc:
+            logger.error("could not store the compaction: %s", exc)
+
+    def _log(self, request: Request, decision: Decision, status: int, added: float) -> None:
+        identity = decision.identity
+        logger.info(
+            "%s %s conversation=%s signal=%s tokens=%d tier=%s action=%s side_queries=%d "
+            "status=%d added_ms=%.1f",
+            request.method,
+            request.url.path,
+            identity.session_id if identity else "-",
+            identity.signal if identity else "-",
+            decision.tokens,
+            decision.tier or "-",
+            decision.action,
+            decision.side_queries,
+            status,
+            added * 1000,
+        )
+
+
+def _ours(decision: Decision) -> dict[str, str]:
+    headers = {
+        "x-autocompact-action": decision.action,
+        "x-autocompact-compacted": "true" if decision.compacted else "false",
+    }
+    if decision.tier:
+        headers["x-autocompact-tier"] = decision.tier
+    if decision.side_queries:
+        headers["x-autocompact-side-queries"] = str(decision.side_queries)
+    return headers
+
+
+def create_app(config: ServeConfig, **kwargs: Any) -> Starlette:
+    """The proxy's ASGI app (see :class:`ServeApp` for the keyword arguments)."""
+    return ServeApp(config, **kwargs).asgi

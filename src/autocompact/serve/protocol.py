@@ -1,0 +1,164 @@
+"""What the proxy needs from one wire protocol, and the pieces the protocols share. Pure.
+
+Each protocol module (:mod:`.openai_chat`, :mod:`.anthropic_messages`, :mod:`.responses`)
+provides one :class:`WireProtocol`: how its body names the messages, how they convert to the
+content model and back, where the pending message starts, how a client's own compaction
+request looks, and its error shapes (a JSON error body and an in-stream error event).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from autocompact.content import Message
+from autocompact.providers.base import ChatRequest, Completion, ToolSpec
+
+__all__ = [
+    "CLIENT_SUMMARY_PROMPTS",
+    "Converted",
+    "WireProtocol",
+    "looks_like_overflow",
+    "reported_prompt_tokens",
+    "tool_spec",
+]
+
+CLIENT_SUMMARY_PROMPTS = re.compile(
+    r"create a detailed summary of the conversation"  # Claude Code's /compact
+    r"|context checkpoint compaction"  # Codex's compaction prompt
+    r"|briefly summarize this partial conversation"  # aider's history summarizer
+    r"|summarize the conversation so far"
+    r"|summary of the conversation so far",
+    re.IGNORECASE,
+)
+"""The openings of the summary requests known agents send themselves: such a request is the
+client's own compaction and goes to the upstream untouched (README: docs/serve.md)."""
+
+_OVERFLOW = re.compile(
+    r"context[_ ]length[_ ]exceeded|maximum context length|prompt is too long"
+    r"|exceeds? the (?:available )?context|context window|too many tokens"
+    r"|exceed_context_size|input is too long|request too large|reduce the length",
+    re.IGNORECASE,
+)
+
+
+def looks_like_overflow(status: int, body: bytes) -> bool:
+    """Whether an upstream error says the request was too long (HTTP 413, or a 400/422 whose
+    body names the context length)."""
+    if status == 413:
+        return True
+    if status not in (400, 422):
+        return False
+    return bool(_OVERFLOW.search(body[:4096].decode("utf-8", "replace")))
+
+
+_PROMPT_TOKENS = re.compile(rb'"prompt_tokens"\s*:\s*(\d+)')
+_INPUT_TOKENS = re.compile(
+    rb'"(input_tokens|cache_creation_input_tokens|cache_read_input_tokens)"\s*:\s*(\d+)'
+)
+
+
+def reported_prompt_tokens(data: bytes) -> int | None:
+    """The prompt size an upstream reported in a response or stream (``None``: not found).
+
+    OpenAI chat: ``prompt_tokens``; Responses: ``input_tokens``; Anthropic: ``input_tokens``
+    plus the cache creation and cache read tokens (the first of each: a stream's
+    ``message_start``).
+    """
+    match = _PROMPT_TOKENS.search(data)
+    if match is not None:
+        return int(match.group(1))
+    seen: dict[bytes, int] = {}
+    for found in _INPUT_TOKENS.finditer(data):
+        seen.setdefault(found.group(1), int(found.group(2)))
+    return sum(seen.values()) if seen else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Converted:
+    """A request's conversation in the content model.
+
+    Attributes:
+        system: the system prompt (counted, never replaced).
+        messages: the conversation; the last is the pending user message or tool results.
+        tools: the tool declarations (counted).
+        pending_start: the index in the wire messages where the pending message starts.
+    """
+
+    system: str | None
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...]
+    pending_start: int
+
+
+def tool_spec(name: object, description: object, parameters: object) -> ToolSpec:
+    """A tool declaration as the estimate counts it (unknown shapes counted as they are)."""
+    params: Mapping[str, Any]
+    params = parameters if isinstance(parameters, Mapping) else {"type": "object"}
+    return ToolSpec(
+        name=name if isinstance(name, str) else "tool",
+        description=description if isinstance(description, str) else "",
+        parameters=params,
+    )
+
+
+class WireProtocol(Protocol):
+    """One wire protocol (see the module docstring)."""
+
+    name: str
+    upstream: str  # which --upstream serves it: "openai" or "anthropic"
+    messages_key: str
+
+    def lead(self, messages: Sequence[Any]) -> int:
+        """How many leading messages are the system prompt (kept as sent, never replaced)."""
+        ...
+
+    def convert(self, body: Mapping[str, Any], messages: Sequence[Any]) -> Converted:
+        """The request in the content model (raises ``ContentError`` when it cannot)."""
+        ...
+
+    def to_wire(self, messages: Sequence[Message], source: Sequence[Any]) -> list[Any]:
+        """Messages in this protocol's form; ``source``: the wire messages they came from
+        (signed blocks not found there unchanged are dropped)."""
+        ...
+
+    def client_compaction(self, body: Mapping[str, Any], messages: Sequence[Any]) -> bool:
+        """Whether the request is the client's own compaction (forwarded untouched)."""
+        ...
+
+    def error(self, status: int, kind: str, message: str) -> dict[str, Any]:
+        """A JSON error body in this protocol's shape."""
+        ...
+
+    def stream_error(self, message: str) -> bytes:
+        """An error event to end a stream that broke mid-way."""
+        ...
+
+    def side_query_body(self, model: str, request: ChatRequest) -> dict[str, Any]:
+        """The body of a summary request to the same upstream."""
+        ...
+
+    def side_query_reply(self, reply: Any) -> Completion:
+        """The summary reply in the content model (raises ``MalformedResponseError``)."""
+        ...
+
+
+def last_user_text(messages: Sequence[Any]) -> str:
+    """The text of the last wire message when it is a user message (string or text blocks)."""
+    if not messages or not isinstance(messages[-1], Mapping):
+        return ""
+    last = messages[-1]
+    if last.get("role") != "user":
+        return ""
+    content = last.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(block.get("text", ""))
+            for block in content
+            if isinstance(block, Mapping) and isinstance(block.get("text"), str)
+        )
+    return ""

@@ -1,0 +1,151 @@
+"""Compact once, replay the same bytes: the stored substitutions of a conversation. Pure.
+
+A **record** says: the conversation whose first ``prefix_len`` messages (after any leading
+system messages) hash to ``prefix_hash`` has them replaced by ``replacement``, a JSON array
+serialized once when the compaction ran and kept as bytes. Every later request that carries
+the same prefix gets those bytes in its place (:func:`autocompact.serve.wire.splice_body`).
+Records are written once and never changed; the longest matching one wins.
+
+In the store a record is one turn of the conversation's session whose id is
+``sub:<prefix_hash>`` (the store's append is idempotent under it) and whose single message holds
+the record as JSON text: the store's own protocol, no schema of ours.
+
+The replacement is written from the engine's new history: the messages the compaction wrote
+(the summary) in the protocol's form, then the kept recent messages **as the client sent them**
+wherever they are unchanged (found by matching the content model back to the wire, so the kept
+part keeps unknown fields and signed blocks byte for byte).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from autocompact.content import Message, TextPart
+from autocompact.errors import ContentError
+from autocompact.serve.protocol import WireProtocol
+from autocompact.serve.wire import dump
+
+__all__ = [
+    "RECORD_PREFIX",
+    "Record",
+    "best_record",
+    "build_replacement",
+    "record_from_entry",
+    "record_messages",
+]
+
+RECORD_PREFIX = "sub:"
+_VERSION = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class Record:
+    """One stored substitution (see the module docstring).
+
+    Attributes:
+        prefix_len: how many client messages it replaces (after leading system messages).
+        prefix_hash: the chain hash of those messages.
+        replacement: the replacement messages as a JSON array, bytes as stored.
+        state: the engine's state after the compaction (``GuardState.to_dict()``).
+        tokens_before, tokens_after: the estimate before and after.
+    """
+
+    prefix_len: int
+    prefix_hash: str
+    replacement: bytes
+    state: dict[str, Any] = field(default_factory=dict)
+    tokens_before: int = 0
+    tokens_after: int = 0
+
+    @property
+    def turn_id(self) -> str:
+        """Its id in the store."""
+        return RECORD_PREFIX + self.prefix_hash
+
+
+def record_messages(record: Record) -> tuple[Message, ...]:
+    """The record as the one message a store turn holds."""
+    payload = {
+        "autocompact_serve_record": _VERSION,
+        "prefix_len": record.prefix_len,
+        "prefix_hash": record.prefix_hash,
+        "replacement": record.replacement.decode("utf-8"),
+        "state": record.state,
+        "tokens_before": record.tokens_before,
+        "tokens_after": record.tokens_after,
+    }
+    return (Message(role="user", parts=(TextPart(text=json.dumps(payload)),)),)
+
+
+def record_from_entry(turn_id: str | None, messages: Sequence[Message]) -> Record | None:
+    """The record a store turn holds (``None``: not a record of this version)."""
+    if turn_id is None or not turn_id.startswith(RECORD_PREFIX) or len(messages) != 1:
+        return None
+    parts = messages[0].parts
+    if len(parts) != 1 or not isinstance(parts[0], TextPart):
+        return None
+    try:
+        data = json.loads(parts[0].text)
+        if data.get("autocompact_serve_record") != _VERSION:
+            return None
+        return Record(
+            prefix_len=int(data["prefix_len"]),
+            prefix_hash=str(data["prefix_hash"]),
+            replacement=str(data["replacement"]).encode("utf-8"),
+            state=dict(data.get("state") or {}),
+            tokens_before=int(data.get("tokens_before", 0)),
+            tokens_after=int(data.get("tokens_after", 0)),
+        )
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def best_record(records: Sequence[Record], hashes: Sequence[str], limit: int) -> Record | None:
+    """The longest record whose prefix the request carries, replacing at most ``limit``
+    messages (never the pending message)."""
+    best: Record | None = None
+    for record in records:
+        n = record.prefix_len
+        matches = 0 < n <= min(limit, len(hashes)) and hashes[n - 1] == record.prefix_hash
+        if matches and (best is None or n > best.prefix_len):
+            best = record
+    return best
+
+
+def _tail_match(protocol: WireProtocol, history: Sequence[Message], source: Sequence[Any]) -> int:
+    """The start in ``source`` of the longest wire suffix that converts to the end of
+    ``history`` unchanged (``len(source)``: none)."""
+    best = len(source)
+    matched = 0
+    for start in range(len(source) - 1, -1, -1):
+        try:
+            converted = protocol.convert({}, source[start:]).messages
+        except ContentError:
+            continue
+        n = len(converted)
+        if n > len(history):
+            break
+        if n and tuple(history[len(history) - n :]) == tuple(converted):
+            best, matched = start, n
+        elif n > matched + 1:
+            break
+    return best
+
+
+def build_replacement(
+    protocol: WireProtocol, history: Sequence[Message], source: Sequence[Any]
+) -> bytes:
+    """The replacement bytes for ``history`` (the engine's new history without the pending
+    message), reusing the client's own messages from ``source`` for its unchanged tail.
+
+    Raises:
+        ContentError: the history cannot be written in the protocol's form.
+    """
+    start = _tail_match(protocol, history, source)
+    kept = list(source[start:])
+    written_count = len(history) - (len(protocol.convert({}, kept).messages) if kept else 0)
+    written = protocol.to_wire(history[:written_count], source)
+    return dump(written + kept)

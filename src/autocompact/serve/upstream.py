@@ -1,0 +1,191 @@
+"""Talking to the upstream: which headers go, and the side query as a provider.
+
+The client's headers go to the upstream as sent (its credentials included: ``Authorization``,
+``x-api-key``, ``anthropic-version``, ``anthropic-beta``, ...), except hop-by-hop headers, the
+ones the HTTP client sets itself (``host``, ``content-length``) and the proxy's own
+``X-Autocompact-*`` headers. ``accept-encoding`` is sent as ``identity`` so the proxy reads the
+bytes the upstream wrote and passes them back unchanged. Nothing here stores or logs a header.
+
+:class:`UpstreamProvider` is the provider the compaction's side query goes through: the same
+upstream, the same model, the client's own credentials, the protocol's plain request shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Any
+
+import httpx
+
+from autocompact.errors import (
+    AuthenticationError,
+    ContextOverflowError,
+    MalformedResponseError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderTimeoutError,
+    RateLimitError,
+)
+from autocompact.providers.base import ChatRequest, Completion, StreamDone, StreamEvent
+from autocompact.serve.protocol import WireProtocol, looks_like_overflow
+
+__all__ = ["HOP_BY_HOP", "UpstreamProvider", "forward_headers", "response_headers"]
+
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+_SET_BY_CLIENT = frozenset({"host", "content-length", "accept-encoding"})
+_NOT_RETURNED = frozenset({"content-length", "content-encoding", "date", "server"})
+
+
+def forward_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The client's headers as they go to the upstream (see the module docstring)."""
+    connection = {t.strip().lower() for t in headers.get("connection", "").split(",")}
+    out = {
+        name: value
+        for name, value in headers.items()
+        if name.lower() not in HOP_BY_HOP
+        and name.lower() not in _SET_BY_CLIENT
+        and name.lower() not in connection
+        and not name.lower().startswith("x-autocompact-")
+    }
+    out["accept-encoding"] = "identity"
+    return out
+
+
+def response_headers(headers: httpx.Headers) -> dict[str, str]:
+    """The upstream's response headers as they go back to the client."""
+    return {
+        name: value
+        for name, value in headers.items()
+        if name.lower() not in HOP_BY_HOP and name.lower() not in _NOT_RETURNED
+    }
+
+
+def _error(protocol: WireProtocol, status: int, body: bytes, model: str) -> ProviderError:
+    text = body[:500].decode("utf-8", "replace")
+    message = f"the upstream answered the summary request with HTTP {status}: {text}"
+    kwargs: dict[str, Any] = {"provider": protocol.upstream, "model": model, "status": status}
+    if looks_like_overflow(status, body):
+        return ContextOverflowError(message, **kwargs)
+    if status in (401, 403):
+        return AuthenticationError(message, **kwargs)
+    if status == 429:
+        return RateLimitError(message, **kwargs)
+    return ProviderError(message, retryable=status >= 500, **kwargs)
+
+
+def _wants_completion_tokens(response: httpx.Response, body: Mapping[str, Any]) -> bool:
+    return (
+        response.status_code == 400
+        and "max_tokens" in body
+        and b"max_completion_tokens" in response.content[:2000]
+    )
+
+
+class UpstreamProvider:
+    """The side query's provider: the upstream behind the proxy, with the client's headers.
+
+    Args:
+        protocol: the wire protocol of the request being compacted.
+        client: the proxy's HTTP client.
+        url: the upstream endpoint (``…/v1/chat/completions`` or ``…/v1/messages``).
+        headers: the headers to send (already filtered by :func:`forward_headers`).
+        model: the request's model.
+        timeout: seconds to wait for the summary.
+    """
+
+    def __init__(
+        self,
+        *,
+        protocol: WireProtocol,
+        client: httpx.AsyncClient,
+        url: str,
+        headers: Mapping[str, str],
+        model: str,
+        timeout: float,
+    ) -> None:
+        self.name = f"serve:{protocol.upstream}"
+        self.model = model
+        self.protocol = protocol
+        self.client = client
+        self.url = url
+        self.headers = dict(headers)
+        self.timeout = timeout
+        self.calls = 0
+
+    def _parse(self, response: httpx.Response) -> Completion:
+        if response.status_code >= 400:
+            raise _error(self.protocol, response.status_code, response.content, self.model)
+        try:
+            reply = response.json()
+        except ValueError as exc:
+            raise MalformedResponseError(
+                f"the upstream's summary reply is not JSON: {exc}",
+                provider=self.protocol.upstream,
+                model=self.model,
+            ) from exc
+        return self.protocol.side_query_reply(reply)
+
+    async def acomplete(self, request: ChatRequest) -> Completion:
+        """Send the summary request and wait for the whole reply."""
+        self.calls += 1
+        body = self.protocol.side_query_body(self.model, request)
+        try:
+            response = await self.client.post(
+                self.url, json=body, headers=self.headers, timeout=self.timeout
+            )
+        except httpx.TimeoutException as exc:
+            raise ProviderTimeoutError(
+                f"the summary request timed out after {self.timeout:g} s",
+                provider=self.protocol.upstream,
+                model=self.model,
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise ProviderConnectionError(
+                f"the summary request could not reach the upstream: {exc}",
+                provider=self.protocol.upstream,
+                model=self.model,
+            ) from exc
+        if _wants_completion_tokens(response, body):
+            # OpenAI's newer models take max_completion_tokens only; compatible servers the
+            # older max_tokens: the summary request is sent once more in the form asked for.
+            body["max_completion_tokens"] = body.pop("max_tokens")
+            response = await self.client.post(
+                self.url, json=body, headers=self.headers, timeout=self.timeout
+            )
+        return self._parse(response)
+
+    async def astream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        """The whole reply as one event (the side query needs no deltas)."""
+        yield StreamDone(completion=await self.acomplete(request))
+
+    def complete(self, request: ChatRequest) -> Completion:
+        """Synchronous :meth:`acomplete` (a blocking client of its own)."""
+        self.calls += 1
+        body = self.protocol.side_query_body(self.model, request)
+        try:
+            with httpx.Client(timeout=self.timeout) as client:
+                response = client.post(self.url, json=body, headers=self.headers)
+        except httpx.HTTPError as exc:
+            raise ProviderConnectionError(
+                f"the summary request failed: {exc}",
+                provider=self.protocol.upstream,
+                model=self.model,
+            ) from exc
+        return self._parse(response)
+
+    def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
+        """The whole reply as one event."""
+        yield StreamDone(completion=self.complete(request))

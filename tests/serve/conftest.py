@@ -1,0 +1,47 @@
+"""Fixtures for the proxy's tests: the scripted upstream and the proxy, both on 127.0.0.1."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from autocompact.serve import ServeApp, ServeConfig
+
+from .scripted import ScriptedUpstream, running
+
+
+@dataclass
+class Proxy:
+    """A running proxy and what is behind it."""
+
+    url: str
+    app: ServeApp
+    upstream: ScriptedUpstream
+    upstream_url: str
+
+
+@pytest.fixture
+def upstream() -> Iterator[tuple[ScriptedUpstream, str]]:
+    """The scripted upstream, running."""
+    script = ScriptedUpstream()
+    with running(script.app()) as url:
+        yield script, url
+
+
+@pytest.fixture
+def proxy(tmp_path: Path, upstream: tuple[ScriptedUpstream, str]) -> Iterator[Proxy]:
+    """The proxy over the scripted upstream, its state in a fresh SQLite file."""
+    script, url = upstream
+    config = ServeConfig(
+        upstreams={"openai": url + "/v1", "anthropic": url},
+        store=f"sqlite:///{tmp_path / 'serve.db'}",
+        context_window=script.window,
+        lease_wait=5.0,
+    )
+    app = ServeApp(config)
+    with running(app.asgi) as proxy_url:
+        yield Proxy(url=proxy_url, app=app, upstream=script, upstream_url=url)
+    app.store.close()

@@ -1,0 +1,213 @@
+"""The proxy's pure parts: identity signals, hashing and splicing, signed blocks, the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from autocompact.content import Message, TextPart, ThinkingPart
+from autocompact.serve.anthropic_messages import ANTHROPIC_MESSAGES, THINKING_OMITTED
+from autocompact.serve.identity import identify
+from autocompact.serve.openai_chat import OPENAI_CHAT, pending_start
+from autocompact.serve.substitution import Record, best_record, build_replacement
+from autocompact.serve.wire import chain_hashes, splice_body
+
+FIRST = [{"role": "user", "content": "project instructions"}]
+OTHER_FIRST = [{"role": "user", "content": "sub-agent task"}]
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "signal"),
+    [
+        ({"x-autocompact-conversation": "c1", "x-claude-code-session-id": "s"}, {}, "header"),
+        ({"x-claude-code-session-id": "s", "session_id": "t"}, {}, "claude-code"),
+        ({"session_id": "t"}, {"metadata": {"user_id": "u"}}, "codex"),
+        ({"session-id": "t"}, {}, "codex"),
+        ({"conversation_id": "t"}, {}, "codex"),
+        ({}, {"metadata": {"user_id": "u"}, "prompt_cache_key": "k"}, "metadata.user_id"),
+        ({}, {"prompt_cache_key": "k", "conversation": "c"}, "prompt_cache_key"),
+        ({}, {"conversation": {"id": "conv_1"}}, "conversation"),
+        ({}, {"user": "someone"}, "user"),
+        ({}, {}, "content"),
+    ],
+    ids=["explicit", "claude-code", "codex", "codex-dash", "codex-conv", "user_id", "cache-key",
+         "conversation", "user", "content"],
+)  # fmt: skip
+def test_identity_signal_order(
+    headers: dict[str, str], body: dict[str, object], signal: str
+) -> None:
+    """Each signal names the conversation, in the documented order."""
+    assert identify(headers, body, FIRST, "p").signal == signal
+
+
+def test_sub_agents_are_conversations_of_their_own() -> None:
+    """Two requests with one agent session id but different first messages (a sub-agent) are
+    two conversations; the explicit header is used as given."""
+    headers = {"x-claude-code-session-id": "secret-session-uuid"}
+    assert identify(headers, {}, FIRST, "p") != identify(headers, {}, OTHER_FIRST, "p")
+    explicit = {"x-autocompact-conversation": "c"}
+    assert identify(explicit, {}, FIRST, "p") == identify(explicit, {}, OTHER_FIRST, "p")
+    assert "secret-session-uuid" not in identify(headers, {}, FIRST, "p").session_id
+
+
+def test_chain_ignores_cache_control_and_key_order() -> None:
+    """The hash chain ignores moving cache_control markers and key order, not content."""
+    a = [{"role": "user", "content": [{"type": "text", "text": "x"}]}]
+    b = [{"content": [{"text": "x", "type": "text", "cache_control": {"type": "ephemeral"}}],
+          "role": "user"}]  # fmt: skip
+    assert chain_hashes(a) == chain_hashes(b)
+    assert chain_hashes(a) != chain_hashes([{"role": "user", "content": "y"}])
+    longer = chain_hashes(a + FIRST)
+    assert longer[0] == chain_hashes(a)[0]
+
+
+def test_splice_writes_stored_bytes_verbatim() -> None:
+    """The stored replacement's bytes appear as stored; the result is the same every time."""
+    stored = b'[{"role": "user",   "content": "summary"}]'
+    body = {"model": "m", "messages": [], "stream": True}
+    head = [{"role": "system", "content": "s"}]
+    rest = [{"role": "user", "content": "now"}]
+    out = splice_body(body, "messages", stored, rest, head=head)
+    assert b'{"role": "user",   "content": "summary"}' in out
+    assert json.loads(out)["messages"] == [head[0], {"role": "user", "content": "summary"}, rest[0]]
+    assert list(json.loads(out)) == ["model", "messages", "stream"]
+    assert out == splice_body(body, "messages", stored, rest, head=head)
+
+
+def test_best_record_is_the_longest_matching_prefix() -> None:
+    """The longest record whose prefix hash matches wins; none replaces the pending message."""
+    msgs = [{"role": "user", "content": str(i)} for i in range(6)]
+    hashes = chain_hashes(msgs)
+    short = Record(prefix_len=2, prefix_hash=hashes[1], replacement=b"[]")
+    long = Record(prefix_len=4, prefix_hash=hashes[3], replacement=b"[]")
+    wrong = Record(prefix_len=5, prefix_hash="0" * 32, replacement=b"[]")
+    assert best_record([short, long, wrong], hashes, limit=5) is long
+    assert best_record([short, long], hashes, limit=3) is short
+    assert best_record([long], chain_hashes(msgs[:3]), limit=5) is None
+
+
+def test_openai_pending_start() -> None:
+    """The pending turn is the last user message with the tool results before it."""
+    call = {"role": "assistant", "tool_calls": [{"id": "a"}]}
+    tool = {"role": "tool", "tool_call_id": "a", "content": "r"}
+    user = {"role": "user", "content": "u"}
+    assert pending_start([user, call, tool, tool, user]) == 2
+    assert pending_start([user, call, tool]) == 2
+    assert pending_start([user, {"role": "assistant", "content": "x"}, user]) == 2
+
+
+def test_signed_thinking_kept_only_when_unchanged() -> None:
+    """A thinking block the client sent unchanged keeps its signature; one the client never
+    sent so (changed text) is dropped; redacted thinking is kept only as sent."""
+    source = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "plan", "signature": "sig1"},
+            {"type": "redacted_thinking", "data": "opaque"},
+            {"type": "text", "text": "a"},
+        ]},
+    ]  # fmt: skip
+    history = [
+        Message(role="user", parts=(TextPart(text="summary"),)),
+        Message(role="model", parts=(
+            ThinkingPart(text="plan", signature="sig1"),
+            ThinkingPart(text="", signature="opaque", redacted=True),
+            ThinkingPart(text="plan (edited)", signature="sig1"),
+            TextPart(text="a"),
+        )),
+        Message(role="model", parts=(ThinkingPart(text="other", signature="sig2"),)),
+    ]  # fmt: skip
+    wire = ANTHROPIC_MESSAGES.to_wire(history, source)
+    blocks = wire[1]["content"]
+    assert {"type": "thinking", "thinking": "plan", "signature": "sig1"} in blocks
+    assert {"type": "redacted_thinking", "data": "opaque"} in blocks
+    assert all(b.get("thinking") != "plan (edited)" for b in blocks)
+    assert wire[2]["content"] == [{"type": "text", "text": THINKING_OMITTED}]
+
+
+def test_replacement_reuses_the_clients_tail_bytes() -> None:
+    """The kept recent messages are the client's own dicts (unknown fields kept)."""
+    source = [
+        {"role": "user", "content": "old " * 50},
+        {"role": "assistant", "content": "old answer"},
+        {"role": "user", "content": "recent", "x_field": 1},
+        {"role": "assistant", "content": "recent answer", "x_other": [1]},
+    ]
+    _, converted = OPENAI_CHAT.convert({}, source).system, OPENAI_CHAT.convert({}, source)
+    history = [Message(role="user", parts=(TextPart(text="summary"),)),
+               Message(role="model", parts=(TextPart(text="ok"),)),
+               *converted.messages[2:]]  # fmt: skip
+    replacement = json.loads(build_replacement(OPENAI_CHAT, history, source))
+    assert replacement[-2:] == source[-2:]
+    assert replacement[0]["content"] == "summary" or "summary" in json.dumps(replacement[0])
+
+
+def test_import_autocompact_does_not_load_the_proxy() -> None:
+    """`import autocompact` loads neither autocompact.serve nor its server libraries."""
+    code = (
+        "import sys, autocompact, autocompact.guard, autocompact.providers\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('starlette', 'uvicorn')"
+        " or m.startswith('autocompact.serve')]\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_cli_refuses_without_upstream() -> None:
+    """`autocompact serve` with no upstream exits 2 with what to give."""
+    from autocompact.cli.main import main
+
+    assert main(["serve"]) == 2
+
+
+async def test_side_query_retries_with_max_completion_tokens() -> None:
+    """An OpenAI upstream that refuses max_tokens gets the summary request once more with
+    max_completion_tokens; the client's headers go with both."""
+    import httpx
+
+    from autocompact.providers.base import ChatRequest
+    from autocompact.serve.upstream import UpstreamProvider
+
+    seen: list[dict[str, object]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        seen.append({"body": body, "auth": request.headers.get("authorization")})
+        if "max_tokens" in body:
+            error = {"message": "Unsupported parameter: 'max_tokens'. Use 'max_completion_tokens'."}
+            return httpx.Response(400, json={"error": error})
+        message = {"role": "assistant", "content": "summary"}
+        return httpx.Response(
+            200, json={"choices": [{"message": message, "finish_reason": "stop"}]}
+        )
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+        provider = UpstreamProvider(
+            protocol=OPENAI_CHAT, client=client, url="http://upstream/v1/chat/completions",
+            headers={"authorization": "Bearer k"}, model="m", timeout=5,
+        )  # fmt: skip
+        request = ChatRequest(
+            messages=(Message(role="user", parts=(TextPart(text="hi"),)),), max_output_tokens=99
+        )
+        completion = await provider.acomplete(request)
+    assert completion.text == "summary"
+    assert [s["auth"] for s in seen] == ["Bearer k", "Bearer k"]
+    assert seen[1]["body"]["max_completion_tokens"] == 99  # type: ignore[index]
+
+
+def test_reported_prompt_tokens() -> None:
+    """The prompt size is read from each protocol's usage, streams included."""
+    from autocompact.serve.protocol import reported_prompt_tokens
+
+    assert reported_prompt_tokens(b'{"usage":{"prompt_tokens": 12,"completion_tokens":3}}') == 12
+    anthropic = (
+        b'event: message_start\ndata: {"message":{"usage":{"input_tokens":5,'
+        b'"cache_creation_input_tokens":7,"cache_read_input_tokens":100}}}\n\n'
+        b'event: message_delta\ndata: {"usage":{"output_tokens":3,"input_tokens":5}}\n\n'
+    )
+    assert reported_prompt_tokens(anthropic) == 112
+    assert reported_prompt_tokens(b'{"usage":{"input_tokens":40,"output_tokens":2}}') == 40
+    assert reported_prompt_tokens(b"data: [DONE]") is None
