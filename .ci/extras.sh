@@ -50,7 +50,7 @@ for extra in "${extras[@]}"; do
             echo "$today" >"$stamp"
         fi
         versions="$("$venv/bin/pip" freeze 2>/dev/null | grep -iE "^($(
-            "$PYTHON" .ci/extras.py "$extra" lowest | sed 's/==.*//; s/\[.*//' | paste -sd'|'
+            "$PYTHON" .ci/extras.py "$extra" lowest | sed 's/==.*//; s/\[.*//; s/[-_.]/[-_.]/g' | paste -sd'|'
         ))==" | paste -sd' ' || true)"
         read -r -a tests <<<"$("$PYTHON" .ci/extras.py "$extra" tests)"
         # Only the postgres extra installs psycopg: elsewhere its store variants are deselected.
