@@ -76,11 +76,51 @@ class MissingDependencyError(ConfigError):
     def __init__(self, package: str, extra: str) -> None:
         self.package = package
         self.extra = extra
-        super().__init__(
-            f"the '{package}' package is not installed; install it with: "
-            f'pip install "autocompact[{extra}]"',
-            key=extra,
-        )
+        installed = _installed_version(package)
+        if installed is None:
+            message = (
+                f"the '{package}' package is not installed; install it with: "
+                f'pip install "autocompact[{extra}]"'
+            )
+        else:
+            # Installed but its imports failed: a version older (or newer) than the extra allows.
+            wanted = _required(package, extra)
+            needs = f"needs {wanted}" if wanted else "needs another version"
+            message = (
+                f"the '{package}' package is installed at version {installed}, which autocompact "
+                f"cannot use: the {extra} extra {needs}; install it with: "
+                f'pip install "{wanted or package}" (or pip install "autocompact[{extra}]")'
+            )
+        super().__init__(message, key=extra)
+
+
+def _installed_version(package: str) -> str | None:
+    """The installed version of a distribution, or None when it is not installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _required(package: str, extra: str) -> str | None:
+    """What autocompact's ``extra`` requires of ``package`` (e.g. ``pydantic-ai-slim>=2.64,<3``),
+    read from the installed package's metadata; None when it cannot be read."""
+    import re
+    from importlib import metadata
+
+    try:
+        requirements = metadata.requires("autocompact") or []
+    except metadata.PackageNotFoundError:
+        return None
+    norm = re.sub(r"[-_.]+", "-", package).lower()
+    for requirement in requirements:
+        spec, _, marker = requirement.partition(";")
+        name = re.split(r"[\s\[<>=!~;]", spec, maxsplit=1)[0]
+        if re.sub(r"[-_.]+", "-", name).lower() == norm and f'"{extra}"' in marker:
+            return spec.strip().replace(" ", "")
+    return None
 
 
 class ContentError(AutocompactError):

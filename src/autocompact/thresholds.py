@@ -28,6 +28,7 @@ __all__ = [
     "HARD_BUFFER",
     "MAX_CONSECUTIVE_FAILURES",
     "MAX_CONTEXT_WINDOW",
+    "SMALLEST_WINDOW",
     "SUMMARY_RESERVE",
     "WARN_BUFFER",
     "WARN_PCT_OFFSET",
@@ -95,6 +96,10 @@ class CompactionThresholds:
 MAX_CONTEXT_WINDOW = 100_000_000
 """The largest window accepted: ten times the largest published one (a typo guard)."""
 
+SMALLEST_WINDOW = 1_000
+"""The smallest window the command line accepts: below it no request of a real agent fits
+(the ladder's arithmetic itself accepts any window)."""
+
 
 def parse_window(value: object, *, name: str = "window", minimum: int = 0) -> int:
     """A context window from an int or a string such as ``131072``, ``128k``, ``1m`` or ``1.5M``.
@@ -131,8 +136,8 @@ def parse_window(value: object, *, name: str = "window", minimum: int = 0) -> in
         raise ConfigError(f"{name} must be 0 or more tokens, got {number}", key=name)
     if number < minimum:
         raise ConfigError(
-            f"{name} must be at least {minimum} token{'s' if minimum != 1 else ''}, got {number}: "
-            "give the model's context window, e.g. 128k",
+            f"{name} must be at least {minimum:,} token{'s' if minimum != 1 else ''}, "
+            f"got {number}: give the model's context window, e.g. 128k",
             key=name,
         )
     if number > MAX_CONTEXT_WINDOW:

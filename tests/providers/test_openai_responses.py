@@ -282,9 +282,11 @@ def test_reply_with_reasoning_and_a_tool_call(wire: Wire) -> None:
 )
 def test_incomplete_reasons(wire: Wire, status: str, incomplete: str | None, finish: Any) -> None:
     """incomplete_details.reason maps to the normalized finish reason."""
-    wire.queue(
-        json_response(response([message_item("part")], status=status, incomplete=incomplete))
-    )
+    try:
+        payload = response([message_item("part")], status=status, incomplete=incomplete)
+    except ValueError:  # pydantic's ValidationError: this SDK has no such reason (openai 3.0)
+        pytest.skip(f"the installed openai SDK has no incomplete reason {incomplete!r}")
+    wire.queue(json_response(payload))
     result = make(wire).complete(SIDE_QUERY)
     assert result.finish_reason is finish
     if incomplete:

@@ -48,7 +48,7 @@ from autocompact.providers.base import Provider
 from autocompact.sessions import SavedSession, SessionStore, SessionWriter
 from autocompact.sessions.stores.binding import meta_of
 from autocompact.settings import Settings, load_settings
-from autocompact.thresholds import parse_window
+from autocompact.thresholds import SMALLEST_WINDOW, parse_window
 
 __all__ = [
     "ASSUMED_WINDOW",
@@ -185,7 +185,10 @@ def _choose(
     window: int | None = None
     source: WindowSource = "assumed"
     if args.window is not None:
-        window, source = parse_window(args.window, name="--window", minimum=1), "configured"
+        window, source = (
+            parse_window(args.window, name="--window", minimum=SMALLEST_WINDOW),
+            "configured",
+        )
     elif settings.context_window is not None:
         window, source = settings.context_window, "configured"
     elif header is not None and same and header.window_source == "configured":
@@ -563,7 +566,13 @@ def build_provider(
         return fake, window, source, None
     from autocompact.limits import query_server_limits, resolve_limits
     from autocompact.providers import get_provider
+    from autocompact.providers.registry import PROVIDER_NAMES
 
+    if choice.provider not in PROVIDER_NAMES:
+        raise ConfigError(
+            f"unknown provider {choice.provider!r:.40}: use one of {', '.join(PROVIDER_NAMES)}",
+            key="--provider",
+        )
     model = choice.model or DEFAULT_MODELS.get(choice.provider)
     if model is None:
         raise ConfigError(
@@ -581,7 +590,18 @@ def build_provider(
         if base_url:
             server = query_server_limits(base_url, model, kind=kind)  # type: ignore[arg-type]
     limits = resolve_limits(model, configured_window=choice.window, server=server)
-    return provider, limits.context_window, limits.source, limits.warning
+    warning = limits.warning
+    if choice.window is None and choice.provider in SERVER_KINDS and server is None:
+        # A local server runs with the context size it was started with, whatever the model's
+        # published window: a guess here is often wrong, so it is never silent.
+        where = f"the server at {base_url}" if base_url else "the server (no base URL given)"
+        warning = (
+            f"{where} could not be asked for the context window of {model!r}; using "
+            f"{limits.context_window:,} tokens ({limits.source}), which may not be the window "
+            "the server runs with: pass --window N with the server's context size (llama-server "
+            "-c N, vLLM --max-model-len N, Ollama num_ctx)"
+        )
+    return provider, limits.context_window, limits.source, warning
 
 
 _SERVER_QUERIES = ("vllm", "ollama", "llamacpp", "lmstudio")

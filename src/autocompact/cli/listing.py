@@ -30,7 +30,8 @@ def list_files(args: argparse.Namespace, store: SessionStore) -> int:
         return 1 if problems else 0
     table = Table(box=None, pad_edge=False)
     for column in ("id", "updated", "provider/model", "msgs", "compactions", "directory", "first"):
-        table.add_column(column, overflow="fold")
+        # The id is what a user copies: never wrapped (the other columns give way).
+        table.add_column(column, overflow="fold", no_wrap=column == "id")
     for s in summaries if args.all else summaries[:20]:
         table.add_row(
             s.header.id,

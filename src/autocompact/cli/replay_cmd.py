@@ -32,7 +32,7 @@ from autocompact.replay import (
     replay,
     summarize_errors,
 )
-from autocompact.thresholds import parse_window
+from autocompact.thresholds import SMALLEST_WINDOW, parse_window
 from autocompact.transcripts import Transcript, read_transcript
 from autocompact.validation import check_tool_pairs
 
@@ -52,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "Replay recorded sessions (Claude Code, qwen-code, gemini-cli, OpenAI JSON, "
             "autocompact sessions; gzip'd or not) through the engine: how far the token "
             "estimates were from the reported prompt sizes, and what the ladder and the legacy "
-            "70%% rule would have done on the same growth."
+            "70% rule would have done on the same growth."
         ),
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="transcript files")
@@ -77,7 +77,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     """Run ``autocompact replay``."""
     options = ReplayOptions(
-        window=parse_window(args.window, name="--window", minimum=1),
+        window=parse_window(args.window, name="--window", minimum=SMALLEST_WINDOW),
         failure_rate=_rate(args.failure_rate),
         seed=args.seed,
     )
@@ -158,6 +158,13 @@ def _read(path: Path) -> Transcript:
 # -- terminal report -----------------------------------------------------------------------------
 
 
+def _sized_calls(result: PolicyResult) -> list[tuple[int, int]]:
+    """(call, size) of every request a policy sent: a refused call has no size, so the sizes
+    are matched to their calls, not to their positions."""
+    calls = result.size_calls or tuple(range(1, len(result.sizes) + 1))
+    return list(zip(calls, result.sizes, strict=True))
+
+
 def _k(tokens: float) -> str:
     return f"{tokens / 1000:,.1f}K" if tokens >= 1000 else f"{tokens:,.0f}"
 
@@ -177,47 +184,48 @@ def render_chart(report: FileReport, *, width: int = 72, height: int = 14) -> li
     rows = report.rows
     if not rows:
         return ["(no recorded calls)"]
-    series: dict[str, Sequence[int]] = {
-        "recorded": [row.reported for row in rows],
-        **{name: report.policies[name].sizes for name in POLICIES},
+    series: dict[str, Sequence[tuple[int, int]]] = {
+        "recorded": [(row.call, row.reported) for row in rows],
+        **{name: _sized_calls(report.policies[name]) for name in POLICIES},
     }
-    top = max(report.window, *(max(s) for s in series.values() if s))
+    top = max(report.window, *(max(t for _, t in s) for s in series.values() if s))
     columns = min(width, len(rows))
 
-    def col(call_index: int) -> int:
-        return call_index * columns // len(rows)
+    def col(call: int) -> int:
+        return min(columns - 1, max(0, (call - 1) * columns // len(rows)))
 
     def line_of(tokens: float) -> int:
         return min(height - 1, int(tokens / top * (height - 1) + 0.5))
 
     grid = [[" "] * columns for _ in range(height)]
-    labels = {
-        line_of(report.window): "window",
-        line_of(report.thresholds.hard): "hard",
-        line_of(report.thresholds.auto): "auto",
-        line_of(report.thresholds.warn): "warn",
-    }
+    # Every threshold is named on the row nearest its value; thresholds on one row share it
+    # (on a collapsed ladder hard equals auto: "hard = auto 22.4K").
+    labels: dict[int, list[tuple[str, float]]] = {}
+    for name, value in (
+        ("window", report.window),
+        ("hard", report.thresholds.hard),
+        ("auto", report.thresholds.auto),
+        ("warn", report.thresholds.warn),
+    ):
+        same = labels.setdefault(line_of(value), [])
+        if same and same[-1][1] == value:
+            same[-1] = (f"{same[-1][0]} = {name}", value)
+        else:
+            same.append((name, value))
     for level in labels:
         grid[level] = ["-"] * columns
     for name in ("recorded", "legacy", "ladder"):
-        for index, tokens in enumerate(series[name]):
-            grid[line_of(tokens)][col(index)] = _MARKS[name]
+        for call, tokens in series[name]:
+            grid[line_of(tokens)][col(call)] = _MARKS[name]
     for name in POLICIES:
         for event in report.policies[name].events:
             if event.kind == "compacted":
-                grid[line_of(event.tokens_after)][col(event.call - 1)] = _COMPACTION_MARKS[name]
+                grid[line_of(event.tokens_after)][col(event.call)] = _COMPACTION_MARKS[name]
     out = []
     for level in range(height - 1, -1, -1):
         axis = _k(top * level / (height - 1)).rjust(7)
-        label = labels.get(level, "")
-        if label:
-            threshold = {
-                "window": report.window,
-                "hard": report.thresholds.hard,
-                "auto": report.thresholds.auto,
-                "warn": report.thresholds.warn,
-            }[label]
-            label = f" {label} {_k(threshold)}"
+        named = labels.get(level, [])
+        label = (" " + ", ".join(f"{name} {_k(value)}" for name, value in named)) if named else ""
         out.append(f"{axis} |{''.join(grid[level])}{label}")
     out.append(" " * 8 + "+" + "-" * columns)
     out.append(" " * 9 + f"call 1 … {len(rows)}   · recorded  ● ladder  ○ legacy  L/G compaction")
@@ -377,7 +385,14 @@ def write_plot(reports: Sequence[FileReport], path: Path) -> None:
         )
         for name, color in (("ladder", "tab:blue"), ("legacy", "tab:orange")):
             result = report.policies[name]
-            axis.plot(calls, result.sizes, color=color, marker=marker, label=name)
+            sized = _sized_calls(result)
+            axis.plot(
+                [call for call, _ in sized],
+                [tokens for _, tokens in sized],
+                color=color,
+                marker=marker,
+                label=name,
+            )
             points = [e for e in result.events if e.kind == "compacted"]
             axis.scatter(
                 [e.call for e in points],

@@ -24,6 +24,8 @@ from autocompact.sessions.stores.address import parse_store_address
 __all__ = [
     "STORE_ENV",
     "chat_store",
+    "open_existing",
+    "resolve_id",
     "run_store_export",
     "run_store_import",
     "run_store_list",
@@ -84,9 +86,47 @@ def _saved(snapshot: Snapshot, history: tuple[Message, ...]) -> SavedSession:
     return SavedSession(header=header, path=Path(), history=history)
 
 
+def open_existing(address: str) -> SessionStore:
+    """The store at ``address`` for a command that only reads: a SQLite file or a JSONL folder
+    that does not exist is an error, never created (nor its folders).
+
+    Raises:
+        SessionStoreError: the store does not exist.
+    """
+    return open_store(address, create=False)
+
+
+def resolve_id(store: SessionStore, session_id: str) -> str:
+    """The full id of a session in ``store`` given by its id or a unique prefix of it.
+
+    Raises:
+        SessionStoreError: no session, or several, match.
+    """
+    if store.exists(session_id):
+        return session_id
+    matches = sorted(
+        s.session_id for s in store.list_sessions() if s.session_id.startswith(session_id)
+    )
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise SessionStoreError(
+            f"no session {session_id!r:.80} in {store.address}; `autocompact sessions list "
+            "--store ...` shows the ids",
+            store=store.address,
+            session_id=session_id,
+        )
+    raise SessionStoreError(
+        f"{session_id!r:.80} matches {len(matches)} sessions ({', '.join(matches[:5])}); "
+        "give more of the id",
+        store=store.address,
+        session_id=session_id,
+    )
+
+
 def run_store_list(args: argparse.Namespace, address: str) -> int:
     """``sessions list --store``."""
-    store = open_store(address, create=False)  # issue 27: reading never creates a store
+    store = open_existing(address)
     if isinstance(store, JsonlStore):  # the files: name the unreadable ones (as without --store)
         from autocompact.cli.listing import list_files
         from autocompact.sessions import SessionStore as JsonlDirectory
@@ -99,7 +139,7 @@ def run_store_list(args: argparse.Namespace, address: str) -> int:
         return 0
     table = Table(box=None, pad_edge=False)
     for column in ("id", "updated", "provider/model", "turns", "compactions"):
-        table.add_column(column, overflow="fold")
+        table.add_column(column, overflow="fold", no_wrap=column == "id")
     for s in listing if args.all else listing[:20]:
         table.add_row(
             s.session_id,
@@ -114,9 +154,10 @@ def run_store_list(args: argparse.Namespace, address: str) -> int:
 
 def run_store_show(args: argparse.Namespace, address: str) -> int:
     """``sessions show ID --store``: the live history, and what was replaced."""
-    store = open_store(address, create=False)  # issue 27: reading never creates a store
-    snapshot = store.load(args.id)
-    entries = store.entries(args.id)
+    store = open_existing(address)
+    session_id = resolve_id(store, args.id)
+    snapshot = store.load(session_id)
+    entries = store.entries(session_id)
     replaced = sum(1 for e in entries if e.replaced_by is not None and e.kind == "turn")
     console = Console(highlight=False)
     meta = snapshot.meta
@@ -135,10 +176,13 @@ def run_store_show(args: argparse.Namespace, address: str) -> int:
 
 def run_store_export(args: argparse.Namespace, address: str) -> int:
     """``sessions export ID --store [--original]``."""
-    store = open_store(address, create=False)  # issue 27: reading never creates a store
-    snapshot = store.load(args.id)
+    store = open_existing(address)
+    session_id = resolve_id(store, args.id)
+    snapshot = store.load(session_id)
     if getattr(args, "original", False):
-        history = tuple(m for e in store.entries(args.id) if e.kind == "turn" for m in e.messages)
+        history = tuple(
+            m for e in store.entries(session_id) if e.kind == "turn" for m in e.messages
+        )
     else:
         history = snapshot.history
     text = export_session(_saved(snapshot, history), args.format)

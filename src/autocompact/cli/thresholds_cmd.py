@@ -9,7 +9,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from autocompact.thresholds import CompactionThresholds, compute_thresholds, parse_window
+from autocompact.thresholds import (
+    SMALLEST_WINDOW,
+    CompactionThresholds,
+    compute_thresholds,
+    parse_window,
+)
 
 _SHORT = {"proportional": "prop", "absolute": "abs", "collapsed": "coll"}
 DEFAULT_WINDOWS = ("32k", "64k", "128k", "200k", "256k", "1m")
@@ -20,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser(
         "thresholds",
         help="print the warn / auto / hard ladder for context windows",
-        description="Print the warn / auto / hard ladder (SPEC §3) for each context window, "
+        description="Print the warn / auto / hard ladder for each context window, "
         "marking which branch of the formula set each tier.",
     )
     parser.add_argument(
@@ -51,7 +56,10 @@ def as_json(t: CompactionThresholds) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Print the ladders."""
-    windows = [parse_window(w) for w in (args.windows or DEFAULT_WINDOWS)]
+    windows = [
+        parse_window(w, name="WINDOW", minimum=SMALLEST_WINDOW)
+        for w in (args.windows or DEFAULT_WINDOWS)
+    ]
     ladders = [compute_thresholds(w) for w in windows]
     console = Console()
     if args.json:

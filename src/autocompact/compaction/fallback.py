@@ -2,11 +2,15 @@
 
 When the count is still at or above the hard threshold after the rescue (the summary failed, the
 breaker is open, no model is available), the oldest turns are left out of the *request* — never
-out of the saved history — until it is below the auto threshold. What is kept: the first message
-when it is a plain user message (usually the task, or an earlier summary) and keeping it still
-fits, a marker saying how many messages were left out, the most recent turns, and the message
-being sent. A cut never falls between a call and its response (the message being sent may be the
-response), so every call/response pair stays whole; user and model turns keep alternating.
+out of the saved history — until it is below the auto threshold. What is always kept: the current
+task (the latest plain user message), the newest complete exchange and the message being sent;
+also the first message when it is a plain user message (usually the first task, or an earlier
+summary) and keeping it still fits; a marker stands for each run of messages left out. A trim that
+would not make the request smaller is not made; knowing the window, a request no trim gets below
+the threshold is sent whole when it fits, and an unknown scale trims to just below the threshold
+(within the window at the worst case), not to half of it. A cut never falls between a call and
+its response (the message being sent may be the response), so every call/response pair stays
+whole; user and model turns keep alternating.
 
 Sizes are on the provider's scale (SPEC §10.6): the kept request — system prompt, tool
 declarations, marker, kept turns and the pending message — is its plain estimate times a
@@ -166,12 +170,23 @@ def trim_request(
     image_token_estimate: int,
     scale: ProviderScale | None = None,
     fixed_tokens: int = 0,
+    window: int | None = None,
 ) -> TrimResult:
     """Leave out the oldest turns until the request is below ``target`` on the provider's scale.
 
-    The first message is kept while that is enough; when even the shortest request that keeps
-    it is over the target, it is left out too. A request already below the target is returned
-    whole.
+    Always kept: the current task (the latest plain user message: the pending message, or the
+    one that opened the tool loop the pending message belongs to), the newest complete exchange
+    (a call stays with its response; before a new user message, the last user-to-model step),
+    and the pending message. The first message is kept while that is enough; when even the
+    shortest request that keeps it is over the target, it is left out too. A request already
+    below the target is returned whole, and so is one that leaving turns out would not make
+    smaller.
+
+    With ``window``, a trimmed request only has to be below ``target`` on the trigger scale
+    (the scale that decided to trim) and within the window on the sizing scale (the worst
+    case), so it is trimmed to just below the threshold, not far below it. When nothing that
+    keeps the task gets below the target, the fewest turns are left out that fit the window
+    (none when the whole request fits).
 
     Args:
         history: the conversation before the pending message.
@@ -180,6 +195,7 @@ def trim_request(
         image_token_estimate: tokens per image or document.
         scale: how provider tokens relate to the plain estimate (sizing scale is used).
         fixed_tokens: the plain estimate of the system prompt and tool declarations.
+        window: the model's context window in provider tokens (None: size on ``target`` only).
     """
     scale = scale or ProviderScale()
     full = (*history, pending)
@@ -189,34 +205,107 @@ def trim_request(
         prefix.append(prefix[-1] + size)
     fixed = fixed_tokens + estimate_content_tokens([pending], image_token_estimate)
     whole = fixed + prefix[-1]
+    untrimmed = TrimResult(
+        messages=full,
+        dropped=0,
+        tokens_after=scale.tokens(whole),
+        left_out_tokens=0,
+        plain_after=whole,
+    )
     if scale.tokens(whole) < target or not history:
-        return TrimResult(
-            messages=full,
-            dropped=0,
-            tokens_after=scale.tokens(whole),
-            left_out_tokens=0,
-            plain_after=whole,
-        )
+        return untrimmed
+    task = None if _plain_user(pending) else _last_plain_user(history)
+    last_cut = _newest_exchange_start(history, pending)
+    pins = [{0, task} - {None}, {task} - {None}] if _plain_user(history[0]) else [{task} - {None}]
+    if task == 0:
+        pins = [{0}]
     marker_tokens = estimate_content_tokens([Message.user(marker_text(len(history)))])
-    starts = (1, 0) if _plain_user(history[0]) else (0,)
-    best: TrimResult | None = None
-    for start in starts:
-        for cut in _cut_points(history, pending, start):
-            left_out = prefix[cut] - prefix[start]
-            plain = whole - left_out + marker_tokens
-            best = TrimResult(
-                messages=_assemble(history, pending, start, cut),
-                dropped=cut - start,
+    points = [cut for cut in _cut_points(history, pending, 0) if cut <= last_cut]
+    candidates: list[TrimResult] = []
+    for pinned in pins:
+        kept_pins = sorted(i for i in pinned if i is not None)
+        for cut in points:
+            kept = [i for i in kept_pins if i < cut]
+            dropped = cut - len(kept)
+            if dropped <= 0:
+                continue
+            left_out = prefix[cut] - sum(sizes[i] for i in kept)
+            gaps = _gaps(kept, cut)
+            plain = whole - left_out + marker_tokens * len(gaps)
+            result = TrimResult(
+                messages=_assemble(history, pending, kept, cut),
+                dropped=dropped,
                 tokens_after=scale.tokens(plain),
                 left_out_tokens=left_out,
                 plain_after=plain,
             )
-            if best.tokens_after < target:
-                return best
-    # Even the shortest request is over the target: send the shortest one (the caller checks it
-    # against the window).
-    assert best is not None
-    return best
+            if _accepted(result, scale, target, window):
+                return result
+            candidates.append(result)
+    return _fallback(untrimmed, candidates, scale, window)
+
+
+def _accepted(result: TrimResult, scale: ProviderScale, target: float, window: int | None) -> bool:
+    """Whether a trimmed request is small enough: below the target on the sizing scale, or,
+    knowing the window, below the target on the trigger scale and within the window on the
+    sizing scale."""
+    if window is None:
+        return result.tokens_after < target
+    return (
+        scale.tokens(result.plain_after, scale="trigger") < target and result.tokens_after <= window
+    )
+
+
+def _fallback(
+    untrimmed: TrimResult,
+    candidates: Sequence[TrimResult],
+    scale: ProviderScale,
+    window: int | None,
+) -> TrimResult:
+    """Nothing that keeps the task gets below the target: the whole request when it fits the
+    window (or when leaving turns out would not make it smaller), else the fewest turns left
+    out that fit, else the shortest request (the caller checks it against the window)."""
+    if window is not None:
+        for result in (untrimmed, *candidates):
+            if result.tokens_after <= window:
+                return result
+    shortest = min(candidates, key=lambda r: r.plain_after, default=untrimmed)
+    if shortest.plain_after >= untrimmed.plain_after:
+        return untrimmed
+    return shortest
+
+
+def _last_plain_user(history: Sequence[Message]) -> int | None:
+    """The index of the latest plain user message (the current task), if any."""
+    for index in range(len(history) - 1, -1, -1):
+        if _plain_user(history[index]):
+            return index
+    return None
+
+
+def _newest_exchange_start(history: Sequence[Message], pending: Message) -> int:
+    """The latest index the kept tail may begin at so that it holds the newest complete
+    exchange. Before a new user message that is the last user-role message followed by a model
+    reply (cut points never split a call from its response, so a call answered by the pending
+    message stays with it anyway)."""
+    if not _plain_user(pending):
+        return len(history)
+    model = next((i for i in range(len(history) - 1, -1, -1) if history[i].role == "model"), None)
+    if model is None:
+        return len(history)
+    user = next((i for i in range(model - 1, -1, -1) if history[i].role == "user"), None)
+    return model if user is None else user
+
+
+def _gaps(kept: Sequence[int], cut: int) -> list[tuple[int, int]]:
+    """The runs of left-out history indices before ``cut`` around the kept (pinned) ones."""
+    gaps: list[tuple[int, int]] = []
+    begin = 0
+    for index in (*kept, cut):
+        if index > begin:
+            gaps.append((begin, index))
+        begin = index + 1
+    return gaps
 
 
 def _cut_points(history: Sequence[Message], pending: Message, start: int) -> list[int]:
@@ -246,21 +335,46 @@ def _cut_points(history: Sequence[Message], pending: Message, start: int) -> lis
 
 
 def _assemble(
-    history: Sequence[Message], pending: Message, start: int, cut: int
+    history: Sequence[Message], pending: Message, kept: Sequence[int], cut: int
 ) -> tuple[Message, ...]:
-    """The request: [first message], a marker, the kept tail and the pending message, with
-    user and model turns still alternating where the marker stands."""
-    marker = TextPart(text=marker_text(cut - start))
-    tail = (*history[cut:], pending)
-    head = tail[0]
-    if start == 1:
-        # The first message stays the same object; the marker joins the turn after it.
-        if head.role == "user":
-            return (history[0], Message(role="model", parts=(marker,)), *tail)
-        return (history[0], Message(role="model", parts=(marker, *head.parts)), *tail[1:])
-    if head.role == "user":
-        return (Message(role="user", parts=(marker, *head.parts)), *tail[1:])
-    return (Message(role="user", parts=(marker,)), *tail)
+    """The request: the kept (pinned) messages, a marker for each run left out, the kept tail
+    and the pending message, with user and model turns still alternating where a marker stands
+    (it joins the next message when a message of its own would break the alternation)."""
+    out: list[Message] = []
+    sequence: list[Message | int] = []
+    begin = 0
+    for index in (*kept, cut):
+        if index > begin:
+            sequence.append(index - begin)  # a run left out
+        if index < cut:
+            sequence.append(history[index])
+        begin = index + 1
+    sequence.extend(history[cut:])
+    sequence.append(pending)
+    carried: TextPart | None = None
+    for position, item in enumerate(sequence):
+        if isinstance(item, int):
+            marker = TextPart(text=marker_text(item))
+            previous = out[-1].role if out else None
+            following = next(
+                (m.role for m in sequence[position + 1 :] if isinstance(m, Message)), None
+            )
+            if previous == following == "user" or (previous is None and following == "model"):
+                role: Literal["user", "model"] = "model" if previous == "user" else "user"
+                out.append(Message(role=role, parts=(marker,)))
+            elif previous == following == "model":
+                out.append(Message(role="user", parts=(marker,)))
+            else:
+                carried = marker  # joins the next message
+            continue
+        if carried is not None:
+            if item.function_responses:
+                item = Message(role=item.role, parts=(*item.parts, carried))
+            else:
+                item = Message(role=item.role, parts=(carried, *item.parts))
+            carried = None
+        out.append(item)
+    return tuple(out)
 
 
 def _plain_user(message: Message) -> bool:

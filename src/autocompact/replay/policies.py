@@ -152,6 +152,7 @@ class _Sim:
         self.pairs_checked: object = None
         self.disabled = False  # legacy: one failure stops automatic compaction for good
         self.sizes: list[int] = []
+        self.size_calls: list[int] = []
         self.events: list[PolicyEvent] = []
         self.fills: list[float] = []
         self.compactions = self.failed = self.oversized = self.refused = 0
@@ -363,6 +364,7 @@ class _Sim:
                     self.oversized += 1
         self.peak = max(self.peak, sent)
         self.sizes.append(sent)
+        self.size_calls.append(step.call)
         self._check_pairs(step, trim)
         if sent <= self.options.window:
             self.sent_tokens += sent
@@ -430,6 +432,7 @@ class _Sim:
         return PolicyResult(
             name=self.name,
             sizes=tuple(self.sizes),
+            size_calls=tuple(self.size_calls),
             events=tuple(self.events),
             compactions=self.compactions,
             failed_attempts=self.failed,

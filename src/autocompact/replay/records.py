@@ -184,6 +184,8 @@ class PolicyResult:
     Attributes:
         name: ``ladder`` or ``legacy``.
         sizes: the size of the request sent at each call (after any compaction or trim).
+        size_calls: the call each size belongs to (a refused call has no size, so ``sizes``
+            can be shorter than the calls).
         events: compactions, failures, trims and oversized requests, in order.
         compactions: successful compactions.
         failed_attempts: compaction attempts that failed.
@@ -231,6 +233,7 @@ class PolicyResult:
     close_compactions: int = 0
     cache_write_tokens: int = 0
     cache_read_tokens: int = 0
+    size_calls: tuple[int, ...] = ()
 
     @property
     def calls_between_compactions(self) -> tuple[int, ...]:

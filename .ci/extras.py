@@ -1,0 +1,93 @@
+"""Print what .ci/extras.sh installs for one extra: its requirements, its ``==lower`` pins, the
+test files that cover it, and a key for its cached venv.
+
+    python .ci/extras.py EXTRA requirements|lowest|tests|key|all-extras
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The test files that cover each extra (relative to the repository root).
+TESTS = {
+    "langchain": [
+        "tests/integrations/test_langchain_agent.py",
+        "tests/integrations/test_langchain_convert.py",
+        "tests/integrations/test_langchain_docs.py",
+        "tests/integrations/test_langchain_store.py",
+    ],
+    "pydantic-ai": [
+        "tests/integrations/test_pydantic_ai.py",
+        "tests/integrations/test_pydantic_ai_store.py",
+    ],
+    "openai-agents": [
+        "tests/integrations/test_openai_agents.py",
+        "tests/integrations/test_openai_agents_store.py",
+    ],
+    "openai": ["tests/providers/test_openai.py", "tests/providers/test_openai_responses.py"],
+    "anthropic": [
+        "tests/providers/test_anthropic.py",
+        "tests/providers/test_anthropic_compaction.py",
+    ],
+    "gemini": ["tests/providers/test_gemini.py"],
+    "postgres": ["tests/stores/test_semantics.py", "tests/stores/test_async_stores.py"],
+}
+
+# What the tests themselves need besides the extra (no upper pins: test tools only).
+TEST_TOOLS = ["pytest>=8", "pytest-asyncio>=0.23", "hypothesis>=6.100"]
+
+
+def requirements(extra: str) -> list[str]:
+    """The extra's requirement strings as pyproject.toml lists them."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    if extra not in extras:
+        raise SystemExit(f"unknown extra {extra!r}: use one of {', '.join(TESTS)}")
+    return list(extras[extra])
+
+
+def lowest(extra: str) -> list[str]:
+    """``name==lower`` for every requirement of the extra that has a lower bound."""
+    pins = []
+    for requirement in requirements(extra):
+        match = re.match(r"^([A-Za-z0-9_.-]+)(\[[^\]]*\])?\s*(.*)$", requirement)
+        if match is None:
+            raise SystemExit(f"cannot read the requirement {requirement!r}")
+        name, _, spec = match.groups()
+        lower = re.search(r">=\s*([0-9][0-9A-Za-z.]*)", spec)
+        if lower:
+            pins.append(f"{name}=={lower.group(1)}")
+    return pins
+
+
+def key(extra: str, mode: str) -> str:
+    """A short key for the venv: the Python version, the extra's requirements and the mode."""
+    text = "\n".join([sys.version, mode, *requirements(extra), *TEST_TOOLS])
+    return f"{extra}-{mode}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
+def main(argv: list[str]) -> None:
+    if argv == ["all-extras"]:
+        print(" ".join(TESTS))
+        return
+    extra, what, *rest = argv
+    if what == "requirements":
+        print("\n".join([*requirements(extra), *TEST_TOOLS]))
+    elif what == "lowest":
+        print("\n".join(lowest(extra)))
+    elif what == "tests":
+        print(" ".join(TESTS[extra]))
+    elif what == "key":
+        print(key(extra, rest[0]))
+    else:
+        raise SystemExit(f"unknown request {what!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
