@@ -174,3 +174,24 @@ def test_sqlite_address_with_an_absolute_path_after_three_slashes(chat_env: Chat
     result = chat_env.run(["chat", "--provider", "fake", "--store", address], ["one"])
     assert result.code == 0, result.err
     assert [s.turns for s in SqliteStore(path).list_sessions()] == [1]
+
+
+def test_chat_store_redacts_the_api_keys_in_the_environment(
+    chat_env: ChatEnv, address: str
+) -> None:
+    """A provider key typed in a message is redacted in SQLite and PostgreSQL as in JSONL."""
+    secret = "plainsecretvalue-4711"  # no well-known credential shape: only the env names it
+    chat_env.monkeypatch.setenv("OPENAI_API_KEY", secret)
+    result = chat_env.run(["chat", "--provider", "fake", "--store", address], [f"key {secret}"])
+    assert result.code == 0, result.err
+    from autocompact.sessions.stores import open_store
+
+    store = open_store(address)
+    (listing,) = store.list_sessions()
+    stored = json.dumps(
+        [m.text for m in store.load(listing.session_id).history], ensure_ascii=False
+    )
+    assert secret not in stored
+    assert "key " in stored  # the message itself was kept
+    if address.startswith("sqlite"):
+        assert secret.encode() not in (chat_env.cwd.parent / "shared.db").read_bytes()

@@ -14,6 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from autocompact.cli.paths import secrets_in_env
 from autocompact.content import Message
 from autocompact.errors import ConfigError, SessionStoreError
 from autocompact.sessions import SessionHeader, export_session
@@ -47,7 +48,8 @@ def store_address(args: argparse.Namespace) -> str | None:
 
 def chat_store(address: str, args: argparse.Namespace, cwd: Path) -> tuple[SessionStore, str]:
     """The store and session id ``autocompact chat --store`` runs on (new, resumed, continued)."""
-    store = open_store(address)
+    # The API keys in the environment are redacted in every backend, as in the JSONL files.
+    store = open_store(address, redact=secrets_in_env())
     if args.resume:
         if not store.exists(args.resume):
             raise SessionStoreError(

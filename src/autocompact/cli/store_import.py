@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from autocompact.cli.paths import secrets_in_env
 from autocompact.content import Message
 from autocompact.errors import AutocompactError, ConfigError
 from autocompact.sendcheck import store_turn_limit
@@ -110,7 +111,7 @@ def run_import_into(address: str, source: Path, ids: list[str] | None) -> int:
             "give the directory that holds the JSONL session files",
             key="--from",
         )
-    return import_sessions(JsonlStore(source), open_store(address), ids)
+    return import_sessions(JsonlStore(source), open_store(address, redact=secrets_in_env()), ids)
 
 
 def import_sessions(files: JsonlStore, target: SessionStore, ids: list[str] | None) -> int:
