@@ -194,7 +194,6 @@ def plan_request(
             image_token_estimate=image,
             scale=_sizing_scale(config, state, scale, base),
             fixed_tokens=config.fixed_plain,
-            window=config.context_window,
         )
         if trimmed.dropped:
             messages, trim = trimmed.messages, trimmed

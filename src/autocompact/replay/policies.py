@@ -316,7 +316,6 @@ class _Sim:
             target=self.thresholds.auto - self.baseline,
             image_token_estimate=self.options.image_token_estimate,
             scale=scale,
-            window=self.options.window - self.baseline,
         )
         if not trimmed.dropped:
             return self.size, None, False
