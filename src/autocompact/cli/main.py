@@ -47,6 +47,7 @@ SUMMARIES: dict[str, tuple[str, str]] = {
         "replay",
         "replay recorded agent sessions: estimate accuracy and compaction policies",
     ),
+    "autocompact.cli.serve_cmd": ("serve", "run the compaction proxy for agents you did not write"),
 }
 
 EXIT_OK = 0

@@ -8,7 +8,9 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["data_dir", "secrets_in_env", "settings_paths"]
+from autocompact.errors import SessionFileError
+
+__all__ = ["data_dir", "secrets_in_env", "settings_paths", "write_private"]
 
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 
@@ -36,3 +38,19 @@ def secrets_in_env(env: Mapping[str, str] | None = None) -> list[str]:
 
     names = {n for names in API_KEY_VARIABLES.values() for n in names}
     return [v for k, v in env.items() if (k in names or _SECRET_NAME.search(k)) and len(v) >= 8]
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write an export readable by its owner only (0600): it holds the whole conversation."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.fchmod(fd, 0o600)  # an existing file keeps its mode through O_CREAT
+            with os.fdopen(fd, "w", encoding="utf-8", closefd=False) as f:
+                f.write(text)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise SessionFileError(
+            f"cannot write the export: {exc.strerror or exc}", path=str(path)
+        ) from exc

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -11,7 +10,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from autocompact.cli.listing import list_files
-from autocompact.cli.paths import data_dir
+from autocompact.cli.paths import data_dir, write_private
 from autocompact.cli.render import format_tokens
 from autocompact.cli.store_cmd import (
     run_store_export,
@@ -21,7 +20,6 @@ from autocompact.cli.store_cmd import (
     store_address,
 )
 from autocompact.content import FunctionCallPart, FunctionResponsePart, Message, TextPart
-from autocompact.errors import SessionFileError
 from autocompact.sessions import SessionStore, export_session
 
 __all__ = ["list_files", "register", "run_export", "run_import", "run_list", "run_show"]
@@ -163,23 +161,7 @@ def run_export(args: argparse.Namespace) -> int:
     saved = _store().open(args.id)
     text = export_session(saved, args.format)
     if args.output:
-        _write_private(Path(args.output), text)
+        write_private(Path(args.output), text)
     else:
         sys.stdout.write(text)
     return 0
-
-
-def _write_private(path: Path, text: str) -> None:
-    """Write an export readable by its owner only (0600): it holds the whole conversation."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.fchmod(fd, 0o600)  # an existing file keeps its mode through O_CREAT
-            with os.fdopen(fd, "w", encoding="utf-8", closefd=False) as f:
-                f.write(text)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        raise SessionFileError(
-            f"cannot write the export: {exc.strerror or exc}", path=str(path)
-        ) from exc

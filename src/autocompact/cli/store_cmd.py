@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from autocompact.cli.paths import secrets_in_env
+from autocompact.cli.paths import secrets_in_env, write_private
 from autocompact.content import Message
 from autocompact.errors import ConfigError, SessionStoreError
 from autocompact.sessions import SessionHeader, export_session
@@ -189,9 +189,7 @@ def run_store_export(args: argparse.Namespace, address: str) -> int:
         history = snapshot.history
     text = export_session(_saved(snapshot, history), args.format)
     if args.output:
-        from autocompact.cli.sessions_cmd import _write_private  # issue 27: 0600, as without
-
-        _write_private(Path(args.output), text)
+        write_private(Path(args.output), text)
     else:
         sys.stdout.write(text)
     return 0

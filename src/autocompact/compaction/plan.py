@@ -504,6 +504,7 @@ def _finish(
     problem = _refusal(completion, cap) or (None if opaque else _echo(summary, options))
     if problem is not None:
         return fail(*problem)
+    model_text = summary
     if done.ledger is not None and opaque is None:
         if not done.local:  # a model wrote it: put back what it lost
             audit = audit_summary(summary, done.ledger)
@@ -528,9 +529,11 @@ def _finish(
             # A kept tail that begins with a model message follows the summary directly.
             ack = () if to_keep and to_keep[0].role == "model" else (_acknowledgement(),)
             new_history = (Message.user(SUMMARY_PREAMBLE + summary), *ack, *to_keep)
+            # The model's own count of what it wrote, plus what the audit appended to it.
             summary_tokens = (
                 usage.output_tokens
-                if usage and usage.output_tokens > 0 and not sizes.get("restored")
+                + max(0, estimate_text_tokens(summary) - estimate_text_tokens(model_text))
+                if usage and usage.output_tokens > 0
                 else estimate_text_tokens(summary)
             )
         compressed_tokens = estimate_content_tokens(to_compress, options.image_token_estimate)
