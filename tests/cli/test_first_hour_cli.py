@@ -111,7 +111,8 @@ def test_sessions_list_never_creates_a_sqlite_store(chat_env: ChatEnv, tmp_path:
     for action in (["list"], ["show", "abc"], ["export", "abc"]):
         result = chat_env.run(["sessions", *action, "--store", f"sqlite:///{missing}"])
         assert result.code == 2, result.out
-        assert "no SQLite store" in result.err and "never creates" in result.err
+        assert "no SQLite store" in result.err
+        assert "never creates" in result.err
         assert "Traceback" not in result.err
     assert not (tmp_path / "nonexist").exists()
 
