@@ -287,6 +287,7 @@ class Engine(CompactionSteps):
             yield from self.store.open_step()
             stored = (yield from self.store.find_turn_step(turn_id)) if turn_id else None
             if stored is not None and len(stored.messages) == 2:  # a retry of a stored turn
+                self.store.check_retry(stored, message)  # the same message, or refused
                 self.adopt_snapshot((yield from self.store.refresh_step()), growth=True)
                 return Completion(message=stored.messages[1])
             turn_id = turn_id or uuid.uuid4().hex

@@ -33,7 +33,7 @@ from autocompact.compaction.plan import (
 )
 from autocompact.compaction.service import Awaiting, settle
 from autocompact.content import Message
-from autocompact.errors import ConfigError
+from autocompact.errors import ConfigError, SessionStoreError
 from autocompact.sessions.records import info_to_dict
 from autocompact.sessions.stores.aio import AsyncSessionStore
 from autocompact.sessions.stores.base import (
@@ -43,6 +43,8 @@ from autocompact.sessions.stores.base import (
     Lease,
     SessionStore,
     Snapshot,
+    encode_messages,
+    redact_text,
     takes_growth,
 )
 from autocompact.thresholds import CompactionThresholds
@@ -134,6 +136,24 @@ class StoreBinding:
             return None
         entry: Entry | None = yield from self._call("get_turn", self.session_id, turn_id)
         return entry
+
+    def check_retry(self, stored: Entry, message: Message) -> None:
+        """Refuse a stored turn's id reused for another message (its stored reply would answer
+        a question it was not asked). The store may keep the message redacted: a retry matches
+        when the same redaction makes it the stored text."""
+        kept, new = encode_messages(stored.messages[:1]), encode_messages((message,))
+        hidden = getattr(self.store, "redacted", ())
+        if new == kept or redact_text(new, hidden if isinstance(hidden, tuple) else ()) == kept:
+            return
+        address = str(getattr(self.store, "address", "the store"))
+        raise SessionStoreError(
+            f"turn id {stored.turn_id!r:.80} is already stored in session "
+            f"{self.session_id!r:.80} in {address} for another message "
+            f"({stored.messages[0].text!r:.60}); nothing was sent: give a new message a new "
+            "turn id (resending the same message with this id returns its stored reply)",
+            store=address,
+            session_id=self.session_id,
+        )
 
     def begin_compaction_step(self) -> Generator[Any, Any, Snapshot | None]:
         """Take the lease and read the base; ``None`` when another worker holds the lease."""

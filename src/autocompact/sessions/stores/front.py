@@ -54,6 +54,13 @@ def _args(**kwargs: Any) -> dict[str, Any]:
 class StoreFront(ABC):
     """:class:`~autocompact.sessions.stores.base.SessionStore`'s methods over ``_run``."""
 
+    _redact: tuple[str, ...] = ()
+
+    @property
+    def redacted(self) -> tuple[str, ...]:
+        """The secrets the store writes as ``[redacted]`` (besides the credential shapes)."""
+        return self._redact
+
     @property
     @abstractmethod
     def address(self) -> str:
@@ -191,6 +198,13 @@ class StoreFront(ABC):
 class AsyncStoreFront(ABC):
     """The same methods, awaited (:class:`~autocompact.sessions.stores.aio.AsyncSessionStore`):
     each builds the same :class:`Call` as :class:`StoreFront`'s and awaits ``_run``."""
+
+    _redact: tuple[str, ...] = ()
+
+    @property
+    def redacted(self) -> tuple[str, ...]:
+        """The secrets the store writes as ``[redacted]`` (besides the credential shapes)."""
+        return self._redact
 
     @property
     @abstractmethod

@@ -36,6 +36,7 @@ from autocompact.content import Message
 from autocompact.errors import SessionFileError, SessionStoreError
 from autocompact.sessions.durable import replace_file
 from autocompact.sessions.locking import lock_session, unlock
+from autocompact.sessions.records import secrets_to_redact
 from autocompact.sessions.store import SessionStore as JsonlDirectory
 from autocompact.sessions.store import SessionWriter
 from autocompact.sessions.stores.base import (
@@ -95,6 +96,7 @@ class JsonlStore(StoreFront):
         self.root = Path(root)
         self.max_turn_bytes = max_turn_bytes
         self._dir = JsonlDirectory(self.root, redact=redact)
+        self._redact = secrets_to_redact(self._dir.redact)
         self.lease_seconds = lease_seconds
         self.lock_wait = lock_wait
         self._clock = clock

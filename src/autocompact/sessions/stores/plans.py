@@ -61,13 +61,20 @@ from autocompact.sessions.stores.schema import (
     Op,
     Plan,
     Query,
+    RowPlace,
     attempt_from_row,
+    check_not_newer,
+    check_turn_id,
     dump_json,
     entry_from_row,
+    json_object,
     listing_from_row,
     load_json,
+    locked_row,
     now_iso,
+    optional_int,
     release_query,
+    schema_version,
     with_growth,
 )
 
@@ -134,7 +141,7 @@ class SqlRules:
         if found is None:
             return 0
         row = yield Query("SELECT version FROM autocompact_schema WHERE id = 1", (), Fetch.ONE)
-        return 0 if row is None else int(row[0])
+        return 0 if row is None else schema_version(row, self._address)
 
     def _migrate_plan(self) -> Plan[int]:
         """Upgrade to :data:`LATEST_SCHEMA` (in a write transaction); returns the version found."""
@@ -158,13 +165,7 @@ class SqlRules:
         return version
 
     def _check_not_newer(self, version: int) -> None:
-        if version > LATEST_SCHEMA:
-            raise SessionStoreError(
-                f"the store was written by a newer autocompact (schema version {version}; this "
-                f"one reads up to {LATEST_SCHEMA}); upgrade autocompact "
-                "(pip install -U autocompact) to use it",
-                store=self._address,
-            )
+        check_not_newer(version, self._address)
 
     def _lock_row(self, session_id: str) -> Plan[tuple[Any, ...]]:
         """Lock the session's row for the rest of the write; returns
@@ -177,7 +178,10 @@ class SqlRules:
         )
         if row is None:
             raise self._missing(session_id)
-        return tuple(row)
+        return locked_row(row, self._place(session_id))
+
+    def _place(self, session_id: str) -> RowPlace:
+        return RowPlace(store=self._address, session_id=session_id, row="its ac_sessions row")
 
     def _missing(self, session_id: str) -> SessionStoreError:
         return SessionStoreError(
@@ -238,25 +242,28 @@ class SqlRules:
         )
         if not rows:
             raise self._missing(session_id)
-        head = rows[0][:9]
-        meta, created, updated, epoch_now, last_seq, failures, calibration, usage, hold = head
-        if after is not None and int(epoch_now) != after.epoch:
+        meta, created, updated, epoch_now, last_seq, failures, calibration, usage, hold = rows[0][
+            :9
+        ]
+        here = self._place(session_id)
+        epoch_now = here.field("epoch", epoch_now, int)
+        if after is not None and epoch_now != after.epoch:
             return None
-        new = tuple(entry_from_row(r[9:]) for r in rows if r[9] is not None)
+        new = tuple(entry_from_row(r[9:], here) for r in rows if r[9] is not None)
         # The session row's usage also carries the growth log (no column: older builds still
         # read the schema; design decision 69).
-        usage = load_json(usage)
+        usage = here.field("usage", usage, load_json)
         growth = usage.pop("growth", None) if isinstance(usage, dict) else None
         return Snapshot(
             session_id=session_id,
-            meta=after.meta if after is not None else load_json(meta) or {},
+            meta=after.meta if after is not None else here.field("meta", meta, json_object) or {},
             entries=(*after.entries, *new) if after is not None else new,
-            epoch=int(epoch_now),
-            last_seq=int(last_seq),
-            consecutive_failures=int(failures),
-            calibration=load_json(calibration),
+            epoch=epoch_now,
+            last_seq=here.field("last_seq", last_seq, int),
+            consecutive_failures=here.field("failures", failures, int),
+            calibration=here.field("calibration", calibration, json_object),
             usage=usage or None,
-            hold_until=None if hold is None else int(hold),
+            hold_until=here.field("hold_until", hold, optional_int),
             growth=growth if isinstance(growth, dict) else None,
             created=created,
             updated=updated,
@@ -273,12 +280,7 @@ class SqlRules:
         growth: JsonDict | None = None,
     ) -> Op[AppendResult]:
         check_session_id(session_id, self._address)
-        if not isinstance(turn_id, str) or not turn_id or len(turn_id) > 256:
-            raise SessionStoreError(
-                f"a turn id must be a string of 1–256 characters, not {turn_id!r:.40}",
-                store=self._address,
-                session_id=session_id,
-            )
+        check_turn_id(turn_id, self._address, session_id)
         payload = check_turn_size(messages, self.max_turn_bytes, self._address, session_id)
         payload = redact_text(payload, self._redact)
         plan = self._append_plan(session_id, turn_id, payload, usage, calibration, owner, growth)
@@ -327,7 +329,7 @@ class SqlRules:
             (session_id, turn_id),
             Fetch.ONE,
         )
-        return None if row is None else entry_from_row(row)
+        return None if row is None else entry_from_row(row, self._place(session_id))
 
     # -- the compaction lease ----------------------------------------------------------------
 
@@ -565,7 +567,7 @@ class SqlRules:
             (session_id,),
             Fetch.ALL,
         )
-        return tuple(entry_from_row(r) for r in rows)
+        return tuple(entry_from_row(r, self._place(session_id)) for r in rows)
 
     def _attempts_op(self, session_id: str) -> Op[tuple[Attempt, ...]]:
         check_session_id(session_id, self._address)
@@ -578,7 +580,7 @@ class SqlRules:
             (session_id,),
             Fetch.ALL,
         )
-        return tuple(attempt_from_row(r) for r in rows)
+        return tuple(attempt_from_row(r, self._place(session_id)) for r in rows)
 
     def _list_sessions_op(self) -> Op[list[SessionListing]]:
         return Op(self._list_plan(), write=False)
@@ -594,4 +596,4 @@ class SqlRules:
             (),
             Fetch.ALL,
         )
-        return [listing_from_row(r) for r in rows]
+        return [listing_from_row(r, self._address) for r in rows]

@@ -4,6 +4,8 @@ For agent servers whose workers run on several machines. Writes lock the session
 (``SELECT ... FOR UPDATE``) for the rest of their transaction; reads run at ``REPEATABLE READ``
 so a snapshot's entries and counters agree. Migrations hold a transaction-scoped advisory lock,
 so workers starting together create the schema once. psycopg is imported on first use only.
+The pools check each connection before lending it (psycopg_pool ≥ 3.2's ``check_connection``),
+so after a server restart the next call reconnects instead of failing.
 
 Two stores share everything but the driver calls: :class:`PostgresStore` (psycopg's
 ``Connection`` and ``ConnectionPool``) and :class:`AsyncPostgresStore` (``AsyncConnection`` and
@@ -159,6 +161,9 @@ class PostgresStore(_Postgres, SqlStore):
             timeout=self._connect_timeout,
             open=False,
             name="autocompact",
+            # A connection the server dropped (a restart, a failover) is found and replaced
+            # before use, so the send through it does not fail.
+            check=pool_module.ConnectionPool.check_connection,
         )
         try:
             pool.open(wait=True, timeout=self._connect_timeout)
@@ -239,6 +244,7 @@ class AsyncPostgresStore(_Postgres, AsyncSqlStore):
             timeout=self._connect_timeout,
             open=False,
             name="autocompact-async",
+            check=pool_module.AsyncConnectionPool.check_connection,  # see PostgresStore
         )
         try:
             await pool.open(wait=True, timeout=self._connect_timeout)

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
-from typing import Any, Generic, TypeAlias, TypeVar
+from typing import Any, Generic, TypeAlias, TypeVar, get_args
 
+from autocompact.errors import AutocompactError, SessionStoreError
 from autocompact.sessions.stores.base import (
     Attempt,
     Entry,
+    EntryKind,
     JsonDict,
     Lease,
     SessionListing,
@@ -37,13 +39,20 @@ __all__ = [
     "Op",
     "Plan",
     "Query",
+    "RowPlace",
     "attempt_from_row",
+    "check_not_newer",
+    "check_turn_id",
     "dump_json",
     "entry_from_row",
+    "json_object",
     "listing_from_row",
     "load_json",
+    "locked_row",
     "now_iso",
+    "optional_int",
     "release_query",
+    "schema_version",
     "with_growth",
 ]
 
@@ -217,45 +226,155 @@ def with_growth(usage: JsonDict | None, growth: JsonDict | None) -> JsonDict | N
     return {**(usage or {}), "growth": growth}
 
 
-def entry_from_row(row: Sequence[Any]) -> Entry:
-    """An ``ac_entries`` row (``ENTRY_COLUMNS`` order) as an :class:`Entry`."""
+@dataclass(frozen=True, kw_only=True)
+class RowPlace:
+    """Where a row came from, for the error that says it cannot be read.
+
+    Attributes:
+        store: the store's address (password hidden).
+        session_id: the row's session (``None``: the schema table).
+        row: the row, as a user finds it (``"ac_entries seq 3"``).
+    """
+
+    store: str
+    session_id: str | None
+    row: str
+
+    def at(self, row: str) -> RowPlace:
+        """The same session, another row."""
+        return RowPlace(store=self.store, session_id=self.session_id, row=row)
+
+    def field(self, name: str, value: Any, convert: Callable[[Any], _T]) -> _T:
+        """``convert(value)``; a value it cannot take is a :class:`SessionStoreError` naming
+        the session, the row, the field and the value (rows changed outside autocompact)."""
+        try:
+            return convert(value)
+        except SessionStoreError:
+            raise
+        except (ValueError, TypeError, KeyError, AttributeError, AutocompactError) as exc:
+            raise self.corrupt(name, value, exc) from None
+
+    def corrupt(self, name: str, value: Any, why: object) -> SessionStoreError:
+        """The error for a stored value that cannot be read."""
+        owner = f"session {self.session_id!r:.80}" if self.session_id is not None else "the store"
+        reason = " ".join(str(why).split())[:160] or type(why).__name__
+        return SessionStoreError(
+            f"{owner} in {self.store} cannot be read: {self.row} has a corrupt {name} "
+            f"({_shown(value)}: {reason}); it was changed outside autocompact: restore the "
+            "database from a backup, or fix or delete that row",
+            store=self.store,
+            session_id=self.session_id,
+        )
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+_KINDS: frozenset[str] = frozenset(get_args(EntryKind))
+
+
+def _kind(value: Any) -> EntryKind:
+    if value not in _KINDS:
+        raise ValueError(f"not one of {', '.join(sorted(_KINDS))}")
+    kind: EntryKind = value
+    return kind
+
+
+def json_object(text: Any) -> Any:
+    """A JSON column that holds an object (or NULL)."""
+    value = load_json(text)
+    if value is not None and not isinstance(value, dict):
+        raise ValueError(f"a JSON {type(value).__name__}, not an object")
+    return value
+
+
+def optional_int(value: Any) -> int | None:
+    """An integer column that may be NULL."""
+    return None if value is None else int(value)
+
+
+def check_not_newer(version: int, store: str) -> None:
+    """Refuse a database a newer autocompact wrote (it is never written to)."""
+    if version > LATEST_SCHEMA:
+        raise SessionStoreError(
+            f"the store was written by a newer autocompact (schema version {version}; this "
+            f"one reads up to {LATEST_SCHEMA}); upgrade autocompact "
+            "(pip install -U autocompact) to use it",
+            store=store,
+        )
+
+
+def check_turn_id(turn_id: object, store: str, session_id: str) -> None:
+    """A turn id is a string of 1–256 characters."""
+    if not isinstance(turn_id, str) or not turn_id or len(turn_id) > 256:
+        raise SessionStoreError(
+            f"a turn id must be a string of 1–256 characters, not {turn_id!r:.40}",
+            store=store,
+            session_id=session_id,
+        )
+
+
+def schema_version(row: Sequence[Any], store: str) -> int:
+    """The version the ``autocompact_schema`` row holds."""
+    place = RowPlace(store=store, session_id=None, row="the autocompact_schema row")
+    return place.field("schema version", row[0], int)
+
+
+def locked_row(row: Sequence[Any], place: RowPlace) -> tuple[Any, ...]:
+    """The session row a write locks: ``(epoch, last_seq, failures, lease_owner, lease_token,
+    lease_expires)``, the counters as integers."""
+    counters = (place.field(n, v, int) for n, v in zip(_COUNTERS, row[:3], strict=True))
+    return (*counters, *row[3:])
+
+
+_COUNTERS = ("epoch", "last_seq", "failures")
+
+
+def entry_from_row(row: Sequence[Any], place: RowPlace) -> Entry:
+    """An ``ac_entries`` row (``ENTRY_COLUMNS`` order) as an :class:`Entry`; ``place``: the
+    session's (the row's seq is added to it), for the error a corrupted value raises."""
     seq, pos, kind, turn_id, owner, messages, usage, replaced_by, created = row
+    here = place.at(f"ac_entries seq {seq}")
     return Entry(
-        seq=int(seq),
-        pos=int(pos),
-        kind=kind,
+        seq=here.field("seq", seq, int),
+        pos=here.field("pos", pos, int),
+        kind=here.field("kind", kind, _kind),
         turn_id=turn_id,
-        messages=decode_messages(messages),
-        usage=load_json(usage),
-        replaced_by=None if replaced_by is None else int(replaced_by),
+        messages=here.field("messages", messages, decode_messages),
+        usage=here.field("usage", usage, json_object),
+        replaced_by=here.field("replaced_by", replaced_by, optional_int),
         owner=owner,
         created=created,
     )
 
 
-def attempt_from_row(r: Sequence[Any]) -> Attempt:
+def attempt_from_row(r: Sequence[Any], place: RowPlace) -> Attempt:
     """An ``ac_attempts`` row (as the attempts plan selects it) as an :class:`Attempt`."""
+    here = place.at(f"ac_attempts seq {r[0]}")
+    counted = here.field("counted", r[4], int)
     return Attempt(
-        seq=int(r[0]),
+        seq=here.field("seq", r[0], int),
         owner=r[1],
         trigger=r[2],
         status=r[3],
-        counted=int(r[4]) > 0,
-        reset=int(r[4]) < 0,
-        failures_after=int(r[5]),
-        epoch=int(r[6]),
-        summary_seq=None if r[7] is None else int(r[7]),
-        info=load_json(r[8]) or {},
+        counted=counted > 0,
+        reset=counted < 0,
+        failures_after=here.field("failures_after", r[5], int),
+        epoch=here.field("epoch", r[6], int),
+        summary_seq=here.field("summary_seq", r[7], optional_int),
+        info=here.field("info", r[8], json_object) or {},
         created=r[9],
     )
 
 
-def listing_from_row(r: Sequence[Any]) -> SessionListing:
+def listing_from_row(r: Sequence[Any], store: str) -> SessionListing:
     """A row of the listing plan (id, meta, created, updated, turns, summaries)."""
-    meta = load_json(r[1]) or {}
+    here = RowPlace(store=store, session_id=r[0], row="its ac_sessions row")
     return SessionListing(
         session_id=r[0],
-        meta=meta,
+        meta=here.field("meta", r[1], json_object) or {},
         created=r[2],
         updated=r[3],
         turns=int(r[4]),
