@@ -24,10 +24,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from autocompact.compaction.ledger import tools
+from autocompact.compaction.ledger.keys import key_words, named, rule_key, same_subject, shapes
 from autocompact.compaction.ledger.model import Entry, Ledger
 from autocompact.compaction.ledger.render import parse_ledger
 from autocompact.compaction.ledger.scan import scan
 from autocompact.compaction.ledger.sentences import sentence_list
+from autocompact.compaction.ledger.statements import statements, unglued
 from autocompact.compaction.ledger.text import (
     content_words,
     drop_code,
@@ -38,7 +40,6 @@ from autocompact.compaction.ledger.text import (
     norm,
     specific_marks,
     specific_tokens,
-    template_key,
 )
 from autocompact.content import FunctionCallPart, FunctionResponsePart, Message, TextPart
 
@@ -50,6 +51,8 @@ _MAX_CANDIDATE = 400
 _MAX_NOTES = 400
 _MAX_DECISIONS = 12
 _MAX_ACTIONS = 5
+_POSTINGS = 64
+_BOILERPLATE = 4  # a template said this often in one part is no item
 _RECENT_GOALS = 3
 _MIN_SAMPLE_CHARS = 15_000  # less user text than this cannot tell a rare word
 _SAMPLE_CHARS = 300_000  # the user text read to count words, at most (about)
@@ -159,7 +162,7 @@ def _user_text(state: _State, text: str) -> None:
     text = drop_code(drop_harness_blocks(text))
     if not text.strip():
         return
-    lines = sentence_list(text)
+    lines = statements(unglued(sentence_list(text)))
     if not lines:
         return
     marks, strong, lower_lines = scan(lines)
@@ -181,9 +184,7 @@ def _user_text(state: _State, text: str) -> None:
             continue  # pasted code or a traceback line: not a statement
         rare = 0
         if specific:  # a candidate whatever its words; its marks rank it
-            state.said.append(
-                _Said(line, position, user=True, opens_turn=opens, specific=specific)
-            )
+            state.said.append(_Said(line, position, user=True, opens_turn=opens, specific=specific))
         elif opens or index in strong:
             words = content_words(lower_lines[index])
             if state.rare_limit >= 0:
@@ -260,25 +261,45 @@ def _finish(state: _State) -> Ledger:
     seeded = state.seeded or Ledger()
     counts, rare_limit = state.counts, state.rare_limit
     facts: dict[str, Entry] = {e.key: e for e in seeded.facts}
-    rules: dict[str, Entry] = {e.key or template_key(e.text): e for e in seeded.constraints}
+    rules: dict[str, Entry] = {e.key or rule_key(e.text): e for e in seeded.constraints}
     goals: list[Entry] = list(seeded.goal_changes)
     notes: list[Entry] = list(seeded.notes)
     decisions: list[Entry] = list(seeded.decisions)
     stale: set[str] = set(seeded.stale)
+    subjects = _Subjects()
+    for entry in (*seeded.facts, *seeded.constraints, *seeded.notes, *seeded.decisions):
+        subjects.add(entry)
+    templates = Counter(key_words(item.text) for item in state.said)
+    carried = (*seeded.constraints, *seeded.notes, *seeded.decisions)
+    templates.update(key_words(e.text) for e in carried)
+    if templates:
+        common = {t for t, n in templates.items() if n >= _BOILERPLATE}
+        for entry in carried:
+            if key_words(entry.text) in common:
+                subjects.gone.add(id(entry))  # boilerplate carried over: not kept again
     for item in state.said:
         rare = item.rare
-        score = 2.0 * min(item.specific, 4) + min(rare, 4)
+        score = 2.0 * min(item.specific, 4) + min(rare, 4) + _value_bonus(item.text)
+        if templates[key_words(item.text)] >= _BOILERPLATE:
+            score -= 6.0  # one template said again and again: small talk or a log line
         fact = fact_of(item.text)
         if fact is not None and _specific_value(fact.value, counts, rare_limit):
             score += 3.0 if item.user else 0.0
             old = facts.get(fact.key)
             if old is not None and norm(old.value) != norm(fact.value):
                 stale.update(_stale_tokens(old.value, fact.value))
-            facts[fact.key] = Entry(item.text, score, item.position, fact.key, fact.value)
+            entry = Entry(item.text, score, item.position, fact.key, fact.value)
+            for gone in subjects.superseded(entry):
+                stale.update(_stale_tokens(gone.value or gone.text, fact.value))
+                if gone.key and facts.get(gone.key) is gone:
+                    del facts[gone.key]
+            facts[fact.key] = entry
+            subjects.add(entry)
             continue
         if not item.user:
             if item.text[:3] in _FIRST_PERSON and len(decisions) < 4 * _MAX_DECISIONS:
                 decisions.append(Entry(item.text, score, item.position))
+                subjects.add(decisions[-1])
             continue
         # Without anything specific, a sentence counts only with words rare in the session (or
         # when the part is too short to tell), and as a rule or a change of goal.
@@ -294,7 +315,7 @@ def _finish(state: _State) -> Ledger:
         ):
             goals.append(Entry(item.text, score + (0.0 if plain else 2.0), item.position))
         elif form.directive or form.first_person:
-            key = template_key(item.text)
+            key = rule_key(item.text)
             old = rules.get(key)
             if old is not None and norm(old.text) != norm(item.text):
                 stale.update(_stale_tokens(old.text, item.text))
@@ -302,17 +323,24 @@ def _finish(state: _State) -> Ledger:
             rules[key] = Entry(
                 item.text, score + (0.0 if plain else 2.0), item.position, key, mark=mark
             )
+            subjects.add(rules[key])
         elif len(notes) < 4 * _MAX_NOTES:
             notes.append(Entry(item.text, score, item.position))
+            subjects.add(notes[-1])
+    recent_goals = _best(goals, _RECENT_GOALS)
+    for entry in goals:  # a directive that opened a turn and is not a recent goal is a rule
+        if entry not in recent_goals and specific_tokens(entry.text):
+            rules.setdefault(rule_key(entry.text), entry._replace(key=rule_key(entry.text)))
     current = {t.lower() for e in facts.values() for t in specific_tokens(e.value)}
     stale -= current
 
     def fresh(entries: Sequence[Entry]) -> tuple[Entry, ...]:
-        return tuple(e for e in entries if not _carries(e.text, stale))
+        gone = subjects.gone
+        return tuple(e for e in entries if id(e) not in gone and not _carries(e.text, stale))
 
     return Ledger(
         goal=state.goal or seeded.goal,
-        goal_changes=fresh(_best(goals, _RECENT_GOALS)),
+        goal_changes=fresh(recent_goals),
         constraints=fresh(sorted(rules.values(), key=lambda e: e.position)),
         facts=tuple(sorted(facts.values(), key=lambda e: e.position)),
         decisions=fresh(_latest(decisions, _MAX_DECISIONS)),
@@ -325,6 +353,52 @@ def _finish(state: _State) -> Ledger:
         next_step=_next_step(state, facts) or seeded.next_step,
         stale=frozenset(stale),
     )
+
+
+class _Subjects:
+    """The statements with a value so far, by key word: a new fact supersedes those about its
+    subject (:func:`~autocompact.compaction.ledger.keys.same_subject`) that hold another value.
+    A word of many statements is no subject (it is not looked up past :data:`_POSTINGS`)."""
+
+    __slots__ = ("by_word", "gone")
+
+    def __init__(self) -> None:
+        self.by_word: dict[str, list[tuple[Entry, frozenset[str], frozenset[str]]]] = {}
+        self.gone: set[int] = set()
+
+    def add(self, entry: Entry) -> None:
+        tokens = specific_tokens(entry.value or entry.text)
+        if not tokens:
+            return
+        record = (entry, key_words(entry.key or entry.text, tokens), shapes(tokens))
+        for word in record[1]:
+            postings = self.by_word.setdefault(word, [])
+            if len(postings) < _POSTINGS:
+                postings.append(record)
+
+    def superseded(self, fact: Entry) -> list[Entry]:
+        """The earlier statements ``fact`` supersedes (each once)."""
+        words = key_words(fact.key)
+        value_shapes = shapes(specific_tokens(fact.value))
+        new = norm(fact.value)
+        out = []
+        for word in words:
+            for entry, other_words, other_shapes in self.by_word.get(word, ()):
+                if id(entry) in self.gone or new in norm(entry.value or entry.text):
+                    continue
+                if same_subject(words, value_shapes, other_words, other_shapes):
+                    self.gone.add(id(entry))
+                    out.append(entry)
+        return out
+
+
+def _value_bonus(text: str) -> float:
+    """A statement that names something (a path, a host, an identifier: letters with digits or
+    marks) outranks one that holds only a bare count."""
+    tokens = specific_tokens(text)
+    if any(named(t) for t in tokens):
+        return 3.0
+    return 0.0 if tokens else -1.0
 
 
 def _specific_value(value: str, counts: Counter[str], rare_limit: int) -> bool:
