@@ -52,6 +52,11 @@ _MAX_NOTES = 400
 _MAX_DECISIONS = 12
 _MAX_ACTIONS = 5
 _POSTINGS = 64
+# Words that say a value changed (a closed class of verbs of change and correction).
+_CHANGE = re.compile(
+    r"\b(?:changed|moved|bumped|switched|updated|raised|lowered|replaced|renamed|migrated|"
+    r"fixed|fix|corrected|correction|anymore|no longer)\b"
+)
 _BOILERPLATE = 4  # a template said this often in one part is no item
 _RECENT_GOALS = 3
 _MIN_SAMPLE_CHARS = 15_000  # less user text than this cannot tell a rare word
@@ -285,11 +290,18 @@ def _finish(state: _State) -> Ledger:
         fact = fact_of(item.text)
         if fact is not None and _specific_value(fact.value, counts, rare_limit):
             score += 3.0 if item.user else 0.0
+            mark = "changed" if _CHANGE.search(item.text.lower()) else ""
+            entry = Entry(item.text, score, item.position, fact.key, fact.value, mark)
+            found = subjects.matches(entry)
             old = facts.get(fact.key)
-            if old is not None and norm(old.value) != norm(fact.value):
-                stale.update(_stale_tokens(old.value, fact.value))
-            entry = Entry(item.text, score, item.position, fact.key, fact.value)
-            for gone in subjects.superseded(entry):
+            if old is not None and norm(old.value) != norm(fact.value) and old not in found:
+                found.append(old)
+            news = [e for e in found if e.mark == "changed" and e.position > 0 and not mark]
+            if news:  # in this part, a value said to have changed outranks a plain statement
+                stale.update(_stale_tokens(fact.value, news[-1].value or news[-1].text))
+                continue
+            for gone in found:
+                subjects.gone.add(id(gone))
                 stale.update(_stale_tokens(gone.value or gone.text, fact.value))
                 if gone.key and facts.get(gone.key) is gone:
                     del facts[gone.key]
@@ -299,7 +311,8 @@ def _finish(state: _State) -> Ledger:
         if not item.user:
             if item.text[:3] in _FIRST_PERSON and len(decisions) < 4 * _MAX_DECISIONS:
                 decisions.append(Entry(item.text, score, item.position))
-                subjects.add(decisions[-1])
+                if not subjects.outdated(decisions[-1], stale):
+                    subjects.add(decisions[-1])
             continue
         # Without anything specific, a sentence counts only with words rare in the session (or
         # when the part is too short to tell), and as a rule or a change of goal.
@@ -323,10 +336,12 @@ def _finish(state: _State) -> Ledger:
             rules[key] = Entry(
                 item.text, score + (0.0 if plain else 2.0), item.position, key, mark=mark
             )
-            subjects.add(rules[key])
+            if not subjects.outdated(rules[key], stale):
+                subjects.add(rules[key])
         elif len(notes) < 4 * _MAX_NOTES:
             notes.append(Entry(item.text, score, item.position))
-            subjects.add(notes[-1])
+            if not subjects.outdated(notes[-1], stale):
+                subjects.add(notes[-1])
     recent_goals = _best(goals, _RECENT_GOALS)
     for entry in goals:  # a directive that opened a turn and is not a recent goal is a rule
         if entry not in recent_goals and specific_tokens(entry.text):
@@ -360,9 +375,10 @@ class _Subjects:
     subject (:func:`~autocompact.compaction.ledger.keys.same_subject`) that hold another value.
     A word of many statements is no subject (it is not looked up past :data:`_POSTINGS`)."""
 
-    __slots__ = ("by_word", "gone")
+    __slots__ = ("by_word", "changed", "gone")
 
     def __init__(self) -> None:
+        self.changed = 0  # how many facts of this part say their value changed
         self.by_word: dict[str, list[tuple[Entry, frozenset[str], frozenset[str]]]] = {}
         self.gone: set[int] = set()
 
@@ -371,23 +387,38 @@ class _Subjects:
         if not tokens:
             return
         record = (entry, key_words(entry.key or entry.text, tokens), shapes(tokens))
+        self.changed += entry.mark == "changed" and entry.position > 0
         for word in record[1]:
             postings = self.by_word.setdefault(word, [])
             if len(postings) < _POSTINGS:
                 postings.append(record)
 
-    def superseded(self, fact: Entry) -> list[Entry]:
-        """The earlier statements ``fact`` supersedes (each once)."""
-        words = key_words(fact.key)
-        value_shapes = shapes(specific_tokens(fact.value))
-        new = norm(fact.value)
+    def outdated(self, entry: Entry, stale: set[str]) -> bool:
+        """Whether ``entry`` states a value of a subject that a fact of this part says has
+        changed (said before it): it is then older news, its values go to ``stale``."""
+        if not self.changed or not entry.text:
+            return False
+        news = [e for e in self.matches(entry) if e.mark == "changed" and e.position > 0]
+        if not news:
+            return False
+        self.gone.add(id(entry))
+        stale.update(_stale_tokens(entry.text, news[-1].value))
+        return True
+
+    def matches(self, fact: Entry) -> list[Entry]:
+        """The earlier statements about the subject of ``fact`` that hold another value."""
+        tokens = specific_tokens(fact.value or fact.text)
+        words = key_words(fact.key or fact.text, tokens)
+        value_shapes = shapes(tokens)
+        new = norm(fact.value or fact.text)
         out = []
         for word in words:
             for entry, other_words, other_shapes in self.by_word.get(word, ()):
                 if id(entry) in self.gone or new in norm(entry.value or entry.text):
                     continue
-                if same_subject(words, value_shapes, other_words, other_shapes):
-                    self.gone.add(id(entry))
+                if entry not in out and same_subject(
+                    words, value_shapes, other_words, other_shapes
+                ):
                     out.append(entry)
         return out
 
