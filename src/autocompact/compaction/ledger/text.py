@@ -353,8 +353,10 @@ def _subject(raw_key: str) -> str:
     words = key.split()
     if len(words) <= 8:
         return key if len(words) > 1 or key == raw_key else raw_key
-    clause = re.split(r"[,:;]", key)[-1].split() or words
-    return " ".join(clause[-6:])
+    clause = (re.split(r"[,:;]", key)[-1].split() or words)[-6:]
+    while len(clause) > 1 and (clause[0].lower() in _NOT_KEY or clause[0].lower() in _OPENERS):
+        del clause[0]
+    return " ".join(clause)
 
 
 _USE_HEADS = frozenset(["please", "use", "pick", "choose"])
