@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from autocompact.compaction.ledger import tools
-from autocompact.compaction.ledger.keys import key_words, named, rule_key, same_subject, shapes
+from autocompact.compaction.ledger.keys import key_words, rule_key, same_subject, shapes
 from autocompact.compaction.ledger.model import Entry, Ledger
 from autocompact.compaction.ledger.render import parse_ledger
 from autocompact.compaction.ledger.scan import scan
@@ -36,6 +36,7 @@ from autocompact.compaction.ledger.text import (
     drop_harness_blocks,
     fact_of,
     form_of,
+    hinted,
     is_harness,
     norm,
     specific_marks,
@@ -57,6 +58,8 @@ _CHANGE = re.compile(
     r"\b(?:changed|moved|bumped|switched|updated|raised|lowered|replaced|renamed|migrated|"
     r"fixed|fix|corrected|correction|anymore|no longer)\b"
 )
+# A token that names something: letters and digits or marks of a path or an identifier.
+_NAMED = re.compile(r"[A-Za-z]{2}[\w.-]*[\d/_@]|[\d/_@][\w.-]*[A-Za-z]{2}")
 _BOILERPLATE = 4  # a template said this often in one part is no item
 _RECENT_GOALS = 3
 _MIN_SAMPLE_CHARS = 15_000  # less user text than this cannot tell a rare word
@@ -274,7 +277,8 @@ def _finish(state: _State) -> Ledger:
     subjects = _Subjects()
     for entry in (*seeded.facts, *seeded.constraints, *seeded.notes, *seeded.decisions):
         subjects.add(entry)
-    templates = Counter(key_words(item.text) for item in state.said)
+    templates_said = [key_words(item.text) for item in state.said]
+    templates = Counter(templates_said)
     carried = (*seeded.constraints, *seeded.notes, *seeded.decisions)
     templates.update(key_words(e.text) for e in carried)
     if templates:
@@ -282,10 +286,10 @@ def _finish(state: _State) -> Ledger:
         for entry in carried:
             if key_words(entry.text) in common:
                 subjects.gone.add(id(entry))  # boilerplate carried over: not kept again
-    for item in state.said:
+    for item, template in zip(state.said, templates_said, strict=True):
         rare = item.rare
-        score = 2.0 * min(item.specific, 4) + min(rare, 4) + _value_bonus(item.text)
-        if templates[key_words(item.text)] >= _BOILERPLATE:
+        score = 2.0 * min(item.specific, 4) + min(rare, 4) + _value_bonus(item)
+        if templates[template] >= _BOILERPLATE:
             score -= 6.0  # one template said again and again: small talk or a log line
         fact = fact_of(item.text)
         if fact is not None and _specific_value(fact.value, counts, rare_limit):
@@ -311,8 +315,8 @@ def _finish(state: _State) -> Ledger:
         if not item.user:
             if item.text[:3] in _FIRST_PERSON and len(decisions) < 4 * _MAX_DECISIONS:
                 decisions.append(Entry(item.text, score, item.position))
-                if not subjects.outdated(decisions[-1], stale):
-                    subjects.add(decisions[-1])
+                if not subjects.outdated(decisions[-1], stale, template):
+                    subjects.add(decisions[-1], template)
             continue
         # Without anything specific, a sentence counts only with words rare in the session (or
         # when the part is too short to tell), and as a rule or a change of goal.
@@ -328,7 +332,7 @@ def _finish(state: _State) -> Ledger:
         ):
             goals.append(Entry(item.text, score + (0.0 if plain else 2.0), item.position))
         elif form.directive or form.first_person:
-            key = rule_key(item.text)
+            key = rule_key(item.text, template)
             old = rules.get(key)
             if old is not None and norm(old.text) != norm(item.text):
                 stale.update(_stale_tokens(old.text, item.text))
@@ -336,12 +340,12 @@ def _finish(state: _State) -> Ledger:
             rules[key] = Entry(
                 item.text, score + (0.0 if plain else 2.0), item.position, key, mark=mark
             )
-            if not subjects.outdated(rules[key], stale):
-                subjects.add(rules[key])
+            if not subjects.outdated(rules[key], stale, template):
+                subjects.add(rules[key], template)
         elif len(notes) < 4 * _MAX_NOTES:
             notes.append(Entry(item.text, score, item.position))
-            if not subjects.outdated(notes[-1], stale):
-                subjects.add(notes[-1])
+            if not subjects.outdated(notes[-1], stale, template):
+                subjects.add(notes[-1], template)
     recent_goals = _best(goals, _RECENT_GOALS)
     for entry in goals:  # a directive that opened a turn and is not a recent goal is a rule
         if entry not in recent_goals and specific_tokens(entry.text):
@@ -370,6 +374,27 @@ def _finish(state: _State) -> Ledger:
     )
 
 
+class _Record:
+    """A statement in the index: its key words; its value shapes and normal form on demand."""
+
+    __slots__ = ("_normal", "_shapes", "entry", "words")
+
+    def __init__(self, entry: Entry, words: frozenset[str]) -> None:
+        self.entry, self.words = entry, words
+        self._shapes: frozenset[str] | None = None
+        self._normal: str | None = None
+
+    def shapes(self) -> frozenset[str]:
+        if self._shapes is None:
+            self._shapes = shapes(specific_tokens(self.entry.value or self.entry.text))
+        return self._shapes
+
+    def normal(self) -> str:
+        if self._normal is None:
+            self._normal = norm(self.entry.value or self.entry.text)
+        return self._normal
+
+
 class _Subjects:
     """The statements with a value so far, by key word: a new fact supersedes those about its
     subject (:func:`~autocompact.compaction.ledger.keys.same_subject`) that hold another value.
@@ -379,57 +404,67 @@ class _Subjects:
 
     def __init__(self) -> None:
         self.changed = 0  # how many facts of this part say their value changed
-        self.by_word: dict[str, list[tuple[Entry, frozenset[str], frozenset[str]]]] = {}
+        self.by_word: dict[str, list[_Record]] = {}
         self.gone: set[int] = set()
 
-    def add(self, entry: Entry) -> None:
-        tokens = specific_tokens(entry.value or entry.text)
-        if not tokens:
+    def add(self, entry: Entry, words: frozenset[str] | None = None) -> None:
+        """Index ``entry`` (``words``: its key words, when known) if it may hold a value."""
+        if not hinted(entry.value or entry.text):
             return
-        record = (entry, key_words(entry.key or entry.text, tokens), shapes(tokens))
+        if words is None:
+            words = key_words(entry.key or entry.text)
+        record = _Record(entry, words)
         self.changed += entry.mark == "changed" and entry.position > 0
-        for word in record[1]:
+        for word in words:
             postings = self.by_word.setdefault(word, [])
             if len(postings) < _POSTINGS:
                 postings.append(record)
 
-    def outdated(self, entry: Entry, stale: set[str]) -> bool:
+    def outdated(self, entry: Entry, stale: set[str], words: frozenset[str]) -> bool:
         """Whether ``entry`` states a value of a subject that a fact of this part says has
         changed (said before it): it is then older news, its values go to ``stale``."""
         if not self.changed or not entry.text:
             return False
-        news = [e for e in self.matches(entry) if e.mark == "changed" and e.position > 0]
+        news = [e for e in self.matches(entry, words) if e.mark == "changed" and e.position > 0]
         if not news:
             return False
         self.gone.add(id(entry))
         stale.update(_stale_tokens(entry.text, news[-1].value))
         return True
 
-    def matches(self, fact: Entry) -> list[Entry]:
-        """The earlier statements about the subject of ``fact`` that hold another value."""
-        tokens = specific_tokens(fact.value or fact.text)
-        words = key_words(fact.key or fact.text, tokens)
-        value_shapes = shapes(tokens)
-        new = norm(fact.value or fact.text)
-        out = []
+    def matches(self, fact: Entry, words: frozenset[str] | None = None) -> list[Entry]:
+        """The earlier statements about the subject of ``fact`` (``words``: its key words, when
+        known) that hold another value."""
+        if words is None:
+            words = key_words(fact.key or fact.text)
+        value_shapes: frozenset[str] | None = None
+        new = ""
+        out: list[Entry] = []
         for word in words:
-            for entry, other_words, other_shapes in self.by_word.get(word, ()):
-                if id(entry) in self.gone or new in norm(entry.value or entry.text):
-                    continue
-                if entry not in out and same_subject(
-                    words, value_shapes, other_words, other_shapes
+            postings = self.by_word.get(word, ())
+            if len(postings) >= _POSTINGS:
+                continue  # a word of many statements names no one subject
+            for record in postings:
+                entry = record.entry
+                if value_shapes is None:
+                    value_shapes = shapes(specific_tokens(fact.value or fact.text))
+                    new = norm(fact.value or fact.text)
+                if (
+                    id(entry) not in self.gone
+                    and same_subject(words, value_shapes, record.words, record.shapes())
+                    and new not in record.normal()
+                    and entry not in out
                 ):
                     out.append(entry)
         return out
 
 
-def _value_bonus(text: str) -> float:
+def _value_bonus(item: _Said) -> float:
     """A statement that names something (a path, a host, an identifier: letters with digits or
-    marks) outranks one that holds only a bare count."""
-    tokens = specific_tokens(text)
-    if any(named(t) for t in tokens):
+    marks) outranks one that holds only a bare count, or nothing specific."""
+    if _NAMED.search(item.text) is not None:
         return 3.0
-    return 0.0 if tokens else -1.0
+    return 0.0 if item.specific else -1.0
 
 
 def _specific_value(value: str, counts: Counter[str], rare_limit: int) -> bool:

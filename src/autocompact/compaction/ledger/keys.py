@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from autocompact.compaction.ledger.text import FILLER, content_words, specific_tokens
+from autocompact.compaction.ledger.text import FILLER, GRAMMAR
 
 __all__ = ["key_words", "named", "rule_key", "same_subject", "shape", "shapes"]
 
@@ -34,6 +34,7 @@ _STOP = (
     )
     | FILLER
 )
+_DROP = _STOP | GRAMMAR | {""}
 _EDGE = "()[]{}<>,;:!?.\u2026`\"'*"
 _VALUE = re.compile(r"[\d/_@=#$\\]|[a-z]\.[a-z]")
 _RICH = re.compile(r"[a-z].*\d|\d.*[a-z]|[/@._-]")
@@ -50,20 +51,19 @@ def _fold(word: str) -> str:
     return word
 
 
-def key_words(text: str, values: Iterable[str] = ()) -> frozenset[str]:
-    """The key words of ``text`` (module docstring), without the words of ``values``."""
-    drop = {t.lower() for t in values}
-    kept = []
+def key_words(text: str) -> frozenset[str]:
+    """The key words of ``text`` (module docstring)."""
+    words = set()
     for raw in text.lower().split():
         word = raw.strip(_EDGE)
+        if word in _DROP:
+            continue  # grammar
+        if not word.isalpha() and (_VALUE.search(word) or not word.isascii()):
+            continue  # a value (a number, a path, an identifier), not a key word
         if word.endswith("'s"):
             word = word[:-2]
-        if word and word not in drop and not _VALUE.search(word) and word.isascii():
-            kept.append(word)
-    words = set()
-    for word in content_words(" ".join(kept)):
-        folded = _fold(word)
-        if len(folded) >= 2 and folded not in _STOP and word not in _STOP:
+        folded = _fold(word) if word.endswith("s") or "'" in word else word
+        if len(folded) >= 2 and folded not in _DROP:
             words.add(folded)
     return frozenset(words)
 
@@ -90,13 +90,16 @@ def same_subject(
     return shared >= 2 or (shared >= 1 and not value_shapes.isdisjoint(other_shapes))
 
 
-def rule_key(sentence: str) -> str:
+def rule_key(sentence: str, words: frozenset[str] | None = None) -> str:
     """A rule with its quantities taken out: two rules of one template with other numbers are
     one rule at two times (``under 30 seconds`` → ``under 45 seconds``), but an identifier
     (a path, a name with digits) is what a rule is about, so it stays in the key (``leave
-    lib/a-1 alone`` and ``leave lib/b-2 alone`` are two rules)."""
-    names = [t.lower() for t in specific_tokens(sentence) if named(t)]
-    return "rule:" + " ".join(sorted(key_words(sentence))) + "|" + " ".join(sorted(names))
+    lib/a-1 alone`` and ``leave lib/b-2 alone`` are two rules). ``words``: its key words, when
+    known."""
+    names = [t.lower() for w in sentence.split() if not w.isalpha() and named(t := w.strip(_EDGE))]
+    if words is None:
+        words = key_words(sentence)
+    return "rule:" + " ".join(sorted(words)) + "|" + " ".join(sorted(names))
 
 
 def named(token: str) -> bool:

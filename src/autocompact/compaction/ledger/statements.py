@@ -24,17 +24,25 @@ _MAX_SENTENCE = 400
 _GLUED = re.compile(r"^([A-Z][^:=.!?]{0,60}?\s*[:=]\s+\S*[\d/_@.-]\S*)\s+([A-Z][a-z]+\s.*)$")
 
 
+def _labelled(line: str) -> bool:
+    """Whether ``line`` may open with a label (a cheap test before the pattern)."""
+    if len(line) >= _MAX_SENTENCE:
+        return False
+    colon, equals = line.find(": ", 0, 64), line.find("= ", 0, 64)
+    return colon > 0 or equals > 0
+
+
 def unglued(lines: list[str]) -> list[str]:
     """``lines`` with each labelled value run into the next sentence split off it."""
     if not any(":" in line or "=" in line for line in lines):
         return lines
     out = []
     for line in lines:
-        glued = _GLUED.match(line) if len(line) < _MAX_SENTENCE else None
+        glued = _GLUED.match(line) if _labelled(line) else None
         while glued is not None:
             out.append(glued.group(1))
             line = glued.group(2)
-            glued = _GLUED.match(line)
+            glued = _GLUED.match(line) if _labelled(line) else None
         out.append(line)
     return out
 
@@ -72,17 +80,18 @@ def statements(lines: list[str]) -> list[str]:
     parts = 0
     topic = False
     for line in lines:
-        words = line[:40].lower().replace(",", " ").split()[:4]
-        while words and words[0] in _SOFT:
-            words = words[1:]
-        back = bool(words) and words[0] in _BACK
+        head = line[:24].split(None, 2)
+        first = head[0].lower().rstrip(",") if head else ""
+        if first in _SOFT and len(head) > 1:
+            first = head[1].lower().rstrip(",")
+        back = first in _BACK
         if topic and not back:
             back = not _PRONOUN.isdisjoint(line.lower().replace(",", " ").split())
         if out and back and parts < _MAX_STATEMENT and len(out[-1]) + len(line) < _MAX_SENTENCE:
             out[-1] += " " + line
             parts += 1
             continue
-        topic = len(line.split()) <= 5 and bool(words) and words[0] in _TOPIC
+        topic = first in _TOPIC and len(line.split()) <= 5
         out.append(line)
         parts = 1
     return out

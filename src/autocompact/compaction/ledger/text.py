@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 __all__ = [
     "FILLER",
+    "GRAMMAR",
     "Form",
     "content_words",
     "drop_code",
@@ -178,6 +179,8 @@ _STRONG_WORDS = frozenset(
     ought require requires""".split()  # noqa: SIM905
 )
 _GRAMMAR = _OPENERS | FILLER | _NEGATION | _MODAL | _SOFT_LEAD
+GRAMMAR = _GRAMMAR
+"""Closed classes of grammar and filler: words that carry no content."""
 
 
 def maybe_strong(lower: str) -> bool:
