@@ -106,6 +106,10 @@ def test_a_labelled_value_run_into_the_next_sentence_is_split_off() -> None:
         "Build cache: s3://cache-41",
         "The printer is out of paper.",
     ]
+    assert unglued(["Queue name: jobs_q-12 Parking: 3 spots left."]) == [
+        "Queue name: jobs_q-12",
+        "Parking: 3 spots left.",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -277,6 +277,8 @@ def _finish(state: _State) -> Ledger:
     subjects = _Subjects()
     for entry in (*seeded.facts, *seeded.constraints, *seeded.notes, *seeded.decisions):
         subjects.add(entry)
+    for entry in seeded.goal_changes:
+        subjects.add(entry)
     templates_said = [key_words(item.text) for item in state.said]
     templates = Counter(templates_said)
     carried = (*seeded.constraints, *seeded.notes, *seeded.decisions)
@@ -331,6 +333,7 @@ def _finish(state: _State) -> Ledger:
             and not (form.negated or form.bounded or form.first_person)
         ):
             goals.append(Entry(item.text, score + (0.0 if plain else 2.0), item.position))
+            subjects.add(goals[-1], template)
         elif form.directive or form.first_person:
             key = rule_key(item.text, template)
             old = rules.get(key)
@@ -348,7 +351,11 @@ def _finish(state: _State) -> Ledger:
                 subjects.add(notes[-1], template)
     recent_goals = _best(goals, _RECENT_GOALS)
     for entry in goals:  # a directive that opened a turn and is not a recent goal is a rule
-        if entry not in recent_goals and specific_tokens(entry.text):
+        if (
+            entry not in recent_goals
+            and id(entry) not in subjects.gone
+            and specific_tokens(entry.text)
+        ):
             rules.setdefault(rule_key(entry.text), entry._replace(key=rule_key(entry.text)))
     current = {t.lower() for e in facts.values() for t in specific_tokens(e.value)}
     stale -= current
@@ -411,8 +418,8 @@ class _Subjects:
         """Index ``entry`` (``words``: its key words, when known) if it may hold a value."""
         if not hinted(entry.value or entry.text):
             return
-        if words is None:
-            words = key_words(entry.key or entry.text)
+        if words is None:  # a fact's key is its subject; a rule's key is a template
+            words = key_words(entry.key if entry.value else entry.text)
         record = _Record(entry, words)
         self.changed += entry.mark == "changed" and entry.position > 0
         for word in words:

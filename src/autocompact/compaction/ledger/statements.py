@@ -21,7 +21,7 @@ _MAX_SENTENCE = 400
 # A ``Label: value`` line with no end mark, run into the next sentence (``Port: 8080 The build
 # is green.``): the value is one token with a digit or a mark, the next sentence opens with a
 # capitalised word.
-_GLUED = re.compile(r"^([A-Z][^:=.!?]{0,60}?\s*[:=]\s+\S*[\d/_@.-]\S*)\s+([A-Z][a-z]+\s.*)$")
+_GLUED = re.compile(r"^([A-Z][^:=.!?]{0,60}?\s*[:=]\s+\S*[\d/_@.-]\S*)\s+([A-Z][a-z]+[\s:,=].*)$")
 
 
 def _labelled(line: str) -> bool:
