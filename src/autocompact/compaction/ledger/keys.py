@@ -37,6 +37,9 @@ _STOP = (
 _DROP = _STOP | GRAMMAR | {""}
 _EDGE = "()[]{}<>,;:!?.\u2026`\"'*"
 _VALUE = re.compile(r"[\d/_@=#$\\]|[a-z]\.[a-z]")
+_TWO_LETTERS = re.compile(r"[A-Za-z][^A-Za-z]*[A-Za-z]")
+_MEASURE = re.compile(r"[$€£]?[\d.,]+[a-zA-Z%]{0,3}")
+_MAX_NAMES = 8
 _RICH = re.compile(r"[a-z].*\d|\d.*[a-z]|[/@._-]")
 
 
@@ -96,7 +99,12 @@ def rule_key(sentence: str, words: frozenset[str] | None = None) -> str:
     (a path, a name with digits) is what a rule is about, so it stays in the key (``leave
     lib/a-1 alone`` and ``leave lib/b-2 alone`` are two rules). ``words``: its key words, when
     known."""
-    names = [t.lower() for w in sentence.split() if not w.isalpha() and named(t := w.strip(_EDGE))]
+    names: list[str] = []
+    for word in sentence.split():
+        if not word.isalpha() and named(token := word.strip(_EDGE)):
+            names.append(token.lower())
+            if len(names) == _MAX_NAMES:
+                break  # a few names tell two rules apart
     if words is None:
         words = key_words(sentence)
     return "rule:" + " ".join(sorted(words)) + "|" + " ".join(sorted(names))
@@ -105,5 +113,4 @@ def rule_key(sentence: str, words: frozenset[str] | None = None) -> str:
 def named(token: str) -> bool:
     """Whether a specific token names something (letters in it) rather than measures it
     (a number, a price, a percentage, a version, a number with a unit)."""
-    letters = sum(c.isalpha() for c in token)
-    return letters >= 2 and not re.fullmatch(r"[$€£]?[\d.,]+[a-zA-Z%]{0,3}", token)
+    return _TWO_LETTERS.search(token) is not None and _MEASURE.fullmatch(token) is None
