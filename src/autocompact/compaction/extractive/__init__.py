@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from autocompact.compaction.extractive.terms import key_terms, shorten_middle
 from autocompact.compaction.ledger import build_ledger, render_ledger
 from autocompact.compaction.ledger.render import FRAME
-from autocompact.content import Message
+from autocompact.compaction.ledger.tokens import token_share
+from autocompact.content import Message, json_form
 from autocompact.errors import ConfigError
 from autocompact.estimation import BYTES_PER_TOKEN, estimate_content_chars
 from autocompact.thresholds import COMPACT_MAX_OUTPUT_TOKENS
@@ -31,6 +32,7 @@ __all__ = ["MIN_SUMMARY_TOKENS", "extractive_summary", "key_terms", "shorten_mid
 MIN_SUMMARY_TOKENS = 16
 """The smallest ``max_tokens`` accepted: room for the frame and one short line."""
 _EMPTY = "<state_snapshot>\n</state_snapshot>"
+_SPARE = 0.95
 
 
 def extractive_summary(
@@ -60,5 +62,18 @@ def extractive_summary(
         limit = min(limit, estimate_content_chars(messages) - 1)
     if limit < FRAME:
         return _EMPTY
-    text = render_ledger(build_ledger(messages), limit)
+    # The cap is in plain estimated tokens (characters / 4) of a part whose text may be cheaper
+    # in real tokens: the summary takes the same share of it by both measures, counted
+    # conservatively (identifiers cost more than characters / 4 says), with 5 % to spare.
+    tokens = int(max_tokens * min(1.0, token_share(_texts(messages))) * _SPARE)
+    text = render_ledger(build_ledger(messages), limit, tokens=tokens)
     return text if len(text) <= limit else _EMPTY
+
+
+def _texts(messages: Sequence[Message]) -> list[str]:
+    out = []
+    for message in messages:
+        out.append(message.text)
+        out.extend(json_form(c.arguments) for c in message.function_calls)
+        out.extend(str(r.response) for r in message.function_responses)
+    return out

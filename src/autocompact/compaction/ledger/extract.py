@@ -24,21 +24,23 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from autocompact.compaction.ledger import tools
+from autocompact.compaction.ledger.keys import key_words, rule_key, same_subject, shapes
 from autocompact.compaction.ledger.model import Entry, Ledger
 from autocompact.compaction.ledger.render import parse_ledger
 from autocompact.compaction.ledger.scan import scan
 from autocompact.compaction.ledger.sentences import sentence_list
+from autocompact.compaction.ledger.statements import statements, unglued
 from autocompact.compaction.ledger.text import (
     content_words,
     drop_code,
     drop_harness_blocks,
     fact_of,
     form_of,
+    hinted,
     is_harness,
     norm,
     specific_marks,
     specific_tokens,
-    template_key,
 )
 from autocompact.content import FunctionCallPart, FunctionResponsePart, Message, TextPart
 
@@ -50,6 +52,15 @@ _MAX_CANDIDATE = 400
 _MAX_NOTES = 400
 _MAX_DECISIONS = 12
 _MAX_ACTIONS = 5
+_POSTINGS = 64
+# Words that say a value changed (a closed class of verbs of change and correction).
+_CHANGE = re.compile(
+    r"\b(?:changed|moved|bumped|switched|updated|raised|lowered|replaced|renamed|migrated|"
+    r"fixed|fix|corrected|correction|anymore|no longer)\b"
+)
+# A token that names something: letters and digits or marks of a path or an identifier.
+_NAMED = re.compile(r"[A-Za-z]{2}[\w.-]*[\d/_@]|[\d/_@][\w.-]*[A-Za-z]{2}")
+_BOILERPLATE = 4  # a template said this often in one part is no item
 _RECENT_GOALS = 3
 _MIN_SAMPLE_CHARS = 15_000  # less user text than this cannot tell a rare word
 _SAMPLE_CHARS = 300_000  # the user text read to count words, at most (about)
@@ -159,7 +170,7 @@ def _user_text(state: _State, text: str) -> None:
     text = drop_code(drop_harness_blocks(text))
     if not text.strip():
         return
-    lines = sentence_list(text)
+    lines = statements(unglued(sentence_list(text)))
     if not lines:
         return
     marks, strong, lower_lines = scan(lines)
@@ -258,25 +269,56 @@ def _finish(state: _State) -> Ledger:
     seeded = state.seeded or Ledger()
     counts, rare_limit = state.counts, state.rare_limit
     facts: dict[str, Entry] = {e.key: e for e in seeded.facts}
-    rules: dict[str, Entry] = {e.key or template_key(e.text): e for e in seeded.constraints}
+    rules: dict[str, Entry] = {e.key or rule_key(e.text): e for e in seeded.constraints}
     goals: list[Entry] = list(seeded.goal_changes)
     notes: list[Entry] = list(seeded.notes)
     decisions: list[Entry] = list(seeded.decisions)
     stale: set[str] = set(seeded.stale)
-    for item in state.said:
+    subjects = _Subjects()
+    for entry in (*seeded.facts, *seeded.constraints, *seeded.notes, *seeded.decisions):
+        subjects.add(entry)
+    for entry in seeded.goal_changes:
+        subjects.add(entry)
+    templates_said = [key_words(item.text) for item in state.said]
+    templates = Counter(templates_said)
+    carried = (*seeded.constraints, *seeded.notes, *seeded.decisions)
+    templates.update(key_words(e.text) for e in carried)
+    if templates:
+        common = {t for t, n in templates.items() if n >= _BOILERPLATE}
+        for entry in carried:
+            if key_words(entry.text) in common:
+                subjects.gone.add(id(entry))  # boilerplate carried over: not kept again
+    for item, template in zip(state.said, templates_said, strict=True):
         rare = item.rare
-        score = 2.0 * min(item.specific, 4) + min(rare, 4)
+        score = 2.0 * min(item.specific, 4) + min(rare, 4) + _value_bonus(item)
+        if templates[template] >= _BOILERPLATE:
+            score -= 6.0  # one template said again and again: small talk or a log line
         fact = fact_of(item.text)
         if fact is not None and _specific_value(fact.value, counts, rare_limit):
             score += 3.0 if item.user else 0.0
+            mark = "changed" if _CHANGE.search(item.text.lower()) else ""
+            entry = Entry(item.text, score, item.position, fact.key, fact.value, mark)
+            found = subjects.matches(entry)
             old = facts.get(fact.key)
-            if old is not None and norm(old.value) != norm(fact.value):
-                stale.update(_stale_tokens(old.value, fact.value))
-            facts[fact.key] = Entry(item.text, score, item.position, fact.key, fact.value)
+            if old is not None and norm(old.value) != norm(fact.value) and old not in found:
+                found.append(old)
+            news = [e for e in found if e.mark == "changed" and e.position > 0 and not mark]
+            if news:  # in this part, a value said to have changed outranks a plain statement
+                stale.update(_stale_tokens(fact.value, news[-1].value or news[-1].text))
+                continue
+            for gone in found:
+                subjects.gone.add(id(gone))
+                stale.update(_stale_tokens(gone.value or gone.text, fact.value))
+                if gone.key and facts.get(gone.key) is gone:
+                    del facts[gone.key]
+            facts[fact.key] = entry
+            subjects.add(entry)
             continue
         if not item.user:
             if item.text[:3] in _FIRST_PERSON and len(decisions) < 4 * _MAX_DECISIONS:
                 decisions.append(Entry(item.text, score, item.position))
+                if not subjects.outdated(decisions[-1], stale, template):
+                    subjects.add(decisions[-1], template)
             continue
         # Without anything specific, a sentence counts only with words rare in the session (or
         # when the part is too short to tell), and as a rule or a change of goal.
@@ -291,8 +333,9 @@ def _finish(state: _State) -> Ledger:
             and not (form.negated or form.bounded or form.first_person)
         ):
             goals.append(Entry(item.text, score + (0.0 if plain else 2.0), item.position))
+            subjects.add(goals[-1], template)
         elif form.directive or form.first_person:
-            key = template_key(item.text)
+            key = rule_key(item.text, template)
             old = rules.get(key)
             if old is not None and norm(old.text) != norm(item.text):
                 stale.update(_stale_tokens(old.text, item.text))
@@ -300,17 +343,30 @@ def _finish(state: _State) -> Ledger:
             rules[key] = Entry(
                 item.text, score + (0.0 if plain else 2.0), item.position, key, mark=mark
             )
+            if not subjects.outdated(rules[key], stale, template):
+                subjects.add(rules[key], template)
         elif len(notes) < 4 * _MAX_NOTES:
             notes.append(Entry(item.text, score, item.position))
+            if not subjects.outdated(notes[-1], stale, template):
+                subjects.add(notes[-1], template)
+    recent_goals = _best(goals, _RECENT_GOALS)
+    for entry in goals:  # a directive that opened a turn and is not a recent goal is a rule
+        if (
+            entry not in recent_goals
+            and id(entry) not in subjects.gone
+            and specific_tokens(entry.text)
+        ):
+            rules.setdefault(rule_key(entry.text), entry._replace(key=rule_key(entry.text)))
     current = {t.lower() for e in facts.values() for t in specific_tokens(e.value)}
     stale -= current
 
     def fresh(entries: Sequence[Entry]) -> tuple[Entry, ...]:
-        return tuple(e for e in entries if not _carries(e.text, stale))
+        gone = subjects.gone
+        return tuple(e for e in entries if id(e) not in gone and not _carries(e.text, stale))
 
     return Ledger(
         goal=state.goal or seeded.goal,
-        goal_changes=fresh(_best(goals, _RECENT_GOALS)),
+        goal_changes=fresh(recent_goals),
         constraints=fresh(sorted(rules.values(), key=lambda e: e.position)),
         facts=tuple(sorted(facts.values(), key=lambda e: e.position)),
         decisions=fresh(_latest(decisions, _MAX_DECISIONS)),
@@ -323,6 +379,99 @@ def _finish(state: _State) -> Ledger:
         next_step=_next_step(state, facts) or seeded.next_step,
         stale=frozenset(stale),
     )
+
+
+class _Record:
+    """A statement in the index: its key words; its value shapes and normal form on demand."""
+
+    __slots__ = ("_normal", "_shapes", "entry", "words")
+
+    def __init__(self, entry: Entry, words: frozenset[str]) -> None:
+        self.entry, self.words = entry, words
+        self._shapes: frozenset[str] | None = None
+        self._normal: str | None = None
+
+    def shapes(self) -> frozenset[str]:
+        if self._shapes is None:
+            self._shapes = shapes(specific_tokens(self.entry.value or self.entry.text))
+        return self._shapes
+
+    def normal(self) -> str:
+        if self._normal is None:
+            self._normal = norm(self.entry.value or self.entry.text)
+        return self._normal
+
+
+class _Subjects:
+    """The statements with a value so far, by key word: a new fact supersedes those about its
+    subject (:func:`~autocompact.compaction.ledger.keys.same_subject`) that hold another value.
+    A word of many statements is no subject (it is not looked up past :data:`_POSTINGS`)."""
+
+    __slots__ = ("by_word", "changed", "gone")
+
+    def __init__(self) -> None:
+        self.changed = 0  # how many facts of this part say their value changed
+        self.by_word: dict[str, list[_Record]] = {}
+        self.gone: set[int] = set()
+
+    def add(self, entry: Entry, words: frozenset[str] | None = None) -> None:
+        """Index ``entry`` (``words``: its key words, when known) if it may hold a value."""
+        if not hinted(entry.value or entry.text):
+            return
+        if words is None:  # a fact's key is its subject; a rule's key is a template
+            words = key_words(entry.key if entry.value else entry.text)
+        record = _Record(entry, words)
+        self.changed += entry.mark == "changed" and entry.position > 0
+        for word in words:
+            postings = self.by_word.setdefault(word, [])
+            if len(postings) < _POSTINGS:
+                postings.append(record)
+
+    def outdated(self, entry: Entry, stale: set[str], words: frozenset[str]) -> bool:
+        """Whether ``entry`` states a value of a subject that a fact of this part says has
+        changed (said before it): it is then older news, its values go to ``stale``."""
+        if not self.changed or not entry.text:
+            return False
+        news = [e for e in self.matches(entry, words) if e.mark == "changed" and e.position > 0]
+        if not news:
+            return False
+        self.gone.add(id(entry))
+        stale.update(_stale_tokens(entry.text, news[-1].value))
+        return True
+
+    def matches(self, fact: Entry, words: frozenset[str] | None = None) -> list[Entry]:
+        """The earlier statements about the subject of ``fact`` (``words``: its key words, when
+        known) that hold another value."""
+        if words is None:
+            words = key_words(fact.key or fact.text)
+        value_shapes: frozenset[str] | None = None
+        new = ""
+        out: list[Entry] = []
+        for word in words:
+            postings = self.by_word.get(word, ())
+            if len(postings) >= _POSTINGS:
+                continue  # a word of many statements names no one subject
+            for record in postings:
+                entry = record.entry
+                if value_shapes is None:
+                    value_shapes = shapes(specific_tokens(fact.value or fact.text))
+                    new = norm(fact.value or fact.text)
+                if (
+                    id(entry) not in self.gone
+                    and same_subject(words, value_shapes, record.words, record.shapes())
+                    and new not in record.normal()
+                    and entry not in out
+                ):
+                    out.append(entry)
+        return out
+
+
+def _value_bonus(item: _Said) -> float:
+    """A statement that names something (a path, a host, an identifier: letters with digits or
+    marks) outranks one that holds only a bare count, or nothing specific."""
+    if _NAMED.search(item.text) is not None:
+        return 3.0
+    return 0.0 if item.specific else -1.0
 
 
 def _specific_value(value: str, counts: Counter[str], rare_limit: int) -> bool:

@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable
 
 from autocompact.compaction.ledger import tools
+from autocompact.compaction.ledger.keys import rule_key
 from autocompact.compaction.ledger.model import (
     ACTIONS,
     CONSTRAINTS,
@@ -34,7 +35,8 @@ from autocompact.compaction.ledger.model import (
     Entry,
     Ledger,
 )
-from autocompact.compaction.ledger.text import fact_of, shorten, specific_count, template_key
+from autocompact.compaction.ledger.text import fact_of, shorten, specific_count
+from autocompact.compaction.ledger.tokens import conservative_tokens
 
 __all__ = ["FRAME", "OPEN", "parse_ledger", "render_ledger", "required_chars"]
 
@@ -42,6 +44,7 @@ OPEN, CLOSE = "<state_snapshot>", "</state_snapshot>"
 FRAME = len(OPEN) + len(CLOSE) + 1
 """Characters of the snapshot's own opening and closing lines."""
 _INLINE = frozenset({GOAL, NEXT})
+_FRAME_TOKENS = conservative_tokens(OPEN + CLOSE) + 2
 # Rank of each section's items (lower is kept first); errors and files depend on their mark.
 _RANK = {
     GOAL: 0,
@@ -81,9 +84,12 @@ def _cost(section: str, line: str, opened: bool) -> int:
     return len(line) + 1 + (0 if opened else len(section) + 2)
 
 
-def render_ledger(ledger: Ledger, budget: int) -> str:
-    """The snapshot of ``ledger`` in at most ``budget`` characters (at least the frame)."""
-    chosen, _ = _choose(ledger, max(0, budget - FRAME))
+def render_ledger(ledger: Ledger, budget: int, *, tokens: int | None = None) -> str:
+    """The snapshot of ``ledger`` in at most ``budget`` characters (at least the frame) and,
+    when ``tokens`` is given, at most that many tokens by
+    :func:`~autocompact.compaction.ledger.tokens.conservative_tokens` (a newline one each)."""
+    token_room = None if tokens is None else max(0, tokens - _FRAME_TOKENS)
+    chosen, _ = _choose(ledger, max(0, budget - FRAME), token_room)
     out = [OPEN]
     for section in HEADINGS:
         lines = chosen.get(section)
@@ -113,7 +119,15 @@ def required_chars(ledger: Ledger) -> int:
     return size
 
 
-def _choose(ledger: Ledger, room: int) -> tuple[dict[str, list[tuple[int, str]]], int]:
+def _token_cost(section: str, line: str, opened: bool) -> int:
+    if section in _INLINE:
+        return conservative_tokens(f"{section}: {line[2:]}") + 1
+    return conservative_tokens(line) + 1 + (0 if opened else conservative_tokens(section) + 2)
+
+
+def _choose(
+    ledger: Ledger, room: int, token_room: int | None = None
+) -> tuple[dict[str, list[tuple[int, str]]], int]:
     candidates = [
         (_rank(section, entry), -entry.score, -entry.position, section, entry)
         for section, entries in ledger.sections().items()
@@ -121,16 +135,22 @@ def _choose(ledger: Ledger, room: int) -> tuple[dict[str, list[tuple[int, str]]]
     ]
     candidates.sort(key=lambda c: c[:3])
     chosen: dict[str, list[tuple[int, str]]] = {}
-    used = 0
+    used = used_tokens = 0
     for _, _, _, section, entry in candidates:
         opened = section in chosen
         for text in _forms(entry.text):
             line = _line(section, entry, text)
             cost = _cost(section, line, opened)
-            if used + cost <= room:
-                chosen.setdefault(section, []).append((entry.position, line))
-                used += cost
-                break
+            if used + cost > room:
+                continue
+            if token_room is not None:
+                token_cost = _token_cost(section, line, opened)
+                if used_tokens + token_cost > token_room:
+                    continue
+                used_tokens += token_cost
+            chosen.setdefault(section, []).append((entry.position, line))
+            used += cost
+            break
     return chosen, used
 
 
@@ -252,7 +272,7 @@ def _ledger_of(items: dict[str, list[str]]) -> Ledger:
 
 def _rule(text: str, position: int) -> Entry:
     mark = "" if specific_count(text) else "plain"
-    return Entry(text, _carried(text), position, template_key(text), mark=mark)
+    return Entry(text, _carried(text), position, rule_key(text), mark=mark)
 
 
 def _carried(text: str) -> float:

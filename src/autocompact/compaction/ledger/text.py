@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 __all__ = [
     "FILLER",
+    "GRAMMAR",
     "Form",
     "content_words",
     "drop_code",
@@ -178,6 +179,8 @@ _STRONG_WORDS = frozenset(
     ought require requires""".split()  # noqa: SIM905
 )
 _GRAMMAR = _OPENERS | FILLER | _NEGATION | _MODAL | _SOFT_LEAD
+GRAMMAR = _GRAMMAR
+"""Closed classes of grammar and filler: words that carry no content."""
 
 
 def maybe_strong(lower: str) -> bool:
@@ -260,14 +263,15 @@ def norm(text: str) -> str:
 
 # -- statements ---------------------------------------------------------------------------------
 
-_LABEL = re.compile(r"^[A-Za-z][\w ]{0,24}?:\s+(?=\S)")
+_LABEL = re.compile(r"^[A-Za-z][\w ]{0,40}?:\s+(?=\S)")
 _IS_FACT = re.compile(
     r"^(?P<key>[A-Za-z$`\"'][^.!?]{1,80}?)\s+(?:is|are|was|were|will be|should be|becomes|"
     r"stays|remains|equals|=|moved to|changed to|goes to|lives in|runs on)\s+"
     r"(?:now\s+|still\s+|set to\s+|at\s+)?(?P<value>\S.*)$"
 )
 _SET_FACT = re.compile(
-    r"^(?:please\s+)?(?:set|change|move|bump|raise|lower|switch|update|make|pin)\s+"
+    r"^(?:please\s+)?(?:[A-Za-z]+\s+)?(?:set|change|move|bump|raise|lower|switch|update|make|pin|"
+    r"changed|moved|bumped|raised|lowered|switched|updated|made|pinned)\s+"
     r"(?P<key>[^.!?]{2,60}?)\s+(?:to|=)\s+(?P<value>\S.*)$",
     re.IGNORECASE,
 )
@@ -306,7 +310,7 @@ def fact_of(sentence: str) -> Fact | None:
             match = pattern.match(body)
             if match is None:
                 continue
-            raw_key = match.group("key")
+            raw_key = _subject(match.group("key"))
             words = raw_key.split()
             if not words or len(words) > 8 or words[0].lower() in _NOT_KEY:
                 continue
@@ -338,16 +342,35 @@ _JOINS = (
     " runs on ",
 )
 _SET_HEADS = frozenset(
-    ["please", "set", "change", "move", "bump", "raise", "lower", "switch", "update", "make"]
+    """please set change move bump raise lower switch update make changed moved bumped raised
+    lowered switched updated made pinned""".split()  # noqa: SIM905
 )
+_TRAILING = re.compile(r"[\s,:;-]+(?:it|they|this|that)?[\s,:;-]*$", re.IGNORECASE)
+
+
+def _subject(raw_key: str) -> str:
+    """A key read past what leads to it: a trailing pronoun (``the relay, it is …``) goes, and
+    a key of more than eight words keeps its last clause, at most its last six words (``a small
+    fix to what I said about the relay: it is …`` → ``said about the relay``)."""
+    key = _TRAILING.sub("", raw_key) or raw_key
+    words = key.split()
+    if len(words) <= 8:
+        return key if len(words) > 1 or key == raw_key else raw_key
+    clause = (re.split(r"[,:;]", key)[-1].split() or words)[-6:]
+    while len(clause) > 1 and (clause[0].lower() in _NOT_KEY or clause[0].lower() in _OPENERS):
+        del clause[0]
+    return " ".join(clause)
+
+
 _USE_HEADS = frozenset(["please", "use", "pick", "choose"])
 
 
 def _patterns(body: str) -> list[re.Pattern[str]]:
     """The fact patterns that can match ``body`` (cheap substring tests first)."""
     head = body[: body.find(" ")].lower() if " " in body else ""
+    second = body.split(None, 2)[1].lower() if head else ""
     out = []
-    if head in _SET_HEADS:
+    if head in _SET_HEADS or second in _SET_HEADS:
         out.append(_SET_FACT)
     if head in _USE_HEADS:
         out.append(_USE_FACT)

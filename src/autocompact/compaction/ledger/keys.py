@@ -1,0 +1,116 @@
+"""What a statement is about: its subject as a set of key words, and when two share one. Pure.
+
+Supersession needs the subject of a statement recognised however it is worded. The key words of
+a text are its words lower-cased, possessives and plurals folded (``runners`` → ``runner``,
+``team's`` → ``team``), with grammar (determiners, pronouns, auxiliaries, prepositions), filler
+and values (numbers, paths, identifiers) dropped; as a set, word order does not matter, so
+``the X for Y``, ``Y's X``, ``X of Y`` and ``Y X`` have one key. Two statements are about the
+same subject when their key words share two words, or one word and their values have the same
+shape (``pg-a-12.internal`` and ``pg-b-7.internal``: letters, digits and marks in one order).
+The word sets here are closed classes of grammar, never a list of subjects.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from autocompact.compaction.ledger.text import FILLER, GRAMMAR
+
+__all__ = ["key_words", "named", "rule_key", "same_subject", "shape", "shapes"]
+
+# Closed classes a key never holds, besides ``text``'s grammar: prepositions and particles,
+# adverbs of time and degree, and the verbs of saying and changing that open an update.
+_STOP = (
+    frozenset(
+        """about above across after against along among around at before behind below beneath
+    beside between beyond by down during except for from in inside into near of off on onto
+    out outside over past per since through throughout till to toward towards under until up
+    upon via with within without these those days week weeks morning today tonight yesterday
+    tomorrow ago again earlier later before said say says told tell changed change changes
+    moved move moves bumped bump set sets updated new old fix small heads what when which who
+    whom whose where why how it's its it they them their there here is are was were be been
+    being am has have had do does did will would can could may might shall should must""".split()  # noqa: SIM905
+    )
+    | FILLER
+)
+_DROP = _STOP | GRAMMAR | {""}
+_EDGE = "()[]{}<>,;:!?.\u2026`\"'*"
+_VALUE = re.compile(r"[\d/_@=#$\\]|[a-z]\.[a-z]")
+_TWO_LETTERS = re.compile(r"[A-Za-z][^A-Za-z]*[A-Za-z]")
+_MEASURE = re.compile(r"[$€£]?[\d.,]+[a-zA-Z%]{0,3}")
+_MAX_NAMES = 8
+_RICH = re.compile(r"[a-z].*\d|\d.*[a-z]|[/@._-]")
+
+
+def _fold(word: str) -> str:
+    word = word.strip("'-")
+    if word.endswith("'s"):
+        word = word[:-2]
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is", "as")):
+        return word[:-1]
+    return word
+
+
+def key_words(text: str) -> frozenset[str]:
+    """The key words of ``text`` (module docstring)."""
+    words = set()
+    for raw in text.lower().split():
+        word = raw.strip(_EDGE)
+        if word in _DROP:
+            continue  # grammar
+        if not word.isalpha() and (_VALUE.search(word) or not word.isascii()):
+            continue  # a value (a number, a path, an identifier), not a key word
+        if word.endswith("'s"):
+            word = word[:-2]
+        folded = _fold(word) if word.endswith("s") or "'" in word else word
+        if len(folded) >= 2 and folded not in _DROP:
+            words.add(folded)
+    return frozenset(words)
+
+
+def shape(value: str) -> str:
+    """A value with each run of letters written ``a`` and each run of digits ``9``."""
+    return re.sub(r"\d+", "9", re.sub(r"[A-Za-z]+", "a", value))
+
+
+def shapes(values: Iterable[str]) -> frozenset[str]:
+    """The shapes of the values that are rich enough to tell a kind of value (letters and
+    digits together, or a path, an address or a dotted name); a bare number tells nothing."""
+    return frozenset(shape(v) for v in values if _RICH.search(v.lower()))
+
+
+def same_subject(
+    words: frozenset[str],
+    value_shapes: frozenset[str],
+    other_words: frozenset[str],
+    other_shapes: frozenset[str],
+) -> bool:
+    """Whether two statements are about one subject (module docstring)."""
+    shared = len(words & other_words)
+    return shared >= 2 or (shared >= 1 and not value_shapes.isdisjoint(other_shapes))
+
+
+def rule_key(sentence: str, words: frozenset[str] | None = None) -> str:
+    """A rule with its quantities taken out: two rules of one template with other numbers are
+    one rule at two times (``under 30 seconds`` → ``under 45 seconds``), but an identifier
+    (a path, a name with digits) is what a rule is about, so it stays in the key (``leave
+    lib/a-1 alone`` and ``leave lib/b-2 alone`` are two rules). ``words``: its key words, when
+    known."""
+    names: list[str] = []
+    for word in sentence.split():
+        if not word.isalpha() and named(token := word.strip(_EDGE)):
+            names.append(token.lower())
+            if len(names) == _MAX_NAMES:
+                break  # a few names tell two rules apart
+    if words is None:
+        words = key_words(sentence)
+    return "rule:" + " ".join(sorted(words)) + "|" + " ".join(sorted(names))
+
+
+def named(token: str) -> bool:
+    """Whether a specific token names something (letters in it) rather than measures it
+    (a number, a price, a percentage, a version, a number with a unit)."""
+    return _TWO_LETTERS.search(token) is not None and _MEASURE.fullmatch(token) is None
