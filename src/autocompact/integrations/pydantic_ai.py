@@ -67,6 +67,7 @@ from autocompact.integrations._pydantic_ai_store import (
     turn_id_of,
 )
 from autocompact.providers import looks_like_overflow
+from autocompact.providers.base import Provider
 from autocompact.sessions.stores.base import SessionStore
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
 
@@ -155,9 +156,13 @@ def _tag(request: pm.ModelMessage, result: GuardResult, sent: dict[str, int]) ->
     return dataclasses.replace(request, metadata=metadata)
 
 
-def _add_usage(ctx: RunContext[Any], compactions: Sequence[CompressionInfo]) -> None:
+def _add_usage(
+    ctx: RunContext[Any], compactions: Sequence[CompressionInfo], *, local: bool = False
+) -> None:
+    """Every side query a model answered counts in the run's usage, a failed one too (a local
+    summarizer sends none)."""
     for info in compactions:
-        if info.method != "summary" or info.compression_output_token_count <= 0:
+        if info.side_queries <= 0 or local:
             continue
         ctx.usage.incr(
             RequestUsage(
@@ -165,7 +170,7 @@ def _add_usage(ctx: RunContext[Any], compactions: Sequence[CompressionInfo]) -> 
                 output_tokens=info.compression_output_token_count,
             )
         )
-        ctx.usage.requests += 1
+        ctx.usage.requests += info.side_queries
 
 
 # -- the engine step ----------------------------------------------------------------------------
@@ -195,6 +200,11 @@ class _Engine:
         self.clear_tool_outputs = clear_tool_outputs
         self.image_token_estimate = image_token_estimate
         self.hooks = tuple(hooks)
+
+    @property
+    def local(self) -> bool:
+        """Whether summaries are written locally (no side query reaches a model)."""
+        return not (self.summarizer == "model" or isinstance(self.summarizer, Provider))
 
     def guard(self, model: Model | None) -> ContextGuard:
         return ContextGuard(
@@ -321,7 +331,7 @@ class Autocompact(AbstractCapability[Any]):
             converted.messages, reactive=reactive, **arguments
         )
         step = engine.step(converted, arguments, result)
-        _add_usage(ctx, result.compactions)
+        _add_usage(ctx, result.compactions, local=engine.local)
         return step
 
     async def wrap_model_request(
@@ -356,7 +366,7 @@ class Autocompact(AbstractCapability[Any]):
         )
         request = await turn.start()
         self._turn = turn
-        _add_usage(ctx, turn.compactions)
+        _add_usage(ctx, turn.compactions, local=self._engine().local)
         ctx.messages[:] = turn.history()
         request_context.messages = request
         return request_context
@@ -413,7 +423,7 @@ class Autocompact(AbstractCapability[Any]):
             if retry is None:
                 self._turn = None
                 raise error
-            _add_usage(ctx, self._turn.compactions[-1:])
+            _add_usage(ctx, self._turn.compactions[-1:], local=self._engine().local)
             ctx.messages[:] = self._turn.history()
             self._retry = retry
             raise RetryModelRequest()
@@ -456,7 +466,7 @@ def async_history_processor(
         converted, arguments = _processor_parts(ctx, messages, engine)
         model = ctx.model if isinstance(ctx.model, Model) else None
         result = await engine.guard(model).arun(converted.messages, **arguments)
-        _add_usage(ctx, result.compactions)
+        _add_usage(ctx, result.compactions, local=engine.local)
         return _persistent(engine.step(converted, arguments, result))
 
     return process
@@ -488,7 +498,7 @@ def history_processor(
     def process(ctx: RunContext[Any], messages: list[pm.ModelMessage]) -> list[pm.ModelMessage]:
         converted, arguments = _processor_parts(ctx, messages, engine)
         result = engine.guard(None).run(converted.messages, **arguments)
-        _add_usage(ctx, result.compactions)
+        _add_usage(ctx, result.compactions, local=engine.local)
         return _persistent(engine.step(converted, arguments, result))
 
     return process
