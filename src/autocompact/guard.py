@@ -36,7 +36,14 @@ from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
 if TYPE_CHECKING:
     from autocompact.sessions.stores.base import SessionStore
 
-__all__ = ["ContextGuard", "GuardResult", "GuardState", "learn_from_usage", "request_stats"]
+__all__ = [
+    "ContextGuard",
+    "GuardResult",
+    "GuardState",
+    "learn_from_usage",
+    "plausible_prompt_count",
+    "request_stats",
+]
 
 _GuardFlow = Generator[ChatRequest, Completion, "GuardResult"]
 
@@ -302,3 +309,21 @@ def learn_from_usage(
         state.calibration, sent, prompt_tokens, image_token_estimate=image_token_estimate
     )
     return replace(state, calibration=calibration)
+
+
+_IMPLAUSIBLE_FACTOR = 10
+_IMPLAUSIBLE_SLACK = 2_048
+
+
+def plausible_prompt_count(reported: int, estimate: int) -> bool:
+    """Whether a framework's reported prompt count of a request can be believed against the
+    local estimate of the same request: within 10x of it either way, with 2,048 tokens of slack
+    above (a streamed fake reporting 50 tokens for a 16K request is not believed).
+
+    The rule of ``autocompact.usage_check.plausible_prompt_count``, which replaces this local
+    copy once both are merged.
+    """
+    if reported <= 0 or estimate <= 0:
+        return reported > 0
+    low = estimate / _IMPLAUSIBLE_FACTOR
+    return low <= reported <= estimate * _IMPLAUSIBLE_FACTOR + _IMPLAUSIBLE_SLACK

@@ -4,14 +4,16 @@ queries counted in the framework's usage, honest counts in the hooks' records.""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from pydantic_ai import Agent
 from pydantic_ai import messages as pm
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from autocompact.compaction import CompressionStatus
+from autocompact.guard import plausible_prompt_count
 from autocompact.integrations.pydantic_ai import Autocompact
 
 WINDOW = 16_000
@@ -107,3 +109,64 @@ def test_clearing_info_counts_on_the_providers_scale() -> None:
     assert all(i.status is CompressionStatus.COMPRESSED for i in infos)
     assert all(i.new_token_count >= i.breakdown.conversation for i in infos if i.breakdown)
     assert all(i.new_token_count > 0 for i in infos)
+
+
+def test_pydantic_ai_distrusts_a_streamed_count_far_below_the_estimate() -> None:
+    """A streamed FunctionModel reports ``input_tokens=50`` for every request: the count is not
+    believed (it is far below the local estimate of the same request), so compaction still acts
+    and no request goes out over the window by the estimate."""
+    sent: list[int] = []
+
+    async def stream(messages: list[pm.ModelMessage], info: AgentInfo) -> Any:
+        chars = len(info.instructions or "")
+        for message in messages:
+            for part in message.parts:
+                chars += len(str(getattr(part, "content", None) or getattr(part, "args", "")))
+        sent.append(chars // 3)
+        if any(isinstance(p, pm.UserPromptPart) for p in messages[-1].parts):
+            yield {0: DeltaToolCall("read_file", '{"path": "a.py"}', tool_call_id="a")}
+            yield {1: DeltaToolCall("read_file", '{"path": "b.py"}', tool_call_id="b")}
+            return
+        yield "done"
+
+    def summarize(messages: list[pm.ModelMessage], info: AgentInfo) -> pm.ModelResponse:
+        return pm.ModelResponse(parts=[pm.TextPart("<state_snapshot>read</state_snapshot>")])
+
+    events: list[Any] = []
+    model = FunctionModel(summarize, stream_function=stream)
+    capability = Autocompact(context_window=WINDOW, hooks=[events.append])
+    agent = Agent(model, system_prompt="be brief", capabilities=[capability])
+
+    @agent.tool_plain
+    def read_file(path: str) -> str:
+        return f"{path}: " + "x" * 6_000
+
+    async def ignore(ctx: Any, events_: Any) -> None:
+        async for _ in events_:
+            pass
+
+    async def run() -> None:
+        history: list[pm.ModelMessage] | None = None
+        for turn in range(6):
+            result = await agent.run(
+                f"task {turn}", message_history=history, event_stream_handler=ignore
+            )
+            history = result.all_messages()
+            assert all(
+                m.usage.input_tokens <= 60 for m in history if isinstance(m, pm.ModelResponse)
+            )
+
+    asyncio.run(run())
+    assert max(sent) < WINDOW, sent
+    assert any(e.kind == "compaction_succeeded" for e in events)
+    assert max(sent) < WINDOW
+
+
+def test_plausible_prompt_count_rule() -> None:
+    """A count is believed within 10x of the estimate either way, with 2,048 tokens of slack
+    above; zero is never a count."""
+    assert plausible_prompt_count(1_000, 10_000)
+    assert not plausible_prompt_count(50, 16_000)
+    assert plausible_prompt_count(2_058, 1)
+    assert not plausible_prompt_count(102_049, 10_000)
+    assert not plausible_prompt_count(0, 100)

@@ -33,6 +33,7 @@ express (audio, video, native tool calls, files the model generated, ...) raise
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,9 +46,16 @@ from autocompact.errors import (
     ConfigError,
     MissingDependencyError,
 )
-from autocompact.estimation import estimate_content_tokens
+from autocompact.estimation import estimate_content_tokens, estimate_stats_tokens
 from autocompact.events import Hook
-from autocompact.guard import ContextGuard, GuardResult, GuardState, learn_from_usage, request_stats
+from autocompact.guard import (
+    ContextGuard,
+    GuardResult,
+    GuardState,
+    learn_from_usage,
+    plausible_prompt_count,
+    request_stats,
+)
 from autocompact.integrations._pydantic_ai_convert import (
     Converted,
     from_autocompact,
@@ -95,6 +103,8 @@ __all__ = [
     "to_autocompact",
 ]
 
+logger = logging.getLogger("autocompact")
+
 STATE_KEY = "autocompact"
 """The key of autocompact's state in a ``ModelRequest``'s ``metadata``."""
 
@@ -130,6 +140,15 @@ def _restore(history: Sequence[pm.ModelMessage], image_token_estimate: int) -> _
             json_chars=int(sent.get("json_chars", 0)),
             media_parts=int(sent.get("media_parts", 0)),
         )
+        estimate = estimate_stats_tokens(stats, image_token_estimate)
+        if not plausible_prompt_count(response.usage.input_tokens, estimate):
+            logger.warning(
+                "ignoring the model's prompt count of %d tokens: the request is about %d by "
+                "the local estimate (more than 10x apart)",
+                response.usage.input_tokens,
+                estimate,
+            )
+            return _Restored(state=state, last_prompt_token_count=0)
         state = learn_from_usage(
             state, stats, response.usage.input_tokens, image_token_estimate=image_token_estimate
         )
