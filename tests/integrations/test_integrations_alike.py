@@ -9,12 +9,13 @@ from typing import Any
 
 from pydantic_ai import Agent
 from pydantic_ai import messages as pm
+from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from autocompact.compaction import CompressionStatus
 from autocompact.guard import plausible_prompt_count
-from autocompact.integrations.pydantic_ai import Autocompact
+from autocompact.integrations.pydantic_ai import Autocompact, history_processor
 
 WINDOW = 16_000
 FILE_CHARS = 9_000
@@ -170,3 +171,34 @@ def test_plausible_prompt_count_rule() -> None:
     assert plausible_prompt_count(2_058, 1)
     assert not plausible_prompt_count(102_049, 10_000)
     assert not plausible_prompt_count(0, 100)
+
+
+def test_history_processor_never_sends_over_the_window() -> None:
+    """``ProcessHistory(history_processor(...))`` under a 4K system prompt on the workload:
+    every turn completes and no request is over the window by the model's own count (the
+    guarantee's trimming reaches the request, with a marker in the history)."""
+    sent: list[int] = []
+
+    class Counting(Reader):
+        def __call__(self, messages: list[pm.ModelMessage], info: AgentInfo) -> pm.ModelResponse:
+            response = super().__call__(messages, info)
+            if info.function_tools:
+                sent.append(response.usage.input_tokens)
+            return response
+
+    processor = history_processor(WINDOW)
+    agent = Agent(
+        FunctionModel(Counting()),
+        system_prompt="be brief. " + "Follow the house rules. " * 500,
+        capabilities=[ProcessHistory(processor)],
+    )
+
+    @agent.tool_plain
+    def read_file(path: str) -> str:
+        return f"{path}: " + "x" * FILE_CHARS
+
+    history: list[pm.ModelMessage] | None = None
+    for turn in range(8):
+        history = agent.run_sync(f"task {turn}", message_history=history).all_messages()
+    assert len(sent) >= 16
+    assert max(sent) < WINDOW

@@ -17,8 +17,9 @@ steps):
   provider's count of the last request comes from the last response's usage. The side query's
   usage is added to the run's usage.
 - :func:`history_processor` / :func:`async_history_processor` — for
-  ``ProcessHistory(...)``: the ladder only (a processor's output is the persistent history, so the
-  request-only guarantee and the reactive retry need the capability).
+  ``ProcessHistory(...)``: the ladder and the guarantee (a processor's output is the persistent
+  history, so turns the guarantee leaves out are left out of the history too, behind a marker;
+  the request-only guarantee and the reactive retry need the capability).
 
 Summaries are written by the agent's own model (``summarizer="model"``: thinking off, a 20K
 output cap), by any autocompact provider, or by the offline extractive summarizer.
@@ -470,7 +471,8 @@ def async_history_processor(
     hooks: Sequence[Hook] = (),
 ) -> Callable[[RunContext[Any], list[pm.ModelMessage]], Awaitable[list[pm.ModelMessage]]]:
     """An async history processor for ``ProcessHistory``: the ladder (summaries by the agent's
-    own model by default). The guarantee and the reactive retry need :class:`Autocompact`."""
+    own model by default) and the guarantee, whose trimming stays in the history (the reactive
+    retry and a request-only trimming need :class:`Autocompact`)."""
     engine = _Engine(
         context_window=context_window,
         summarizer=summarizer,
@@ -524,6 +526,7 @@ def history_processor(
 
 
 def _persistent(step: _Step) -> list[pm.ModelMessage]:
-    # A processor's output is the persistent history, so it never carries the request-only
-    # trimming: the guarantee needs the capability's request hooks.
-    return step.history
+    # A processor's output is both the request and the persistent history: when the guarantee
+    # had to leave turns out, they are left out of the history too (a marker says so), so no
+    # request goes out over the window. The capability keeps that trimming request-only.
+    return step.request
