@@ -26,6 +26,7 @@ No decision is made here: tiers, estimates, compaction and failure accounting ar
 from __future__ import annotations
 
 import uuid
+import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NotRequired, TypeAlias, cast
@@ -89,9 +90,10 @@ __all__ = ["AutocompactMiddleware", "AutocompactState", "SummarizerChoice"]
 
 STATE_KEY = "autocompact"
 
-SummarizerChoice: TypeAlias = Literal["model", "extractive"] | BaseChatModel | Provider
+SummarizerChoice: TypeAlias = Literal["model", "offline", "extractive"] | BaseChatModel | Provider
 """Who writes the summary: the agent's own model (``"model"``), another LangChain chat model,
-any autocompact provider, or the offline extractive summarizer (``"extractive"``)."""
+any autocompact provider, or the offline extractive summarizer (``"offline"``, the name every
+integration uses; ``"extractive"`` is a deprecated alias)."""
 
 
 class AutocompactState(AgentState[Any]):
@@ -279,7 +281,8 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
         context_window: the model's context window in tokens.
         summarizer: who writes summaries: ``"model"`` (the agent's own model, thinking off and
             the 20K cap where the chat model exposes them), another LangChain chat model, any
-            autocompact provider, or ``"extractive"`` (offline, no model call).
+            autocompact provider, or ``"offline"`` (the extractive summarizer, no model call;
+            ``"extractive"`` is a deprecated alias).
         hooks: callables receiving every :mod:`autocompact.events` record (as ``ChatSession``).
         clear_tool_outputs: clear old tool output (no model call) before summarizing.
         image_token_estimate: tokens per image or document.
@@ -316,12 +319,19 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
         self.owner = owner
         self.context_window = parse_window(context_window, name="context_window")
         self.thresholds = compute_thresholds(self.context_window)
+        if summarizer == "extractive":
+            warnings.warn(
+                "summarizer='extractive' is deprecated: use summarizer='offline' (the same "
+                "extractive summarizer, the name every autocompact integration uses)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            summarizer = "offline"
         if not (
-            summarizer in ("model", "extractive")
-            or isinstance(summarizer, BaseChatModel | Provider)
+            summarizer in ("model", "offline") or isinstance(summarizer, BaseChatModel | Provider)
         ):
             raise ConfigError(
-                f"summarizer must be 'model', 'extractive', a LangChain chat model or an "
+                f"summarizer must be 'model', 'offline', a LangChain chat model or an "
                 f"autocompact provider, got {summarizer!r}",
                 key="summarizer",
             )
@@ -353,14 +363,14 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
         """The provider the side query goes to."""
         if isinstance(self.summarizer, BaseChatModel):
             return LangChainProvider(self.summarizer)
-        if self.summarizer in ("model", "extractive"):
+        if self.summarizer in ("model", "offline"):
             return LangChainProvider(agent_model)
         assert not isinstance(self.summarizer, str)
         return self.summarizer
 
     def compression_service(self, agent_model: BaseChatModel) -> CompressionService:
         """The engine's compression service for this middleware's summarizer."""
-        if self.summarizer == "extractive":
+        if self.summarizer == "offline":
             return CompressionService(None, summarizer=extractive_summary)
         return CompressionService(self.summary_provider(agent_model))
 
