@@ -23,6 +23,8 @@ from pydantic import Field
 
 from autocompact.integrations.langchain import AutocompactMiddleware
 
+from .lc_fakes import ScriptedModel
+
 WINDOW = 16_000
 
 
@@ -99,3 +101,25 @@ def test_extractive_is_a_deprecated_alias_of_offline() -> None:
     assert AutocompactMiddleware(context_window=WINDOW, summarizer="offline").summarizer == (
         "offline"
     )
+
+
+def test_summary_side_query_is_not_streamed_to_the_application() -> None:
+    """``agent.stream(..., stream_mode="messages")`` carries the agent's replies but never the
+    summary model's output (the side query is tagged as LangChain's own summarization tags it;
+    the summary then enters the history as a user message, as LangChain's does)."""
+    from .test_langchain_agent import WINDOW as BIG
+    from .test_langchain_agent import ask, build, config, scripted, turns
+
+    sizes = [24_000] * 14
+    model = ScriptedModel(messages=iter(scripted(sizes)), window=BIG, disable_streaming=True)
+    agent = build(model, clear_tool_outputs=False)
+    streamed: list[str] = []
+    for turn in range(turns(sizes)):
+        for chunk, _meta in agent.stream(
+            ask(f"turn {turn}: read the next modules"), config(), stream_mode="messages"
+        ):
+            if isinstance(chunk, AIMessage):  # a model's output (chunks included)
+                streamed.append(str(chunk.content))
+    assert model.summary_requests, "a summary was written"
+    assert any("read up to" in text for text in streamed)
+    assert not any("state_snapshot" in text for text in streamed)
