@@ -21,6 +21,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
+from autocompact.errors import ConfigError
 from autocompact.integrations.langchain import AutocompactMiddleware
 
 from .lc_fakes import ScriptedModel
@@ -123,3 +124,22 @@ def test_summary_side_query_is_not_streamed_to_the_application() -> None:
     assert model.summary_requests, "a summary was written"
     assert any("read up to" in text for text in streamed)
     assert not any("state_snapshot" in text for text in streamed)
+
+
+def test_context_window_read_from_the_model_profile() -> None:
+    """``AutocompactMiddleware()`` with no number takes the chat model's profile's
+    ``max_input_tokens``; a model without one gets a clear error asking for the number."""
+    model = CountingModel(profile={"max_input_tokens": WINDOW})
+    middleware = AutocompactMiddleware(summarizer="offline")
+    agent = create_agent(model, [StructuredTool.from_function(read_file)], middleware=[middleware])
+    model.replies.extend([AIMessage(content="ok")])
+    agent.invoke({"messages": [HumanMessage(content="hello")]})
+    assert middleware.context_window == WINDOW
+    assert middleware.thresholds.hard <= WINDOW
+
+    bare = CountingModel()
+    agent = create_agent(
+        bare, [StructuredTool.from_function(read_file)], middleware=[AutocompactMiddleware()]
+    )
+    with pytest.raises(ConfigError, match="context_window="):
+        agent.invoke({"messages": [HumanMessage(content="hello")]})

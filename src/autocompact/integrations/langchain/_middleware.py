@@ -80,6 +80,7 @@ from autocompact.sessions.stores.base import SessionStore
 from autocompact.thresholds import (
     DEFAULT_IMAGE_TOKEN_ESTIMATE,
     MAX_CONSECUTIVE_FAILURES,
+    CompactionThresholds,
     Tier,
     compute_thresholds,
     parse_window,
@@ -278,7 +279,9 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
     """Automatic context compaction for ``langchain.agents.create_agent``.
 
     Args:
-        context_window: the model's context window in tokens.
+        context_window: the model's context window in tokens; ``None`` (the default): the chat
+            model's profile's ``max_input_tokens``, read on the first model call (a model
+            without one raises :class:`~autocompact.errors.ConfigError` asking for the number).
         summarizer: who writes summaries: ``"model"`` (the agent's own model, thinking off and
             the 20K cap where the chat model exposes them), another LangChain chat model, any
             autocompact provider, or ``"offline"`` (the extractive summarizer, no model call;
@@ -304,7 +307,7 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
     def __init__(
         self,
         *,
-        context_window: int,
+        context_window: int | None = None,
         summarizer: SummarizerChoice = "model",
         hooks: Sequence[Hook] = (),
         clear_tool_outputs: bool = True,
@@ -317,8 +320,9 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
         self.store = store
         self.session_id = session_id
         self.owner = owner
-        self.context_window = parse_window(context_window, name="context_window")
-        self.thresholds = compute_thresholds(self.context_window)
+        self._window = (
+            None if context_window is None else parse_window(context_window, name="context_window")
+        )
         if summarizer == "extractive":
             warnings.warn(
                 "summarizer='extractive' is deprecated: use summarizer='offline' (the same "
@@ -340,6 +344,34 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
         self.clear_tool_outputs = clear_tool_outputs
         self.image_token_estimate = image_token_estimate
         self._fixed: _Fixed | None = None
+
+    @property
+    def context_window(self) -> int:
+        """The model's context window: as given, else the chat model's profile's
+        ``max_input_tokens`` (read on the first model call)."""
+        if self._window is None:
+            raise ConfigError(
+                "AutocompactMiddleware needs the model's context window: pass "
+                "context_window=… (tokens), or use a chat model whose profile gives "
+                "max_input_tokens (read on the first model call)",
+                key="context_window",
+            )
+        return self._window
+
+    @property
+    def thresholds(self) -> CompactionThresholds:
+        """The ladder of the window."""
+        return compute_thresholds(self.context_window)
+
+    def _window_from(self, model: BaseChatModel) -> None:
+        if self._window is not None:
+            return
+        profile = getattr(model, "profile", None) or {}
+        window = profile.get("max_input_tokens") if isinstance(profile, Mapping) else None
+        if isinstance(window, int) and not isinstance(window, bool) and window > 0:
+            self._window = parse_window(window, name="the model profile's max_input_tokens")
+        else:
+            _ = self.context_window  # the clear error
 
     def session_of(self) -> str:
         """With a store: the session of the run in progress (``session_id``, else the
@@ -393,6 +425,7 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
     # -- the hooks -------------------------------------------------------------------------
 
     def _learn(self, request: ModelRequest[Any]) -> _Fixed:
+        self._window_from(request.model)
         system = request.system_message
         fixed = _Fixed(
             system=system_text(system) if system is not None else None,
