@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from pydantic_ai import Agent
 from pydantic_ai import messages as pm
 from pydantic_ai.capabilities import ProcessHistory
@@ -14,6 +15,7 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from autocompact.compaction import CompressionStatus
+from autocompact.errors import ConfigError
 from autocompact.guard import plausible_prompt_count
 from autocompact.integrations.pydantic_ai import Autocompact, history_processor
 
@@ -202,3 +204,27 @@ def test_history_processor_never_sends_over_the_window() -> None:
         history = agent.run_sync(f"task {turn}", message_history=history).all_messages()
     assert len(sent) >= 16
     assert max(sent) < WINDOW
+
+
+def test_pydantic_ai_window_from_the_model_profile() -> None:
+    """``Autocompact()`` with no number takes the model profile's ``context_window`` (the run
+    behaves as with the number given); a model without one gets a clear error."""
+    script = Reader()
+    events: list[Any] = []
+    model = FunctionModel(script, profile={"context_window": WINDOW})
+    agent = Agent(
+        model, system_prompt="be brief", capabilities=[Autocompact(hooks=[events.append])]
+    )
+
+    @agent.tool_plain
+    def read_file(path: str) -> str:
+        return f"{path}: " + "x" * FILE_CHARS
+
+    history: list[pm.ModelMessage] | None = None
+    for turn in range(3):
+        history = agent.run_sync(f"task {turn}", message_history=history).all_messages()
+    assert any(e.kind == "compaction_succeeded" for e in events)
+
+    bare = Agent(FunctionModel(Reader()), capabilities=[Autocompact()])
+    with pytest.raises(ConfigError, match="context_window="):
+        bare.run_sync("hello")

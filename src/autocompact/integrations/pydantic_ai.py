@@ -287,7 +287,8 @@ class Autocompact(AbstractCapability[Any]):
     """The capability: ladder, guarantee and reactive retry on every model request.
 
     Args:
-        context_window: the model's context window in tokens.
+        context_window: the model's context window in tokens; ``None`` (the default): the model
+            profile's ``context_window`` (a model without one raises ``ConfigError``).
         summarizer: ``"model"`` (the agent's own model, thinking off, 20K cap), ``"offline"``
             (the extractive summarizer, no model call), an autocompact provider, or a function
             ``(messages) -> summary``.
@@ -301,7 +302,7 @@ class Autocompact(AbstractCapability[Any]):
         owner: with a store, this worker's name in its leases and entries.
     """
 
-    context_window: int
+    context_window: int | None = None
     summarizer: SummarizerChoice = "model"
     clear_tool_outputs: bool = True
     image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE
@@ -313,7 +314,22 @@ class Autocompact(AbstractCapability[Any]):
     _reactive_tried: bool = field(default=False, init=False, repr=False)
     _turn: StoreTurn | None = field(default=None, init=False, repr=False)
 
+    def _window_from(self, model: Model) -> None:
+        """Take the model profile's ``context_window`` when none was given."""
+        if self.context_window is not None:
+            return
+        window = model.profile.get("context_window")
+        if isinstance(window, int) and not isinstance(window, bool) and window > 0:
+            self.context_window = window
+
     def _engine(self) -> _Engine:
+        if self.context_window is None:
+            raise ConfigError(
+                "Autocompact needs the model's context window: pass context_window=… (tokens), "
+                "or use a model whose profile gives context_window (e.g. "
+                "profile={'context_window': 128_000})",
+                key="context_window",
+            )
         return _Engine(
             context_window=self.context_window,
             summarizer=self.summarizer,
@@ -409,6 +425,7 @@ class Autocompact(AbstractCapability[Any]):
     ) -> ModelRequestContext:
         """The ladder on the persistent history; the guarantee on this request only."""
         self._reactive_tried = False
+        self._window_from(request_context.model)
         if self.store is not None:
             return await self._store_before(ctx, request_context, self.store)
         step = await self._apply(ctx, request_context, reactive=False)
