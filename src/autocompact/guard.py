@@ -37,7 +37,13 @@ from autocompact.usage_check import plausible_prompt_count
 if TYPE_CHECKING:
     from autocompact.sessions.stores.base import SessionStore
 
-__all__ = ["ContextGuard", "GuardResult", "GuardState", "learn_from_usage", "request_stats"]
+__all__ = [
+    "ContextGuard",
+    "GuardResult",
+    "GuardState",
+    "learn_from_usage",
+    "request_stats",
+]
 
 _GuardFlow = Generator[ChatRequest, Completion, "GuardResult"]
 

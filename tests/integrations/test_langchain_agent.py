@@ -303,7 +303,7 @@ def test_extractive_summarizer_makes_no_model_call() -> None:
     """summarizer='extractive' compacts offline: the model only sees turns."""
     model = ScriptedModel(messages=iter(scripted([24_000] * 14)), window=WINDOW)
     events: list[Event] = []
-    agent = build(model, events=events, clear_tool_outputs=False, summarizer="extractive")
+    agent = build(model, events=events, clear_tool_outputs=False, summarizer="offline")
     run(agent, [24_000] * 14)
     assert any(isinstance(e, CompactionSucceeded) for e in events)
     assert model.summary_requests == []

@@ -71,10 +71,7 @@ from autocompact.providers.base import (
     FinishReason,
     NativeSource,
 )
-from autocompact.thresholds import (
-    MAX_CONSECUTIVE_FAILURES,
-    compute_thresholds,
-)
+from autocompact.thresholds import MAX_CONSECUTIVE_FAILURES, compute_thresholds
 
 __all__ = [
     "CLEAR_AT_LEAST_SHARE",
@@ -316,8 +313,8 @@ def _prepare(
     """Steps 1–4 of SPEC §5 before the side query: the gate, clearing and the split.
 
     Returns a finished result (no-op, or clearing alone was enough), or the original count, the
-    count of what will be summarized, the clearing done, and the messages to summarize and keep.
-    Counting errors propagate to the caller, which reports a token-count failure.
+    count summarized, the clearing done, the messages to summarize and keep. Counting errors
+    propagate to the caller, which reports a token-count failure.
     """
     original = count_history_tokens(history, options)
 
@@ -353,7 +350,9 @@ def _prepare(
             image_token_estimate=options.image_token_estimate,
         )
         if clearing.tokens_saved > 0 and clearing.tokens_saved >= _clear_at_least(options):
-            working, base = clearing.history, max(0, original - clearing.tokens_saved)
+            plain = count_history_tokens(history, replace(options, last_prompt_token_count=0))
+            saved = clearing.tokens_saved * min(original, plain) // max(1, plain)  # count's scale
+            working, base = clearing.history, max(0, original - saved)
             # Clearing alone is enough only when it buys room: below warn (SPEC §10.2) and
             # room for the expected growth (design decision 63).
             after = base + _pending_tokens(options)
@@ -375,7 +374,7 @@ def _prepare(
             return _cleared_result(clearing, options, original, base)
         return noop("too little history can be compressed safely")
     if options.skip_without_room and options.trigger is not CompressionTrigger.MANUAL:
-        futile = _cannot_buy_room(to_compress, base, options, thresholds.warn)
+        futile = _cannot_buy_room(to_compress, base, options, clearing is not None)
         if futile is not None:
             if clearing is not None:  # the clearing stands; it is judged ineffective
                 return _cleared_result(clearing, options, original, base)
@@ -384,22 +383,23 @@ def _prepare(
 
 
 def _cannot_buy_room(
-    to_compress: tuple[Message, ...], base: int, options: CompressOptions, warn: float
+    to_compress: tuple[Message, ...], base: int, options: CompressOptions, cleared: bool
 ) -> int | None:
     """The count an empty summary would leave, when a side query cannot buy room (else None).
 
-    A summary of ``to_compress`` can free at most what it replaces. When that is less than the
-    clearing minimum (the cached prefix it rewrites costs more) and even an empty summary would
-    leave the count at or above *warn* (SPEC §10.2: the compaction would be ineffective whatever
-    the summary), no side query is worth sending (design decision 70). The freed size is taken
-    on the provider's scale, rounded up, so the judgement errs toward trying.
+    A summary can free at most what it replaces. Less than the clearing minimum (the cached
+    prefix it rewrites costs more) with an empty summary still at or above *warn* (SPEC §10.2)
+    is not worth a side query (design decision 70); after a clearing, neither is under half that
+    minimum (a summary is about that size), nor missing the room target anyway. Freed is on the
+    provider's scale, rounded up, so the judgement errs toward trying.
     """
     plain = sum(exact_tokens(m.stats, options.image_token_estimate) for m in to_compress)
     freed = math.ceil(plain * max(1.0, options.token_scale))
-    best = base - freed + _pending_tokens(options)
-    if freed < _clear_at_least(options) and best >= warn:
-        return max(0, best)
-    return None
+    best, minimum = base - freed + _pending_tokens(options), _clear_at_least(options)
+    ladder = compute_thresholds(options.context_window)
+    missed = best >= ladder.warn or (cleared and best > _room_target(options, ladder.auto))
+    futile = (cleared and 2 * freed < minimum) or (freed < minimum and missed)
+    return max(0, best) if futile else None
 
 
 def _no_room(

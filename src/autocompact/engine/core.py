@@ -43,7 +43,7 @@ from autocompact.engine._steps import CompactionSteps
 from autocompact.engine.config import EngineConfig
 from autocompact.engine.state import ConversationState
 from autocompact.errors import ConfigError, ContextOverflowError
-from autocompact.estimation import Calibration
+from autocompact.estimation import Calibration, content_stats
 from autocompact.events import (
     BreakerOpened,
     CompactionOutgrown,
@@ -312,7 +312,7 @@ class Engine(CompactionSteps):
             window=config.context_window,
             image_token_estimate=config.image_token_estimate,
             fixed_tokens=config.fixed_plain,
-            scale=self.provider_scale(),
+            scale=sizing.refusal_scale(state, message.stats + config.fixed_stats),
         )
         effective = self.estimate_tokens(message)
         self._note_tier(effective)
@@ -442,7 +442,8 @@ class Engine(CompactionSteps):
                     reason="still at or above the hard threshold after the rescue",
                 )
             )
-            sizing.check_trimmed_fits(self.config, scale, trim)
+            sent = content_stats(planned.request.messages) + self.config.fixed_stats
+            sizing.check_trimmed_fits(self.config, sizing.refusal_scale(self.state, sent), trim)
         return planned.request, trim
 
     def _retry_for(

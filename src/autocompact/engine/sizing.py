@@ -9,7 +9,7 @@ driver that needs a size asks the engine, never recomputes one.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from autocompact.compaction.fallback import (
     SIZE_MARGIN,
@@ -27,6 +27,7 @@ from autocompact.estimation import (
     changed_mix_tokens,
     estimate_content_tokens,
     estimate_stats_tokens,
+    learned_mix_tokens,
 )
 from autocompact.providers.base import ChatRequest
 
@@ -38,6 +39,7 @@ __all__ = [
     "plan_request",
     "plan_retry",
     "provider_scale",
+    "refusal_scale",
     "rejection_floor",
 ]
 
@@ -78,6 +80,20 @@ def provider_scale(state: ConversationState) -> ProviderScale:
     if state.scale_floor is not None:
         factor = max(factor or 0.0, state.scale_floor)
     return ProviderScale() if factor is None else ProviderScale(factor=factor, known=True)
+
+
+def refusal_scale(state: ConversationState, stats: CharStats) -> ProviderScale:
+    """The scale that may refuse a request of ``stats`` as larger than the window: the learned
+    factor on the part with the mix of text and JSON it was learned on, the plain estimate on
+    the rest. A factor learned on a text-heavy request (a long system prompt) says nothing about
+    a batch of tool results, and a refusal must be sure (it loses the whole turn)."""
+    scale = provider_scale(state)
+    content = estimate_stats_tokens(replace(stats, media_parts=0), 1)
+    if not scale.known or scale.factor <= 1 or content <= 0:
+        return scale
+    learned = min(float(content), learned_mix_tokens(state.calibration, stats))
+    factor = (learned * scale.factor + (content - learned)) / content
+    return ProviderScale(factor=factor, known=True)
 
 
 def _covered_plain(config: EngineConfig, state: ConversationState) -> int:

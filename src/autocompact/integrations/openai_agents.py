@@ -15,6 +15,9 @@ Install with ``pip install "autocompact[openai-agents]"``. Importing this module
 - :meth:`AutocompactSession.call_model_input_filter` (``RunConfig(call_model_input_filter=...)``)
   applies the guarantee to each outgoing request: a request still at or above the hard threshold
   has its oldest turns left out of that request only, never out of the session.
+  :meth:`AutocompactSession.run_config` is the one construct that installs it
+  (``Runner.run(agent, text, session=session, run_config=session.run_config())``); a session
+  whose turns run without it warns once (``RuntimeWarning``).
 
 The decisions are the engine's (:class:`autocompact.guard.ContextGuard`); this module converts
 items. Conversion is lossless: items the engine did not change come back as the same objects;
@@ -25,12 +28,13 @@ engine cannot express (hosted tool calls, computer use, ...) raise
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 from autocompact.compaction.plan import CompressionInfo
 from autocompact.content import Message
-from autocompact.errors import MissingDependencyError
+from autocompact.errors import ConfigError, MissingDependencyError
 from autocompact.events import Hook
 from autocompact.guard import ContextGuard, GuardResult, GuardState
 from autocompact.providers.base import ToolSpec
@@ -38,7 +42,7 @@ from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
 
 try:
     from agents.memory.session import Session
-    from agents.run_config import CallModelData, ModelInputData
+    from agents.run_config import CallModelData, ModelInputData, RunConfig
 except ImportError as exc:  # pragma: no cover - exercised without the extra installed
     raise MissingDependencyError("openai-agents", "openai-agents") from exc
 
@@ -102,6 +106,8 @@ class AutocompactSession:
         self.state = state or GuardState()
         self.compactions: list[CompressionInfo] = []
         self.trimmed_requests = 0
+        self.filtered_requests = 0
+        self._warned = False
         self._guard = ContextGuard(
             context_window=context_window,
             compression=summary_service(summarizer),
@@ -129,6 +135,32 @@ class AutocompactSession:
         await self.underlying.clear_session()
         self.state = GuardState(calibration=self.state.calibration)
 
+    def run_config(self, **options: Any) -> RunConfig:
+        """A ``RunConfig`` with this session's :meth:`call_model_input_filter` installed: the
+        one construct that protects every request (``Runner.run(agent, text, session=session,
+        run_config=session.run_config())``). ``options`` are passed to ``RunConfig``."""
+        if "call_model_input_filter" in options:
+            raise ConfigError(
+                "run_config() installs the session's own call_model_input_filter: pass the "
+                "other RunConfig options only",
+                key="call_model_input_filter",
+            )
+        return RunConfig(call_model_input_filter=self.call_model_input_filter, **options)
+
+    def _check_filter(self) -> None:
+        """Warn once when turns run without the input filter: the session alone compacts only
+        between turns, so a tool loop longer than the window reaches the provider."""
+        if self.filtered_requests or self._warned:
+            return
+        self._warned = True
+        warnings.warn(
+            "AutocompactSession compacts only between turns without its input filter: run with "
+            "run_config=session.run_config() (or RunConfig(call_model_input_filter="
+            "session.call_model_input_filter)) so that every request is protected",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
     # -- compaction ------------------------------------------------------------------------------
 
     async def run_compaction(self, args: dict[str, Any] | None = None) -> None:
@@ -137,6 +169,8 @@ class AutocompactSession:
         Calls whose output is not stored yet, and everything after them, are left out of the
         compaction and kept as they are. On any failure the stored items are unchanged.
         """
+        if args and "response_id" in args:  # the runner's call after a turn
+            self._check_filter()
         items = await self.underlying.get_items()
         converted = to_autocompact(items)
         messages = converted.messages
@@ -185,6 +219,7 @@ class AutocompactSession:
         request only.
         """
         model_data = data.model_data
+        self.filtered_requests += 1
         self.system_instruction = model_data.instructions
         self.tools = agent_tool_specs(data.agent)
         converted = to_autocompact(model_data.input)

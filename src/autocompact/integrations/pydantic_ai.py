@@ -17,8 +17,9 @@ steps):
   provider's count of the last request comes from the last response's usage. The side query's
   usage is added to the run's usage.
 - :func:`history_processor` / :func:`async_history_processor` — for
-  ``ProcessHistory(...)``: the ladder only (a processor's output is the persistent history, so the
-  request-only guarantee and the reactive retry need the capability).
+  ``ProcessHistory(...)``: the ladder and the guarantee (a processor's output is the persistent
+  history, so turns the guarantee leaves out are left out of the history too, behind a marker;
+  the request-only guarantee and the reactive retry need the capability).
 
 Summaries are written by the agent's own model (``summarizer="model"``: thinking off, a 20K
 output cap), by any autocompact provider, or by the offline extractive summarizer.
@@ -33,6 +34,7 @@ express (audio, video, native tool calls, files the model generated, ...) raise
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,9 +47,15 @@ from autocompact.errors import (
     ConfigError,
     MissingDependencyError,
 )
-from autocompact.estimation import estimate_content_tokens
+from autocompact.estimation import estimate_content_tokens, estimate_stats_tokens
 from autocompact.events import Hook
-from autocompact.guard import ContextGuard, GuardResult, GuardState, learn_from_usage, request_stats
+from autocompact.guard import (
+    ContextGuard,
+    GuardResult,
+    GuardState,
+    learn_from_usage,
+    request_stats,
+)
 from autocompact.integrations._pydantic_ai_convert import (
     Converted,
     from_autocompact,
@@ -67,8 +75,10 @@ from autocompact.integrations._pydantic_ai_store import (
     turn_id_of,
 )
 from autocompact.providers import looks_like_overflow
+from autocompact.providers.base import Provider
 from autocompact.sessions.stores.base import SessionStore
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
+from autocompact.usage_check import plausible_prompt_count
 
 try:
     from pydantic_ai import messages as pm
@@ -93,6 +103,8 @@ __all__ = [
     "history_processor",
     "to_autocompact",
 ]
+
+logger = logging.getLogger("autocompact")
 
 STATE_KEY = "autocompact"
 """The key of autocompact's state in a ``ModelRequest``'s ``metadata``."""
@@ -129,6 +141,15 @@ def _restore(history: Sequence[pm.ModelMessage], image_token_estimate: int) -> _
             json_chars=int(sent.get("json_chars", 0)),
             media_parts=int(sent.get("media_parts", 0)),
         )
+        estimate = estimate_stats_tokens(stats, image_token_estimate)
+        if not plausible_prompt_count(response.usage.input_tokens, estimate, log=False):
+            logger.warning(
+                "ignoring the model's prompt count of %d tokens: the request is about %d by "
+                "the local estimate (more than 10x apart)",
+                response.usage.input_tokens,
+                estimate,
+            )
+            return _Restored(state=state, last_prompt_token_count=0)
         state = learn_from_usage(
             state, stats, response.usage.input_tokens, image_token_estimate=image_token_estimate
         )
@@ -155,9 +176,13 @@ def _tag(request: pm.ModelMessage, result: GuardResult, sent: dict[str, int]) ->
     return dataclasses.replace(request, metadata=metadata)
 
 
-def _add_usage(ctx: RunContext[Any], compactions: Sequence[CompressionInfo]) -> None:
+def _add_usage(
+    ctx: RunContext[Any], compactions: Sequence[CompressionInfo], *, local: bool = False
+) -> None:
+    """Every side query a model answered counts in the run's usage, a failed one too (a local
+    summarizer sends none)."""
     for info in compactions:
-        if info.method != "summary" or info.compression_output_token_count <= 0:
+        if info.side_queries <= 0 or local:
             continue
         ctx.usage.incr(
             RequestUsage(
@@ -165,7 +190,7 @@ def _add_usage(ctx: RunContext[Any], compactions: Sequence[CompressionInfo]) -> 
                 output_tokens=info.compression_output_token_count,
             )
         )
-        ctx.usage.requests += 1
+        ctx.usage.requests += info.side_queries
 
 
 # -- the engine step ----------------------------------------------------------------------------
@@ -195,6 +220,11 @@ class _Engine:
         self.clear_tool_outputs = clear_tool_outputs
         self.image_token_estimate = image_token_estimate
         self.hooks = tuple(hooks)
+
+    @property
+    def local(self) -> bool:
+        """Whether summaries are written locally (no side query reaches a model)."""
+        return not (self.summarizer == "model" or isinstance(self.summarizer, Provider))
 
     def guard(self, model: Model | None) -> ContextGuard:
         return ContextGuard(
@@ -257,7 +287,8 @@ class Autocompact(AbstractCapability[Any]):
     """The capability: ladder, guarantee and reactive retry on every model request.
 
     Args:
-        context_window: the model's context window in tokens.
+        context_window: the model's context window in tokens; ``None`` (the default): the model
+            profile's ``context_window`` (a model without one raises ``ConfigError``).
         summarizer: ``"model"`` (the agent's own model, thinking off, 20K cap), ``"offline"``
             (the extractive summarizer, no model call), an autocompact provider, or a function
             ``(messages) -> summary``.
@@ -271,7 +302,7 @@ class Autocompact(AbstractCapability[Any]):
         owner: with a store, this worker's name in its leases and entries.
     """
 
-    context_window: int
+    context_window: int | None = None
     summarizer: SummarizerChoice = "model"
     clear_tool_outputs: bool = True
     image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE
@@ -283,7 +314,22 @@ class Autocompact(AbstractCapability[Any]):
     _reactive_tried: bool = field(default=False, init=False, repr=False)
     _turn: StoreTurn | None = field(default=None, init=False, repr=False)
 
+    def _window_from(self, model: Model) -> None:
+        """Take the model profile's ``context_window`` when none was given."""
+        if self.context_window is not None:
+            return
+        window = model.profile.get("context_window")
+        if isinstance(window, int) and not isinstance(window, bool) and window > 0:
+            self.context_window = window
+
     def _engine(self) -> _Engine:
+        if self.context_window is None:
+            raise ConfigError(
+                "Autocompact needs the model's context window: pass context_window=… (tokens), "
+                "or use a model whose profile gives context_window (e.g. "
+                "profile={'context_window': 128_000})",
+                key="context_window",
+            )
         return _Engine(
             context_window=self.context_window,
             summarizer=self.summarizer,
@@ -321,7 +367,7 @@ class Autocompact(AbstractCapability[Any]):
             converted.messages, reactive=reactive, **arguments
         )
         step = engine.step(converted, arguments, result)
-        _add_usage(ctx, result.compactions)
+        _add_usage(ctx, result.compactions, local=engine.local)
         return step
 
     async def wrap_model_request(
@@ -356,7 +402,7 @@ class Autocompact(AbstractCapability[Any]):
         )
         request = await turn.start()
         self._turn = turn
-        _add_usage(ctx, turn.compactions)
+        _add_usage(ctx, turn.compactions, local=self._engine().local)
         ctx.messages[:] = turn.history()
         request_context.messages = request
         return request_context
@@ -379,6 +425,7 @@ class Autocompact(AbstractCapability[Any]):
     ) -> ModelRequestContext:
         """The ladder on the persistent history; the guarantee on this request only."""
         self._reactive_tried = False
+        self._window_from(request_context.model)
         if self.store is not None:
             return await self._store_before(ctx, request_context, self.store)
         step = await self._apply(ctx, request_context, reactive=False)
@@ -413,7 +460,7 @@ class Autocompact(AbstractCapability[Any]):
             if retry is None:
                 self._turn = None
                 raise error
-            _add_usage(ctx, self._turn.compactions[-1:])
+            _add_usage(ctx, self._turn.compactions[-1:], local=self._engine().local)
             ctx.messages[:] = self._turn.history()
             self._retry = retry
             raise RetryModelRequest()
@@ -441,7 +488,8 @@ def async_history_processor(
     hooks: Sequence[Hook] = (),
 ) -> Callable[[RunContext[Any], list[pm.ModelMessage]], Awaitable[list[pm.ModelMessage]]]:
     """An async history processor for ``ProcessHistory``: the ladder (summaries by the agent's
-    own model by default). The guarantee and the reactive retry need :class:`Autocompact`."""
+    own model by default) and the guarantee, whose trimming stays in the history (the reactive
+    retry and a request-only trimming need :class:`Autocompact`)."""
     engine = _Engine(
         context_window=context_window,
         summarizer=summarizer,
@@ -456,7 +504,7 @@ def async_history_processor(
         converted, arguments = _processor_parts(ctx, messages, engine)
         model = ctx.model if isinstance(ctx.model, Model) else None
         result = await engine.guard(model).arun(converted.messages, **arguments)
-        _add_usage(ctx, result.compactions)
+        _add_usage(ctx, result.compactions, local=engine.local)
         return _persistent(engine.step(converted, arguments, result))
 
     return process
@@ -488,13 +536,14 @@ def history_processor(
     def process(ctx: RunContext[Any], messages: list[pm.ModelMessage]) -> list[pm.ModelMessage]:
         converted, arguments = _processor_parts(ctx, messages, engine)
         result = engine.guard(None).run(converted.messages, **arguments)
-        _add_usage(ctx, result.compactions)
+        _add_usage(ctx, result.compactions, local=engine.local)
         return _persistent(engine.step(converted, arguments, result))
 
     return process
 
 
 def _persistent(step: _Step) -> list[pm.ModelMessage]:
-    # A processor's output is the persistent history, so it never carries the request-only
-    # trimming: the guarantee needs the capability's request hooks.
-    return step.history
+    # A processor's output is both the request and the persistent history: when the guarantee
+    # had to leave turns out, they are left out of the history too (a marker says so), so no
+    # request goes out over the window. The capability keeps that trimming request-only.
+    return step.request

@@ -26,6 +26,7 @@ No decision is made here: tiers, estimates, compaction and failure accounting ar
 from __future__ import annotations
 
 import uuid
+import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NotRequired, TypeAlias, cast
@@ -79,6 +80,7 @@ from autocompact.sessions.stores.base import SessionStore
 from autocompact.thresholds import (
     DEFAULT_IMAGE_TOKEN_ESTIMATE,
     MAX_CONSECUTIVE_FAILURES,
+    CompactionThresholds,
     Tier,
     compute_thresholds,
     parse_window,
@@ -89,9 +91,10 @@ __all__ = ["AutocompactMiddleware", "AutocompactState", "SummarizerChoice"]
 
 STATE_KEY = "autocompact"
 
-SummarizerChoice: TypeAlias = Literal["model", "extractive"] | BaseChatModel | Provider
+SummarizerChoice: TypeAlias = Literal["model", "offline", "extractive"] | BaseChatModel | Provider
 """Who writes the summary: the agent's own model (``"model"``), another LangChain chat model,
-any autocompact provider, or the offline extractive summarizer (``"extractive"``)."""
+any autocompact provider, or the offline extractive summarizer (``"offline"``, the name every
+integration uses; ``"extractive"`` is a deprecated alias)."""
 
 
 class AutocompactState(AgentState[Any]):
@@ -276,10 +279,13 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
     """Automatic context compaction for ``langchain.agents.create_agent``.
 
     Args:
-        context_window: the model's context window in tokens.
+        context_window: the model's context window in tokens; ``None`` (the default): the chat
+            model's profile's ``max_input_tokens``, read on the first model call (a model
+            without one raises :class:`~autocompact.errors.ConfigError` asking for the number).
         summarizer: who writes summaries: ``"model"`` (the agent's own model, thinking off and
             the 20K cap where the chat model exposes them), another LangChain chat model, any
-            autocompact provider, or ``"extractive"`` (offline, no model call).
+            autocompact provider, or ``"offline"`` (the extractive summarizer, no model call;
+            ``"extractive"`` is a deprecated alias).
         hooks: callables receiving every :mod:`autocompact.events` record (as ``ChatSession``).
         clear_tool_outputs: clear old tool output (no model call) before summarizing.
         image_token_estimate: tokens per image or document.
@@ -301,7 +307,7 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
     def __init__(
         self,
         *,
-        context_window: int,
+        context_window: int | None = None,
         summarizer: SummarizerChoice = "model",
         hooks: Sequence[Hook] = (),
         clear_tool_outputs: bool = True,
@@ -314,14 +320,22 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
         self.store = store
         self.session_id = session_id
         self.owner = owner
-        self.context_window = parse_window(context_window, name="context_window")
-        self.thresholds = compute_thresholds(self.context_window)
+        self._window = (
+            None if context_window is None else parse_window(context_window, name="context_window")
+        )
+        if summarizer == "extractive":
+            warnings.warn(
+                "summarizer='extractive' is deprecated: use summarizer='offline' (the same "
+                "extractive summarizer, the name every autocompact integration uses)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            summarizer = "offline"
         if not (
-            summarizer in ("model", "extractive")
-            or isinstance(summarizer, BaseChatModel | Provider)
+            summarizer in ("model", "offline") or isinstance(summarizer, BaseChatModel | Provider)
         ):
             raise ConfigError(
-                f"summarizer must be 'model', 'extractive', a LangChain chat model or an "
+                f"summarizer must be 'model', 'offline', a LangChain chat model or an "
                 f"autocompact provider, got {summarizer!r}",
                 key="summarizer",
             )
@@ -330,6 +344,34 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
         self.clear_tool_outputs = clear_tool_outputs
         self.image_token_estimate = image_token_estimate
         self._fixed: _Fixed | None = None
+
+    @property
+    def context_window(self) -> int:
+        """The model's context window: as given, else the chat model's profile's
+        ``max_input_tokens`` (read on the first model call)."""
+        if self._window is None:
+            raise ConfigError(
+                "AutocompactMiddleware needs the model's context window: pass "
+                "context_window=… (tokens), or use a chat model whose profile gives "
+                "max_input_tokens (read on the first model call)",
+                key="context_window",
+            )
+        return self._window
+
+    @property
+    def thresholds(self) -> CompactionThresholds:
+        """The ladder of the window."""
+        return compute_thresholds(self.context_window)
+
+    def _window_from(self, model: BaseChatModel) -> None:
+        if self._window is not None:
+            return
+        profile = getattr(model, "profile", None) or {}
+        window = profile.get("max_input_tokens") if isinstance(profile, Mapping) else None
+        if isinstance(window, int) and not isinstance(window, bool) and window > 0:
+            self._window = parse_window(window, name="the model profile's max_input_tokens")
+        else:
+            _ = self.context_window  # the clear error
 
     def session_of(self) -> str:
         """With a store: the session of the run in progress (``session_id``, else the
@@ -353,14 +395,14 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
         """The provider the side query goes to."""
         if isinstance(self.summarizer, BaseChatModel):
             return LangChainProvider(self.summarizer)
-        if self.summarizer in ("model", "extractive"):
+        if self.summarizer in ("model", "offline"):
             return LangChainProvider(agent_model)
         assert not isinstance(self.summarizer, str)
         return self.summarizer
 
     def compression_service(self, agent_model: BaseChatModel) -> CompressionService:
         """The engine's compression service for this middleware's summarizer."""
-        if self.summarizer == "extractive":
+        if self.summarizer == "offline":
             return CompressionService(None, summarizer=extractive_summary)
         return CompressionService(self.summary_provider(agent_model))
 
@@ -383,6 +425,7 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
     # -- the hooks -------------------------------------------------------------------------
 
     def _learn(self, request: ModelRequest[Any]) -> _Fixed:
+        self._window_from(request.model)
         system = request.system_message
         fixed = _Fixed(
             system=system_text(system) if system is not None else None,

@@ -21,6 +21,8 @@ from typing import Any
 from langchain_core.exceptions import ContextOverflowError as LangChainOverflow
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.constants import TAG_NOSTREAM
 
 from autocompact.content import Message
 from autocompact.errors import ContextOverflowError, ProviderError
@@ -123,6 +125,14 @@ def model_name(model: BaseChatModel) -> str:
     return type(model).__name__
 
 
+_SIDE_QUERY_CONFIG: RunnableConfig = {
+    "metadata": {"lc_source": "autocompact"},
+    "tags": [TAG_NOSTREAM],
+}
+"""The side query's run config: tagged as LangChain's own summarization tags its call, so an
+agent streamed with ``stream_mode="messages"`` never shows the summary's tokens."""
+
+
 class LangChainProvider:
     """Sends autocompact requests (the summary side query) to a LangChain chat model.
 
@@ -147,7 +157,7 @@ class LangChainProvider:
         """Send a request and wait for the whole reply."""
         model, messages = self._prepare(request)
         try:
-            reply = model.invoke(messages)
+            reply = model.invoke(messages, config=_SIDE_QUERY_CONFIG)
         except Exception as exc:
             raise convert_error(exc, model=self.model) from exc
         return self._completion(reply)
@@ -156,7 +166,7 @@ class LangChainProvider:
         """Async :meth:`complete`."""
         model, messages = self._prepare(request)
         try:
-            reply = await model.ainvoke(messages)
+            reply = await model.ainvoke(messages, config=_SIDE_QUERY_CONFIG)
         except Exception as exc:
             raise convert_error(exc, model=self.model) from exc
         return self._completion(reply)
