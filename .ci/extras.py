@@ -21,14 +21,17 @@ TESTS = {
         "tests/integrations/test_langchain_convert.py",
         "tests/integrations/test_langchain_docs.py",
         "tests/integrations/test_langchain_store.py",
+        "tests/integrations/test_langchain_pending_tools.py",
     ],
     "pydantic-ai": [
         "tests/integrations/test_pydantic_ai.py",
         "tests/integrations/test_pydantic_ai_store.py",
+        "tests/integrations/test_integrations_alike.py",
     ],
     "openai-agents": [
         "tests/integrations/test_openai_agents.py",
         "tests/integrations/test_openai_agents_store.py",
+        "tests/integrations/test_openai_agents_one_call.py",
     ],
     "openai": ["tests/providers/test_openai.py", "tests/providers/test_openai_responses.py"],
     "anthropic": [
