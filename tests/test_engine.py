@@ -128,3 +128,17 @@ def test_a_clear_resets_the_record_but_keeps_the_calibration() -> None:
     assert session.state.history == ()
     assert (session.state.last_prompt_token_count, session.state.consecutive_failures) == (0, 0)
     assert session.state.calibration == learned
+
+
+def test_settings_stay_settable_on_a_live_session() -> None:
+    """The attributes a session had before the engine package can still be set (users did)."""
+    session = ChatSession(FakeProvider(), context_window=32_000)
+    session.summary_target_tokens = 600
+    session.keep_share = 0.2
+    session.clear_tool_outputs = False
+    session.consecutive_failures = 2
+    assert session.config.summary_target_tokens == 600
+    assert session.config.keep_share == 0.2
+    assert session.config.clear_tool_outputs is False
+    assert session.state.consecutive_failures == 2
+    assert session.estimate_tokens() == 0  # the new configuration is in use

@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Generator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from autocompact.compaction.accounting import GrowthLog, automatic_trigger, record_outgrown
@@ -173,15 +174,27 @@ class Engine(CompactionSteps):
         """The breaker's count."""
         return self.state.consecutive_failures
 
+    @consecutive_failures.setter
+    def consecutive_failures(self, value: int) -> None:
+        self.state.consecutive_failures = value
+
     @property
     def hold_until(self) -> int | None:
         """The breaker's hold (SPEC §10.2/§10.7; ``None``: none)."""
         return self.state.hold_until
 
+    @hold_until.setter
+    def hold_until(self, value: int | None) -> None:
+        self.state.hold_until = value
+
     @property
     def calibration(self) -> Calibration:
         """What reported counts taught about this model's tokenizer."""
         return self.state.calibration
+
+    @calibration.setter
+    def calibration(self, value: Calibration) -> None:
+        self.state.calibration = value
 
     @property
     def context_window(self) -> int:
@@ -198,35 +211,70 @@ class Engine(CompactionSteps):
         """The system prompt."""
         return self.config.system_instruction
 
+    @system_instruction.setter
+    def system_instruction(self, value: str | None) -> None:
+        # Set on a live session (as the attribute it was): a new, validated configuration.
+        self.config = replace(self.config, system_instruction=value)
+
     @property
     def tools(self) -> tuple[ToolSpec, ...]:
         """The tool declarations."""
         return tuple(self.config.tools)
+
+    @tools.setter
+    def tools(self, value: Sequence[ToolSpec]) -> None:
+        # Set on a live session (as the attribute it was): a new, validated configuration.
+        self.config = replace(self.config, tools=value)
 
     @property
     def image_token_estimate(self) -> int:
         """Tokens per image or document."""
         return self.config.image_token_estimate
 
+    @image_token_estimate.setter
+    def image_token_estimate(self, value: int) -> None:
+        # Set on a live session (as the attribute it was): a new, validated configuration.
+        self.config = replace(self.config, image_token_estimate=value)
+
     @property
     def max_output_tokens(self) -> int | None:
         """The output cap of chat turns."""
         return self.config.max_output_tokens
+
+    @max_output_tokens.setter
+    def max_output_tokens(self, value: int | None) -> None:
+        # Set on a live session (as the attribute it was): a new, validated configuration.
+        self.config = replace(self.config, max_output_tokens=value)
 
     @property
     def clear_tool_outputs(self) -> bool:
         """Whether old tool output is cleared before summarizing."""
         return self.config.clear_tool_outputs
 
+    @clear_tool_outputs.setter
+    def clear_tool_outputs(self, value: bool) -> None:
+        # Set on a live session (as the attribute it was): a new, validated configuration.
+        self.config = replace(self.config, clear_tool_outputs=value)
+
     @property
     def keep_share(self) -> float:
         """The share of the history a compaction keeps verbatim."""
         return self.config.keep_share
 
+    @keep_share.setter
+    def keep_share(self, value: float) -> None:
+        # Set on a live session (as the attribute it was): a new, validated configuration.
+        self.config = replace(self.config, keep_share=value)
+
     @property
     def summary_target_tokens(self) -> int | None:
         """The summary's target size."""
         return self.config.summary_target_tokens
+
+    @summary_target_tokens.setter
+    def summary_target_tokens(self, value: int | None) -> None:
+        # Set on a live session (as the attribute it was): a new, validated configuration.
+        self.config = replace(self.config, summary_target_tokens=value)
 
     def space(self) -> SpaceBreakdown:
         """What holds the space in the context now, by category (``/context``)."""
