@@ -32,11 +32,11 @@ from autocompact.content import (
 )
 from autocompact.errors import ConfigError, ContentError, MissingDependencyError, ProviderError
 from autocompact.providers.base import (
+    AsyncOnlyProvider,
     ChatRequest,
     Completion,
     FinishReason,
     Provider,
-    StreamDone,
     ToolSpec,
 )
 from autocompact.thresholds import COMPACT_MAX_OUTPUT_TOKENS
@@ -294,12 +294,14 @@ def from_autocompact(
 # -- an Agents SDK model as the summarizer -------------------------------------------------------
 
 
-class AgentsModelProvider:
+class AgentsModelProvider(AsyncOnlyProvider):
     """An Agents SDK ``Model`` as an autocompact provider (for the summary side query).
 
     The side query goes out with ``max_tokens`` = the request's cap (20,000 for a summary),
     reasoning off (no ``reasoning`` setting) and no tools. Async only.
     """
+
+    sync_refusal = "Agents SDK models are asynchronous: use the session's async methods"
 
     name = "openai-agents"
 
@@ -335,25 +337,6 @@ class AgentsModelProvider:
             ),
             finish_reason=FinishReason.STOP,
         )
-
-    def _sync_refused(self) -> ConfigError:
-        return ConfigError("Agents SDK models are asynchronous: use the session's async methods")
-
-    def complete(self, request: ChatRequest) -> Completion:
-        """Refused: Agents SDK models are async."""
-        raise self._sync_refused()
-
-    def stream(self, request: ChatRequest) -> Any:
-        """Refused (summaries are never streamed)."""
-        raise self._sync_refused()
-
-    async def _astream(self, request: ChatRequest) -> Any:
-        yield StreamDone(completion=await self.acomplete(request))
-
-    def astream(self, request: ChatRequest) -> Any:
-        """The whole summary as one :class:`StreamDone`."""
-        stream: Any = self._astream(request)
-        return stream
 
 
 def summary_service(choice: SummarizerChoice) -> CompressionService:

@@ -5,7 +5,7 @@ capability."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal, TypeAlias
+from typing import Literal, TypeAlias
 
 from autocompact.compaction.extractive import extractive_summary
 from autocompact.compaction.plan import Summarizer
@@ -25,11 +25,11 @@ from autocompact.integrations._pydantic_ai_convert import (
     response_part,
 )
 from autocompact.providers.base import (
+    AsyncOnlyProvider,
     ChatRequest,
     Completion,
     FinishReason,
     Provider,
-    StreamDone,
 )
 from autocompact.thresholds import COMPACT_MAX_OUTPUT_TOKENS
 
@@ -59,12 +59,17 @@ _FINISH = {
 }
 
 
-class PydanticAIModelProvider:
+class PydanticAIModelProvider(AsyncOnlyProvider):
     """A pydantic-ai model as an autocompact provider (for the summary side query).
 
     The side query goes out with ``thinking=False`` and ``max_tokens`` = the request's cap
     (20,000 for a summary) and no tools. Async only: pydantic-ai models are asynchronous.
     """
+
+    sync_refusal = (
+        "the agent's own model is asynchronous: use the Autocompact capability or "
+        "async_history_processor, or pass an autocompact provider or summarizer='offline'"
+    )
 
     name = "pydantic-ai"
 
@@ -110,28 +115,6 @@ class PydanticAIModelProvider:
             raw_finish_reason=response.finish_reason,
             model=response.model_name,
         )
-
-    def _sync_refused(self) -> ConfigError:
-        return ConfigError(
-            "the agent's own model is asynchronous: use the Autocompact capability or "
-            "async_history_processor, or pass an autocompact provider or summarizer='offline'"
-        )
-
-    def complete(self, request: ChatRequest) -> Completion:
-        """Refused: pydantic-ai models are async (see :meth:`acomplete`)."""
-        raise self._sync_refused()
-
-    def stream(self, request: ChatRequest) -> Any:
-        """Refused (summaries are never streamed)."""
-        raise self._sync_refused()
-
-    async def _astream(self, request: ChatRequest) -> Any:
-        yield StreamDone(completion=await self.acomplete(request))
-
-    def astream(self, request: ChatRequest) -> Any:
-        """The whole summary as one :class:`StreamDone`."""
-        stream: Any = self._astream(request)
-        return stream
 
 
 def summary_service(choice: SummarizerChoice, model: Model | None) -> CompressionService:

@@ -16,8 +16,10 @@ from enum import StrEnum
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from autocompact.content import Message, OpaquePart, Usage
+from autocompact.errors import ConfigError
 
 __all__ = [
+    "AsyncOnlyProvider",
     "ChatRequest",
     "Completion",
     "FinishReason",
@@ -185,6 +187,31 @@ class Provider(Protocol):
     def astream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Async :meth:`stream`."""
         ...
+
+
+class AsyncOnlyProvider:
+    """Base of the adapters over a framework's own model, which can only be awaited: the
+    synchronous methods raise a :class:`~autocompact.errors.ConfigError` saying what to use
+    instead (``sync_refusal``), and ``astream`` yields the whole reply as one
+    :class:`StreamDone` (summaries are never streamed). Subclasses define ``acomplete``."""
+
+    sync_refusal = "this model is asynchronous: use the async methods"
+
+    async def acomplete(self, request: ChatRequest) -> Completion:
+        """The reply, awaited (each subclass sends it through its framework)."""
+        raise NotImplementedError
+
+    def complete(self, request: ChatRequest) -> Completion:
+        """Refused: the model can only be awaited."""
+        raise ConfigError(self.sync_refusal)
+
+    def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
+        """Refused (summaries are never streamed)."""
+        raise ConfigError(self.sync_refusal)
+
+    async def astream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        """The whole reply as one :class:`StreamDone`."""
+        yield StreamDone(completion=await self.acomplete(request))
 
 
 class NativeOutcome(StrEnum):
