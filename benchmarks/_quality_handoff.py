@@ -13,7 +13,10 @@ normalised, whole tokens):
   half of its words of six letters or more;
 - **status**: what the part shows done — the ids closed by a successful ``bd close``, the
   completed TodoWrite items, and ``commit`` when a ``git commit`` succeeded — the share named (an
-  id also counts without its project prefix: ``gqc.4`` names ``spotter-gqc.4``);
+  id also counts without its project prefix: ``gqc.4`` names ``spotter-gqc.4``; the commit is
+  named by a word of its family, ``commit``, ``commits`` or ``committed``, or by the short hash
+  the commit's output printed — the same rule for both summaries: "Committed and pushed" names
+  it as "committed abc1234" does);
 - **files**: the files edited or written (Edit, MultiEdit, Write, NotebookEdit), the share whose
   base name the summary names;
 - **errors**: each tool error (a result flagged as an error; the tool-rejection and interruption
@@ -133,6 +136,18 @@ def _names_id(summary: str, ident: str) -> bool:
     )
 
 
+_COMMIT_WORD = re.compile(r"(?<![a-z0-9])commit(?:s|ted)?(?![a-z0-9])")
+
+
+def _names_done(summary: str, item: str, facts: dict[str, Any]) -> bool:
+    """A finished item named: the commit by a word of its family or one of its hashes, an id
+    as :func:`_names_id` reads it."""
+    if item == "commit":
+        hashes = facts["commit_hashes"]
+        return bool(_COMMIT_WORD.search(summary)) or any(kept(summary, h) for h in hashes)
+    return _names_id(summary, item)
+
+
 def _signature(call: FunctionCallPart) -> str:
     command = call.arguments.get("command")
     if isinstance(command, str):
@@ -163,6 +178,7 @@ def _facts(part: Sequence[Message]) -> dict[str, Any]:
         }
     )
     done: set[str] = set()
+    hashes: list[str] = []
     errors: list[tuple[str, bool]] = []
     last_test: str | None = None
     for index, (call, text, error) in enumerate(results):
@@ -172,6 +188,7 @@ def _facts(part: Sequence[Message]) -> dict[str, Any]:
             done |= set(re.findall(r"\b[a-z]+-[a-z0-9]+(?:\.\d+)*\b", ids))
         if not error and re.search(r"\bgit commit\b", command):
             done.add("commit")
+            hashes += re.findall(r"^\[[^\]\n]*?\b([0-9a-f]{7,40})\]", text, re.M)
         if call.name == "TodoWrite":
             for todo in call.arguments.get("todos") or []:
                 if isinstance(todo, dict) and todo.get("status") == "completed":
@@ -189,6 +206,7 @@ def _facts(part: Sequence[Message]) -> dict[str, Any]:
         "next": requests[-1] if requests else None,
         "files": files,
         "done": sorted(d for d in done if d),
+        "commit_hashes": hashes,
         "errors": errors,
         "last_test": last_test,
     }
@@ -212,7 +230,7 @@ def checklist(facts: dict[str, Any], summary: str) -> dict[str, Any]:
     return {
         "tokens": len(summary) // 4,
         "goal": None if facts["goal"] is None else _names_request(normal, facts["goal"]),
-        "status": [sum(_names_id(normal, d) for d in facts["done"]), len(facts["done"])],
+        "status": [sum(_names_done(normal, d, facts) for d in facts["done"]), len(facts["done"])],
         "files": [sum(kept(normal, f) for f in facts["files"]), len(facts["files"])],
         "fixed_called_open": [sum(map(called_open, fixed)), len(fixed)],
         "open_named": [sum(kept(normal, s) for s in still_open), len(still_open)],

@@ -9,7 +9,12 @@ what the tools did; a second ranks the sentences once the session's word counts 
 - a user's directive (imperative, negated, modal, limit, condition) or first-person statement
   with something specific in it is a constraint or preference; one of the same template with
   other values replaces it;
-- an imperative that opens a later user turn is a change of goal;
+- an imperative that opens a later user turn, or that names the subject of the goal (a word of
+  the goal's identifiers: ``the importer`` for ``importer/x.py``), is a change of goal; one with
+  no value of its own takes the user's next sentence when that holds the value and gives no
+  order itself (``Park the importer. What matters now is `/v2/r-1`.``); the changes that name
+  the goal are kept first, the latest ones, so a carried change stays until newer ones replace
+  it;
 - other specific sentences are notes, kept when room is left;
 - an assistant's first-person statement with something specific is a decision.
 
@@ -24,12 +29,26 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from autocompact.compaction.ledger import tools
+from autocompact.compaction.ledger.goals import (
+    NAMED,
+    NAMED_GOAL,
+    best,
+    code_like,
+    goal_changes,
+    goal_index,
+    goal_words,
+    latest,
+    names,
+    subject_words,
+    value_follows,
+)
 from autocompact.compaction.ledger.keys import key_words, rule_key, same_subject, shapes
 from autocompact.compaction.ledger.model import Entry, Ledger
 from autocompact.compaction.ledger.render import parse_ledger
 from autocompact.compaction.ledger.scan import scan
 from autocompact.compaction.ledger.sentences import sentence_list
 from autocompact.compaction.ledger.statements import statements, unglued
+from autocompact.compaction.ledger.status import DONE, finished, status_entries
 from autocompact.compaction.ledger.text import (
     content_words,
     drop_code,
@@ -58,8 +77,6 @@ _CHANGE = re.compile(
     r"\b(?:changed|moved|bumped|switched|updated|raised|lowered|replaced|renamed|migrated|"
     r"fixed|fix|corrected|correction|anymore|no longer)\b"
 )
-# A token that names something: letters and digits or marks of a path or an identifier.
-_NAMED = re.compile(r"[A-Za-z]{2}[\w.-]*[\d/_@]|[\d/_@][\w.-]*[A-Za-z]{2}")
 _BOILERPLATE = 4  # a template said this often in one part is no item
 _RECENT_GOALS = 3
 _MIN_SAMPLE_CHARS = 15_000  # less user text than this cannot tell a rare word
@@ -73,16 +90,24 @@ _NEXT_KEY = re.compile(r"\bnext\b")
 class _Said:
     """One candidate sentence."""
 
-    __slots__ = ("opens_turn", "position", "rare", "specific", "text", "user")
+    __slots__ = ("names_goal", "opens_turn", "position", "rare", "specific", "text", "user")
 
     def __init__(
-        self, text: str, position: int, *, user: bool, opens_turn: bool, specific: int
+        self,
+        text: str,
+        position: int,
+        *,
+        user: bool,
+        opens_turn: bool,
+        specific: int,
+        names_goal: bool = False,
     ) -> None:
         self.text = text
         self.position = position
         self.user = user
         self.opens_turn = opens_turn
         self.specific = specific
+        self.names_goal = names_goal
         self.rare = 0
 
 
@@ -91,11 +116,13 @@ class _State:
     position: int = 0
     said: list[_Said] = field(default_factory=list)
     goal: Entry | None = None
+    goal_words: frozenset[str] = frozenset()  # the goal's subject (see :func:`_subject_words`)
     seeded: Ledger | None = None
     files: dict[str, tuple[str, int]] = field(default_factory=dict)
     paths: list[str] = field(default_factory=list)
     todos: list[tuple[str, str]] = field(default_factory=list)
     todo_position: int = 0
+    done: list[Entry] = field(default_factory=list)  # finished work the tools show
     errors: dict[str, Entry] = field(default_factory=dict)
     results: dict[str, Entry] = field(default_factory=dict)
     actions: list[Entry] = field(default_factory=list)
@@ -124,6 +151,7 @@ def build_ledger(messages: Sequence[Message]) -> Ledger:
             if index == 0 and "<state_snapshot>" in text:
                 state.seeded = parse_ledger(text)
                 state.position = 0
+                state.goal_words = goal_words(state.seeded)
                 continue
             _user_text(state, text)
             continue
@@ -140,13 +168,6 @@ def _user_texts(messages: Sequence[Message]) -> list[str]:
     return [
         p.text for m in messages if m.role == "user" for p in m.parts if isinstance(p, TextPart)
     ]
-
-
-def _code(line: str) -> bool:
-    """Whether a sentence reads as code: brackets, braces and assignments, or a traceback's
-    frame line."""
-    marks = line.count("(") + line.count("[") + line.count("{") + line.count(" = ")
-    return marks >= 2 or line.startswith(('File "', "at ", "Traceback", "```", "def ", "class "))
 
 
 def _sample_counts(state: _State, messages: Sequence[Message]) -> None:
@@ -175,24 +196,43 @@ def _user_text(state: _State, text: str) -> None:
         return
     marks, strong, lower_lines = scan(lines)
     opens = True
+    taken = -1  # a sentence joined to the change of goal before it
+    goal = (
+        goal_index(lines, lower_lines, marks, state.common)
+        if state.goal is None and state.seeded is None
+        else -1
+    )
     for index, line in enumerate(lines):
-        if len(line) < 4 or is_harness(line):
+        if len(line) < 4 or is_harness(line) or index == taken:
             continue
         state.position += 1
         position = state.position
-        if state.goal is None and state.seeded is None:
+        if index == goal:
             state.goal = Entry(line, 100.0, position)
+            state.goal_words = subject_words(line)
             opens = False
             continue
         if len(line) >= _MAX_CANDIDATE:  # the splitter read no further: end on a whole word
             line = line[: line.rfind(" ")] + " …" if " " in line else line
         state.last_user_line, state.last_user_position = line, position
         specific = marks.get(index, 0)
-        if specific and _code(line):
+        if specific and code_like(line):
             continue  # pasted code or a traceback line: not a statement
+        named = names(state.goal_words, lower_lines[index])
+        if named and not specific and marks.get(index + 1) and value_follows(line, lines, index):
+            line, specific, taken = f"{line} {lines[index + 1]}", marks[index + 1], index + 1
         rare = 0
         if specific:  # a candidate whatever its words; its marks rank it
-            state.said.append(_Said(line, position, user=True, opens_turn=opens, specific=specific))
+            state.said.append(
+                _Said(
+                    line,
+                    position,
+                    user=True,
+                    opens_turn=opens,
+                    specific=specific,
+                    names_goal=named,
+                )
+            )
         elif opens or index in strong:
             words = content_words(lower_lines[index])
             if state.rare_limit >= 0:
@@ -257,10 +297,13 @@ def _response(state: _State, part: FunctionResponsePart) -> None:
         for old_key, error in list(state.errors.items()):
             if error.mark == "open" and (old_key == key or (kind and error.value == kind)):
                 state.errors[old_key] = error._replace(mark="fixed")
+    work = finished(command, text) if command is not None and not part.is_error else []
+    for _, line in work:
+        state.done.append(Entry(f"[{DONE}] {line}", 20.0, position, DONE, mark=DONE))
     if kind:
         line = tools.result_line(text, part.is_error)
         state.results[kind] = Entry(f"{kind}: `{command}` → {line}"[:300], 50.0, position, kind)
-    elif command is not None:
+    elif command is not None and not work:
         state.actions.append(Entry(f"ran `{command[:120]}`", 5.0, position))
         del state.actions[: -_MAX_ACTIONS * 2]
 
@@ -288,6 +331,14 @@ def _finish(state: _State) -> Ledger:
         for entry in carried:
             if key_words(entry.text) in common:
                 subjects.gone.add(id(entry))  # boilerplate carried over: not kept again
+    # A carried change of goal that names the goal's subject keeps its precedence (one of a
+    # template said again and again is small talk that happens to name it).
+    goals = [
+        e._replace(mark=NAMED_GOAL)
+        if names(state.goal_words, e.text.lower()) and templates[key_words(e.text)] < _BOILERPLATE
+        else e
+        for e in goals
+    ]
     for item, template in zip(state.said, templates_said, strict=True):
         rare = item.rare
         score = 2.0 * min(item.specific, 4) + min(rare, 4) + _value_bonus(item)
@@ -325,14 +376,14 @@ def _finish(state: _State) -> Ledger:
         form = form_of(item.text)
         score += 1.0 if form.negated else 0.0
         plain = not (item.specific or rare)
-        if plain and not (form.strong or (item.opens_turn and form.directive)):
+        turn = item.opens_turn or item.names_goal
+        if plain and not (form.strong or (turn and form.directive)):
             continue
-        if (
-            item.opens_turn
-            and form.directive
-            and not (form.negated or form.bounded or form.first_person)
-        ):
-            goals.append(Entry(item.text, score + (0.0 if plain else 2.0), item.position))
+        if turn and form.directive and not (form.negated or form.bounded or form.first_person):
+            named = item.names_goal and templates[template] < _BOILERPLATE
+            mark = NAMED_GOAL if named else ""
+            score += 0.0 if plain else 2.0
+            goals.append(Entry(item.text, score, item.position, mark=mark))
             subjects.add(goals[-1], template)
         elif form.directive or form.first_person:
             key = rule_key(item.text, template)
@@ -349,7 +400,7 @@ def _finish(state: _State) -> Ledger:
             notes.append(Entry(item.text, score, item.position))
             if not subjects.outdated(notes[-1], stale, template):
                 subjects.add(notes[-1], template)
-    recent_goals = _best(goals, _RECENT_GOALS)
+    recent_goals = goal_changes(goals, _RECENT_GOALS)
     for entry in goals:  # a directive that opened a turn and is not a recent goal is a rule
         if (
             entry not in recent_goals
@@ -369,12 +420,12 @@ def _finish(state: _State) -> Ledger:
         goal_changes=fresh(recent_goals),
         constraints=fresh(sorted(rules.values(), key=lambda e: e.position)),
         facts=tuple(sorted(facts.values(), key=lambda e: e.position)),
-        decisions=fresh(_latest(decisions, _MAX_DECISIONS)),
-        status=_status(state, seeded),
+        decisions=fresh(latest(decisions, _MAX_DECISIONS)),
+        status=status_entries(state.todos, state.todo_position, state.done, seeded),
         results=_merged(seeded.results, state.results.values()),
         errors=_merged(seeded.errors, state.errors.values()),
         files=_files(state, seeded),
-        notes=fresh(_best(notes, _MAX_NOTES)),
+        notes=fresh(best(notes, _MAX_NOTES)),
         actions=tuple(state.actions[-_MAX_ACTIONS:]),
         next_step=_next_step(state, facts) or seeded.next_step,
         stale=frozenset(stale),
@@ -469,7 +520,7 @@ class _Subjects:
 def _value_bonus(item: _Said) -> float:
     """A statement that names something (a path, a host, an identifier: letters with digits or
     marks) outranks one that holds only a bare count, or nothing specific."""
-    if _NAMED.search(item.text) is not None:
+    if NAMED.search(item.text) is not None:
         return 3.0
     return 0.0 if item.specific else -1.0
 
@@ -503,35 +554,11 @@ def _carries(text: str, stale: set[str]) -> bool:
     return not stale.isdisjoint(w.strip(_EDGE) for w in text.lower().split())
 
 
-def _latest(entries: Sequence[Entry], count: int) -> tuple[Entry, ...]:
-    seen: dict[str, Entry] = {}
-    for entry in entries:
-        seen[norm(entry.text)] = entry
-    return tuple(sorted(seen.values(), key=lambda e: e.position)[-count:])
-
-
-def _best(entries: Sequence[Entry], count: int) -> tuple[Entry, ...]:
-    seen: dict[str, Entry] = {}
-    for entry in entries:
-        seen[norm(entry.text)] = entry
-    best = sorted(seen.values(), key=lambda e: (-e.score, -e.position))[:count]
-    return tuple(sorted(best, key=lambda e: e.position))
-
-
 def _merged(old: Sequence[Entry], new: Iterable[Entry]) -> tuple[Entry, ...]:
     out: dict[str, Entry] = {e.key or e.text: e for e in old}
     for entry in new:
         out[entry.key or entry.text] = entry
     return tuple(sorted(out.values(), key=lambda e: e.position))
-
-
-def _status(state: _State, seeded: Ledger) -> tuple[Entry, ...]:
-    if not state.todos:
-        return seeded.status
-    return tuple(
-        Entry(f"[{mark}] {text}", 0.0, state.todo_position + n, mark=mark)
-        for n, (mark, text) in enumerate(state.todos)
-    )
 
 
 def _files(state: _State, seeded: Ledger) -> tuple[Entry, ...]:

@@ -3,10 +3,11 @@
 The text is a compact frame: one ``heading:`` line a section (``goal:`` and ``next:`` inline),
 one ``- item`` line an item, errors marked ``[open]`` / ``[fixed]``. Within the budget the items
 are taken by rank: the goal, the constraints, the latest facts, the change of goal and the next
-step first (most specific first), then status, results and open errors, then decisions, fixed
-errors and edited files, last the notes, files only read and recent commands. An item that does
-not fit whole is shortened (its label and filler words dropped, never a value, a negation or a
-condition); one that does not fit even so is left out, never cut mid-word. :func:`parse_ledger`
+step first (most specific first), then status (the todo list), results and open errors, then
+decisions, work finished, fixed errors and edited files, last the notes, files only read and
+recent commands. An item that does not fit whole is shortened (its label and filler words
+dropped, never a value, a negation or a condition); one that does not fit even so is left out,
+never cut mid-word. :func:`parse_ledger`
 reads the text back into a ledger (and a model's XML snapshot too), so the next compaction
 updates it (SPEC §10.5).
 """
@@ -66,7 +67,7 @@ def _rank(section: str, entry: Entry) -> int:
     if section == FILES:
         return 4 if entry.mark == "read" else 3
     if section == STATUS and entry.mark == "DONE":
-        return 4
+        return 3
     if entry.mark == "plain":
         return 3
     return _RANK[section]
@@ -253,7 +254,8 @@ def _ledger_of(items: dict[str, list[str]]) -> Ledger:
     status = []
     for p, t in entries(STATUS):
         mark = _STATUS_MARK.match(t)
-        status.append(Entry(t, 0.0, p, mark=mark.group(1) if mark else "TODO"))
+        state = mark.group(1) if mark else "TODO"
+        status.append(Entry(t, 0.0, p, "DONE" if state == "DONE" else "", mark=state))
     return Ledger(
         goal=Entry(" ".join(t for _, t in goal), 100.0, goal[0][0]) if goal else None,
         goal_changes=tuple(goals),

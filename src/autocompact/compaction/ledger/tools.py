@@ -17,6 +17,7 @@ from autocompact.compaction.clearing import read_target
 from autocompact.content import FunctionCallPart, json_form
 
 __all__ = [
+    "SOURCE_DIRS",
     "brief",
     "command_key",
     "command_of",
@@ -58,7 +59,7 @@ _EDITOR_EDIT = frozenset({"str_replace", "insert", "undo_edit", "edit"})
 _PATH_KEYS = ("file_path", "path", "filename", "notebook_path", "filepath", "file", "target_file")
 _COMMAND_KEYS = ("command", "cmd", "script")
 _NON_ALNUM = re.compile(r"[^a-z0-9]")
-_SOURCE_DIRS = frozenset({"src", "lib", "test", "tests", "app", "pkg", "cmd", "internal"})
+SOURCE_DIRS = frozenset({"src", "lib", "test", "tests", "app", "pkg", "cmd", "internal"})
 
 # What kind of run a command is: the runners' own names (tool protocol, not the user's words).
 _KINDS = (
@@ -226,6 +227,6 @@ def project_root(paths: Sequence[str]) -> str:
     root = posixpath.commonpath(paths)
     if root in paths:  # a single file: its directory
         root = posixpath.dirname(root)
-    if posixpath.basename(root) in _SOURCE_DIRS:  # the project is the folder above src/
+    if posixpath.basename(root) in SOURCE_DIRS:  # the project is the folder above src/
         root = posixpath.dirname(root)
     return "" if root in ("", "/") else root

@@ -1,0 +1,144 @@
+"""The goal and its changes, and the choice of a few entries among many. Pure.
+
+The goal is the request of the first user message: its sentence with the most words of content
+rare in the session (a greeting, an aside or a template said again and again before the request
+is not the goal). What the goal is about is the words of its identifiers and paths
+(``importer`` for ``importer/garnet_5160.py``). A later user directive that names that subject,
+or that opens a turn, is a change of goal; one that names it (and is not of a template said
+again and again) is kept first, the latest ones, so a change an earlier summary carried stays
+until newer changes of the same goal replace it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from autocompact.compaction.ledger import tools
+from autocompact.compaction.ledger.model import Entry, Ledger
+from autocompact.compaction.ledger.text import (
+    GRAMMAR,
+    Form,
+    content_words,
+    form_of,
+    is_harness,
+    norm,
+    specific_tokens,
+)
+
+__all__ = [
+    "NAMED",
+    "NAMED_GOAL",
+    "best",
+    "code_like",
+    "goal_changes",
+    "goal_index",
+    "goal_words",
+    "latest",
+    "names",
+    "subject_words",
+    "value_follows",
+]
+
+NAMED = re.compile(r"[A-Za-z]{2}[\w.-]*[\d/_@]|[\d/_@][\w.-]*[A-Za-z]{2}")
+"""A token that names something: letters and digits or marks of a path or an identifier."""
+NAMED_GOAL = "names goal"
+"""The mark of a change of goal that names the goal's subject."""
+_PART = re.compile(r"[a-z]{4,}")  # a word of an identifier (``importer`` in ``importer/x.py``)
+_EXTENSION = re.compile(r"\.\w{1,5}$")
+
+
+def code_like(line: str) -> bool:
+    """Whether a sentence reads as code: brackets, braces and assignments, or a traceback's
+    frame line."""
+    marks = line.count("(") + line.count("[") + line.count("{") + line.count(" = ")
+    return marks >= 2 or line.startswith(('File "', "at ", "Traceback", "```", "def ", "class "))
+
+
+def goal_index(
+    lines: Sequence[str], lower: Sequence[str], marks: dict[int, int], common: set[str]
+) -> int:
+    """Which of the first user message's sentences ``lines`` is the goal: of those that set no
+    limit (a rule is not the request), the one with the most words of content that are not
+    ``common`` in the session (of a statement of several sentences, its first counts), one more
+    for naming something (a path, an identifier), the first of equals; -1 when none is
+    usable."""
+    usable = [
+        index
+        for index, line in enumerate(lines)
+        if len(line) >= 4 and not is_harness(line) and not (index in marks and code_like(line))
+    ]
+    requests = [i for i in usable if not _limit(form_of(lines[i]))] or usable
+    chosen, chosen_score = -1, -1
+    for index in requests:
+        first = lower[index].split(". ", 1)[0]
+        score = len(content_words(first) - common)
+        score += 1 if index in marks and NAMED.search(lines[index]) is not None else 0
+        if score > chosen_score:
+            chosen, chosen_score = index, score
+    return chosen
+
+
+def _limit(form: Form) -> bool:
+    """Whether a sentence of this form sets a limit (negated, modal, bounded: a rule, not the
+    request)."""
+    return form.negated or form.bounded
+
+
+def subject_words(goal: str) -> frozenset[str]:
+    """What a goal is about: the words of its identifiers and paths (``importer`` and
+    ``garnet`` for ``importer/garnet_5160.py``; not a file extension or ``src``), else its
+    content words of five letters or more."""
+    parts = {
+        part
+        for token in specific_tokens(goal)
+        for part in _PART.findall(_EXTENSION.sub("", token.lower()))
+    }
+    if not parts:
+        parts = {w for w in content_words(goal.lower()) if len(w) >= 5}
+    return frozenset(parts - tools.SOURCE_DIRS - GRAMMAR)
+
+
+def goal_words(seeded: Ledger) -> frozenset[str]:
+    """The subject of an earlier summary's goal."""
+    return subject_words(seeded.goal.text) if seeded.goal is not None else frozenset()
+
+
+def names(words: frozenset[str], lower: str) -> bool:
+    """Whether a lower-cased sentence names one of the goal's subject ``words``."""
+    return bool(words) and not words.isdisjoint(_PART.findall(lower))
+
+
+def value_follows(line: str, lines: Sequence[str], index: int) -> bool:
+    """Whether ``line`` gives an order and the sentence after it gives none (so it holds the
+    value the order is about: ``Park the importer. What matters now is `/v2/r-1`.``)."""
+    return form_of(line).directive and not form_of(lines[index + 1]).directive
+
+
+def goal_changes(goals: Sequence[Entry], count: int) -> tuple[Entry, ...]:
+    """The changes of goal a summary shows: the latest that name the goal's subject (marked
+    :data:`NAMED_GOAL`), then the most specific of the others, ``count`` in all, in history
+    order."""
+    named = [e for e in goals if e.mark == NAMED_GOAL]
+    chosen = latest(named, count)
+    others = [e for e in goals if e not in chosen]
+    rest = best(others, count - len(chosen)) if len(chosen) < count else ()
+    return tuple(sorted((*chosen, *rest), key=lambda e: e.position))
+
+
+def latest(entries: Sequence[Entry], count: int) -> tuple[Entry, ...]:
+    """The ``count`` latest of ``entries`` (one of each text), in history order."""
+    seen: dict[str, Entry] = {}
+    for entry in entries:
+        seen[norm(entry.text)] = entry
+    return tuple(sorted(seen.values(), key=lambda e: e.position)[-count:])
+
+
+def best(entries: Sequence[Entry], count: int) -> tuple[Entry, ...]:
+    """The ``count`` best scored of ``entries`` (one of each text, newer first of equals), in
+    history order."""
+    seen: dict[str, Entry] = {}
+    for entry in entries:
+        seen[norm(entry.text)] = entry
+    chosen = sorted(seen.values(), key=lambda e: (-e.score, -e.position))[:count]
+    return tuple(sorted(chosen, key=lambda e: e.position))

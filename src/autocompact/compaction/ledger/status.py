@@ -1,0 +1,93 @@
+"""Task status: what the tool calls show finished, and the latest todo list. Pure.
+
+Finished work is read from what succeeded, not from what was said: a ``git commit`` whose
+output names the new commit (``[branch 1a2b3c4] subject``), and a command that closes tracked
+items (a tracker's ``close`` / ``done`` / ``complete`` / ``finish`` / ``resolve`` subcommand
+with the items' ids as arguments: ``bd close proj-1.2``, ``gh issue close 12``). Each becomes a
+``[DONE]`` entry; with the latest todo list (a ``TodoWrite`` call: done, in progress, to do) they
+are the status section. Entries an earlier summary carried stay, the latest
+:data:`MAX_DONE` of the finished ones.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from autocompact.compaction.ledger.model import Entry, Ledger
+
+__all__ = ["DONE", "MAX_DONE", "finished", "status_entries"]
+
+DONE = "DONE"
+MAX_DONE = 12
+"""Finished items a ledger keeps (the latest)."""
+_SEGMENTS = re.compile(r"&&|\|\||;|\|")
+_COMMIT = re.compile(r"\bgit\s+(?:-C\s+\S+\s+)?commit\b")
+_COMMIT_LINE = re.compile(r"^\[[^\]\n]*?\b([0-9a-f]{7,40})\] (.+)$", re.MULTILINE)
+_MESSAGE = re.compile(r"""\s-m\s*(?:"([^"$]+)"|'([^']+)')""")
+# The subcommands of a tracker that mark items finished (a closed class of the trackers' verbs).
+_CLOSING = frozenset({"close", "done", "complete", "finish", "resolve"})
+_ID = re.compile(r"^#?[A-Za-z0-9][\w.#/-]*$")
+_MAX_IDS = 8
+
+
+def finished(command: str, output: str) -> list[tuple[str, str]]:
+    """``(key, line)`` for each piece of finished work a successful ``command`` shows."""
+    out: list[tuple[str, str]] = []
+    if _COMMIT.search(command):
+        line = _COMMIT_LINE.search(output[:2_000])
+        if line is not None:
+            out.append((f"commit:{line.group(1)}", f"committed {line.group(1)}: {line.group(2)}"))
+        else:
+            message = _MESSAGE.search(command)
+            if message is not None:
+                subject = (message.group(1) or message.group(2)).strip().splitlines()[0]
+                out.append((f"commit:{subject}", f"committed: {subject}"))
+    for segment in _SEGMENTS.split(command):
+        ids = _closed_ids(segment.split())
+        if ids:
+            out.append((f"closed:{' '.join(ids)}", f"closed {', '.join(ids)}"))
+    return [(key, text[:200]) for key, text in out]
+
+
+def _closed_ids(words: Sequence[str]) -> list[str]:
+    """The ids a tracker command closes: the arguments after a closing subcommand (the first
+    or second word after the program), up to the first option or redirection."""
+    words = [w for w in words if "=" not in w or w.startswith("-")]  # past ``VAR=x`` prefixes
+    for at in (1, 2):
+        if len(words) > at and words[at].lower() in _CLOSING:
+            ids = []
+            for word in words[at + 1 :]:
+                if word.startswith("-") or ">" in word or "<" in word:
+                    break
+                word = word.strip("'\"")
+                if _ID.match(word) and any(c.isdigit() or c in "-." for c in word):
+                    ids.append(word)
+            return ids[:_MAX_IDS]
+    return []
+
+
+def status_entries(
+    todos: Sequence[tuple[str, str]],
+    todo_position: int,
+    done: Sequence[Entry],
+    seeded: Ledger,
+) -> tuple[Entry, ...]:
+    """The status section: the finished work carried and found (the latest :data:`MAX_DONE`),
+    and the latest todo list (an earlier summary's when this part wrote none)."""
+    todo_entries = [
+        Entry(f"[{mark}] {text}", 0.0, todo_position + n, mark=mark)
+        for n, (mark, text) in enumerate(todos)
+    ]
+    listed = {e.text for e in todo_entries}
+    kept: dict[str, Entry] = {}
+    for entry in seeded.status:
+        if todos and entry.key != DONE:  # a todo list of this part replaces the carried one
+            continue
+        if entry.text not in listed:
+            kept[entry.text] = entry
+    for entry in done:
+        kept[entry.text] = entry
+    finished_ = sorted((e for e in kept.values() if e.key == DONE), key=lambda e: e.position)
+    others = [e for e in kept.values() if e.key != DONE]
+    return tuple(sorted([*others, *finished_[-MAX_DONE:], *todo_entries], key=lambda e: e.position))
