@@ -401,9 +401,12 @@ def _finish(state: _State) -> Ledger:
             if not subjects.outdated(notes[-1], stale, template):
                 subjects.add(notes[-1], template)
     recent_goals = goal_changes(goals, _RECENT_GOALS)
-    for entry in goals:  # a directive that opened a turn and is not a recent goal is a rule
+    # A directive that opened a turn and is not a recent goal is a rule; a change of the goal
+    # that newer changes replaced is gone.
+    for entry in goals:
         if (
             entry not in recent_goals
+            and entry.mark != NAMED_GOAL
             and id(entry) not in subjects.gone
             and specific_tokens(entry.text)
         ):

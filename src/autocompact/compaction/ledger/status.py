@@ -29,6 +29,7 @@ _MESSAGE = re.compile(r"""\s-m\s*(?:"([^"$]+)"|'([^']+)')""")
 _CLOSING = frozenset({"close", "done", "complete", "finish", "resolve"})
 _ID = re.compile(r"^#?[A-Za-z0-9][\w.#/-]*$")
 _MAX_IDS = 8
+_PRINTERS = frozenset({"echo", "printf", "grep", "rg"})  # they print or search the words
 
 
 def finished(command: str, output: str) -> list[tuple[str, str]]:
@@ -54,6 +55,8 @@ def _closed_ids(words: Sequence[str]) -> list[str]:
     """The ids a tracker command closes: the arguments after a closing subcommand (the first
     or second word after the program), up to the first option or redirection."""
     words = [w for w in words if "=" not in w or w.startswith("-")]  # past ``VAR=x`` prefixes
+    if not words or words[0] in _PRINTERS:
+        return []
     for at in (1, 2):
         if len(words) > at and words[at].lower() in _CLOSING:
             ids = []

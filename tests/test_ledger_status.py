@@ -1,0 +1,237 @@
+"""The ledger's task status (work finished, read from what succeeded) and the goal as changed."""
+
+from __future__ import annotations
+
+from autocompact.compaction.extractive import extractive_summary
+from autocompact.compaction.ledger import build_ledger, parse_ledger, render_ledger
+from autocompact.compaction.ledger.status import MAX_DONE, finished
+from autocompact.content import FunctionCallPart, FunctionResponsePart, Message
+
+# -- helpers --------------------------------------------------------------------------------------
+
+_count = iter(range(10_000))
+
+
+def shell(command: str, output: str, *, error: bool = False) -> list[Message]:
+    """An assistant's shell call and its result."""
+    cid = f"sh{next(_count)}"
+    call = FunctionCallPart(id=cid, name="run_shell", arguments={"cmd": command})
+    return [
+        Message.model("Running it.", call),
+        Message.user(
+            FunctionResponsePart(id=cid, name="run_shell", response=output, is_error=error)
+        ),
+    ]
+
+
+def todo(*items: tuple[str, str]) -> list[Message]:
+    """A todo-list tool call (content, status) and its acknowledgement."""
+    cid = f"td{next(_count)}"
+    todos = [{"content": c, "status": s} for c, s in items]
+    call = FunctionCallPart(id=cid, name="TodoWrite", arguments={"todos": todos})
+    return [
+        Message.model("Updating the plan.", call),
+        Message.user(FunctionResponsePart(id=cid, name="TodoWrite", response="ok")),
+    ]
+
+
+def done_lines(history: list[Message]) -> list[str]:
+    """The finished entries of the ledger of ``history``."""
+    return [e.text for e in build_ledger(history).status if e.mark == "DONE"]
+
+
+def next_round(summary: str, *extra: Message) -> list[Message]:
+    """The history after a compaction: the summary, then new messages."""
+    return [Message.user(summary), Message.model("Understood."), *extra]
+
+
+# -- finished work from tool results ----------------------------------------------------------
+
+
+def test_a_commit_that_succeeded_is_finished_work_with_its_hash_and_subject() -> None:
+    """A ``git commit`` whose output names the new commit is a [DONE] line with both."""
+    history = [
+        Message.user("Teach the uploader to back off when S3 throttles it."),
+        *shell(
+            "cd /srv/app && git add -A && git commit -m 'uploader: exponential backoff'",
+            "[feat/backoff 7c1d9e2] uploader: exponential backoff\n 2 files changed",
+        ),
+    ]
+    lines = done_lines(history)
+    assert len(lines) == 1
+    assert "7c1d9e2" in lines[0]
+    assert "uploader: exponential backoff" in lines[0]
+    assert "7c1d9e2" in extractive_summary(history, max_tokens=400)
+
+
+def test_a_failed_commit_or_close_is_not_finished_work() -> None:
+    """A commit that failed (nothing to commit, a hook refused it) and a close that failed add
+    nothing to the status."""
+    history = [
+        Message.user("Tidy the changelog for the 2.4 release."),
+        *shell("git commit -am 'changelog'", "pre-commit hook failed: trailing spaces", error=True),
+        *shell("tk finish REL-204", "error: REL-204 has open subtasks", error=True),
+    ]
+    assert done_lines(history) == []
+
+
+def test_a_tracker_closing_items_names_each_id_and_no_option_value() -> None:
+    """``<tool> close|done|resolve <ids>`` (the verb first or second after the program) names
+    the ids it closed, not the values of its options nor what a pipe does after it."""
+    assert finished("gh issue close 4182 --comment 'fixed in 7c1d9e2'", "✓ Closed issue #4182") == [
+        ("closed:4182", "closed 4182")
+    ]
+    found = finished("tk resolve OPS-17 OPS-18 --note=shipped 2>&1 | tail -1", "resolved 2")
+    assert found == [("closed:OPS-17 OPS-18", "closed OPS-17, OPS-18")]
+    assert finished("NO_COLOR=1 jt done web-3.2", "") == [("closed:web-3.2", "closed web-3.2")]
+
+
+def test_words_that_only_look_like_closing_are_no_finished_work() -> None:
+    """A script named close…, an echo of the word, a search for it, and a close without an id
+    are not work finished."""
+    for command in (
+        "python close_ports.py 8080",
+        "echo done 3",
+        "grep -rn done src/",
+        "git log --grep close",
+        "make close",
+    ):
+        assert finished(command, "ok") == [], command
+
+
+def test_finished_work_survives_the_next_compactions() -> None:
+    """A [DONE] line of one summary is still there after two more rounds that finish other
+    work, and the latest :data:`MAX_DONE` are kept when many pile up."""
+    first = [
+        Message.user("Port the CSV reader to the streaming API."),
+        *shell("tk close CSV-9", "closed CSV-9"),
+    ]
+    summary = extractive_summary(first, max_tokens=600)
+    second = next_round(
+        summary, Message.user("Now the writer too."), *shell("tk close CSV-10", "ok")
+    )
+    summary = extractive_summary(second, max_tokens=600)
+    third = next_round(summary, Message.user("And the docs page."))
+    summary = extractive_summary(third, max_tokens=600)
+    assert "CSV-9" in summary
+    assert "CSV-10" in summary
+    many = [Message.user("Close out the sprint board.")]
+    for n in range(MAX_DONE + 5):
+        many += shell(f"tk close SPR-{n}", "ok")
+    lines = done_lines(many)
+    assert len(lines) == MAX_DONE
+    assert lines[-1].endswith(f"SPR-{MAX_DONE + 4}")
+
+
+def test_a_new_todo_list_replaces_the_carried_one_but_work_done_stays() -> None:
+    """The latest todo list is the plan; a carried [DONE] line stays, a carried open item the
+    new list no longer has is gone."""
+    first = [
+        Message.user("Add dark mode to the settings screen."),
+        *todo(("draft the palette", "completed"), ("wire the toggle", "pending")),
+        *shell("tk close UI-3", "ok"),
+    ]
+    ledger = parse_ledger(render_ledger(build_ledger(first), 5_000))
+    assert any("UI-3" in e.text for e in ledger.status)
+    second = next_round(
+        render_ledger(build_ledger(first), 5_000),
+        *todo(("wire the toggle", "completed"), ("persist the choice", "in_progress")),
+    )
+    status = [e.text for e in build_ledger(second).status]
+    assert "[DONE] closed UI-3" in status
+    assert "[DONE] draft the palette" in status
+    assert "[DONE] wire the toggle" in status
+    assert "[IN PROGRESS] persist the choice" in status
+    assert "[TODO] wire the toggle" not in status
+
+
+def test_finished_work_is_kept_before_notes_and_files_only_read_in_a_tight_budget() -> None:
+    """Under a budget that cannot hold everything, the [DONE] lines come before files that
+    were only read."""
+    history = [Message.user("Migrate the cron jobs to systemd timers.")]
+    for n in range(30):
+        cid = f"rd{n}"
+        call = FunctionCallPart(
+            id=cid, name="Read", arguments={"file_path": f"/srv/etc/job{n}.conf"}
+        )
+        history += [
+            Message.model("Reading.", call),
+            Message.user(FunctionResponsePart(id=cid, name="Read", response="x")),
+        ]
+    history += shell("tk close CRON-41", "ok")
+    text = render_ledger(build_ledger(history), 320)
+    assert "CRON-41" in text
+    assert "job0.conf" not in text
+
+
+# -- the goal as changed ----------------------------------------------------------------------
+
+_SMALL_TALK = (
+    "Thanks, that reads fine. The standup ran long again today. "
+    "Open the dashboard when you get a chance. "
+)
+
+
+def test_the_goal_is_the_request_of_the_first_message_not_its_greeting_or_a_rule() -> None:
+    """A greeting before the request and a rule next to it are not the goal."""
+    history = [
+        Message.user(
+            "Morning! Hope the weekend was calm. Never force-push to trunk. "
+            "Could you make `tools/snapshot.sh` resume an interrupted upload?"
+        ),
+        Message.model("Sure."),
+    ]
+    goal = build_ledger(history).goal
+    assert goal is not None
+    assert "tools/snapshot.sh" in goal.text
+
+
+def test_a_change_of_goal_inside_a_turn_takes_its_value_from_the_next_sentence() -> None:
+    """A directive that names the goal's subject mid-turn, with the new target in the sentence
+    after it, is a change of goal holding that target."""
+    history = [
+        Message.user("Please port `billing/ledger_sync.go` to the new queue client."),
+        Message.model("On it."),
+        Message.user(
+            "Good progress. Shelve the ledger sync for now. "
+            "This sprint belongs to `payments/refund-api` instead of that."
+        ),
+        Message.model("Understood."),
+    ]
+    changes = [e.text for e in build_ledger(history).goal_changes]
+    assert any("Shelve the ledger sync" in t and "payments/refund-api" in t for t in changes)
+
+
+def test_the_changed_goal_survives_every_round_until_newer_changes_replace_it() -> None:
+    """Six compactions under a binding cap, each round with new turn-opening requests and
+    specific notes competing: the changed goal stays in the summary; three newer changes of the
+    same goal replace it."""
+    history = [
+        Message.user("Please port `billing/ledger_sync.go` to the new queue client."),
+        Message.model("On it."),
+        Message.user(
+            "Nice. Shelve the ledger sync for now. What counts now is `payments/refund-api`."
+        ),
+        Message.model("Understood."),
+        *[m for _ in range(6) for m in (Message.user(_SMALL_TALK), Message.model("Sure."))],
+    ]
+    summary = extractive_summary(history, max_tokens=250)
+    assert "payments/refund-api" in summary, "round 1"
+    for n in range(5):
+        turns: list[Message] = []
+        for k in range(10):
+            said = (
+                f"Check the pipeline run {n}{k} for `stage-{n}{k}`. The runner pool "
+                f"`pool-{n}{k}` has {n * 7 + k} idle hosts. {_SMALL_TALK}"
+            )
+            turns += [Message.user(said), Message.model("Done, it is green.")]
+        summary = extractive_summary(next_round(summary, *turns), max_tokens=250)
+        assert "payments/refund-api" in summary, f"round {n + 2}"
+    for target in ("fx-rates", "audit-trail", "tax-report"):
+        turns = [
+            Message.user(f"Park the ledger work. What counts now is `payments/{target}`."),
+            Message.model("Understood."),
+        ]
+        summary = extractive_summary(next_round(summary, *turns), max_tokens=250)
+    assert "payments/tax-report" in summary
+    assert "payments/refund-api" not in summary
