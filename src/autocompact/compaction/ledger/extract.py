@@ -9,14 +9,11 @@ what the tools did; a second ranks the sentences once the session's word counts 
 - a user's directive (imperative, negated, modal, limit, condition) or first-person statement
   with something specific in it is a constraint or preference; one of the same template with
   other values replaces it;
-- an imperative that opens a later user turn, or that names the subject of the goal (a word of
-  the goal's identifiers: ``the importer`` for ``importer/x.py``), is a change of goal; one with
-  no value of its own takes the user's next sentence when that holds the value and gives no
-  order itself (``Park the importer. What matters now is `/v2/r-1`.``); the changes that name
-  the goal are kept first, the latest ones, so a carried change stays until newer ones replace
-  it;
+- the goal is the first message's request; an imperative that opens a later user turn, or
+  that names the goal's subject, is a change of goal (:mod:`.goals`);
 - other specific sentences are notes, kept when room is left;
-- an assistant's first-person statement with something specific is a decision.
+- an assistant's first-person statement with something specific is a decision;
+- a successful commit or tracker close is finished work in the status (:mod:`.status`).
 
 Linear in the history: each sentence is read once, and scored once.
 """
