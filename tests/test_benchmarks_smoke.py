@@ -296,3 +296,32 @@ def test_handoff_skips_absent_sessions(tmp_path: Path, capsys: pytest.CaptureFix
     assert rows is None
     handoff.print_handoff(rows)
     assert "not found" in capsys.readouterr().out
+
+
+def test_handoff_status_counts_finished_work_alike_for_both_summaries() -> None:
+    """The finished items come from the part (a successful close, a commit); the commit is
+    named by its word family or its hash, an id with or without its prefix, for any summary."""
+    handoff = _bench_module("_quality_handoff")
+    close = {"command": "bd close web-4.1 web-4.2 2>&1"}
+    commit = {"command": "git commit -m 'wire the form'"}
+    failed = {"command": "bd close web-9"}
+    part = [
+        Message.user("Finish the `web-4` tasks"),
+        Message.model("Closing.", FunctionCallPart(id="a", name="Bash", arguments=close)),
+        Message.user(FunctionResponsePart(id="a", name="Bash", response="Closed web-4.1, web-4.2")),
+        Message.model("Committing.", FunctionCallPart(id="b", name="Bash", arguments=commit)),
+        Message.user(
+            FunctionResponsePart(id="b", name="Bash", response="[main 5e6f7a8] wire the form")
+        ),
+        Message.model("And web-9.", FunctionCallPart(id="c", name="Bash", arguments=failed)),
+        Message.user(FunctionResponsePart(id="c", name="Bash", response="no", is_error=True)),
+    ]
+    facts = handoff._facts(part)
+    assert facts["done"] == ["commit", "web-4.1", "web-4.2"]
+    assert facts["commit_hashes"] == ["5e6f7a8"]
+    for summary in (
+        "Closed web-4.1 and web-4.2. Committed and pushed.",
+        "web-4.1, web-4.2 (5e6f7a8)",
+    ):
+        assert handoff.checklist(facts, summary)["status"] == [3, 3], summary
+    assert handoff.checklist(facts, "web-4.1 closed; recommitting later")["status"] == [1, 3]
