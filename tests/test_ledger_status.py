@@ -164,6 +164,23 @@ def test_finished_work_is_kept_before_notes_and_files_only_read_in_a_tight_budge
     assert "job0.conf" not in text
 
 
+def test_an_item_marked_in_progress_shows_until_finished_work_names_it() -> None:
+    """``<tracker> <sub> <id> --status in_progress`` is an [IN PROGRESS] line; a later close of
+    that id replaces it, and a listing filtered by status marks nothing."""
+    history = [
+        Message.user("Work through the accessibility tickets."),
+        *shell("tk list --status=in_progress", "A11Y-5 A11Y-6"),
+        *shell(
+            "tk update A11Y-5 --status in_progress && tk update A11Y-6 --status=in_progress", ""
+        ),
+    ]
+    status = [e.text for e in build_ledger(history).status]
+    assert status == ["[IN PROGRESS] A11Y-5", "[IN PROGRESS] A11Y-6"]
+    later = next_round(render_ledger(build_ledger(history), 5_000), *shell("tk close A11Y-5", "ok"))
+    status = [e.text for e in build_ledger(later).status]
+    assert status == ["[IN PROGRESS] A11Y-6", "[DONE] closed A11Y-5"]
+
+
 # -- the goal as changed ----------------------------------------------------------------------
 
 _SMALL_TALK = (

@@ -33,10 +33,9 @@ from autocompact.compaction.ledger.goals import (
     code_like,
     goal_changes,
     goal_index,
-    goal_words,
     latest,
     names,
-    subject_words,
+    subject_of,
     value_follows,
 )
 from autocompact.compaction.ledger.keys import key_words, rule_key, same_subject, shapes
@@ -45,7 +44,7 @@ from autocompact.compaction.ledger.render import parse_ledger
 from autocompact.compaction.ledger.scan import scan
 from autocompact.compaction.ledger.sentences import sentence_list
 from autocompact.compaction.ledger.statements import statements, unglued
-from autocompact.compaction.ledger.status import DONE, finished, status_entries
+from autocompact.compaction.ledger.status import DONE, PROGRESS, finished, started, status_entries
 from autocompact.compaction.ledger.text import (
     content_words,
     drop_code,
@@ -113,7 +112,7 @@ class _State:
     position: int = 0
     said: list[_Said] = field(default_factory=list)
     goal: Entry | None = None
-    goal_words: frozenset[str] = frozenset()  # the goal's subject (see :func:`_subject_words`)
+    goal_subject: re.Pattern[str] | None = None  # finds the goal's subject words
     seeded: Ledger | None = None
     files: dict[str, tuple[str, int]] = field(default_factory=dict)
     paths: list[str] = field(default_factory=list)
@@ -148,7 +147,7 @@ def build_ledger(messages: Sequence[Message]) -> Ledger:
             if index == 0 and "<state_snapshot>" in text:
                 state.seeded = parse_ledger(text)
                 state.position = 0
-                state.goal_words = goal_words(state.seeded)
+                state.goal_subject = subject_of(state.seeded.goal)
                 continue
             _user_text(state, text)
             continue
@@ -194,6 +193,9 @@ def _user_text(state: _State, text: str) -> None:
     marks, strong, lower_lines = scan(lines)
     opens = True
     taken = -1  # a sentence joined to the change of goal before it
+    subject = state.goal_subject  # finds the goal's subject (a message naming none skips it)
+    if subject is not None and subject.search(text.lower()) is None:
+        subject = None
     goal = (
         goal_index(lines, lower_lines, marks, state.common)
         if state.goal is None and state.seeded is None
@@ -206,7 +208,7 @@ def _user_text(state: _State, text: str) -> None:
         position = state.position
         if index == goal:
             state.goal = Entry(line, 100.0, position)
-            state.goal_words = subject_words(line)
+            state.goal_subject = subject_of(state.goal)
             opens = False
             continue
         if len(line) >= _MAX_CANDIDATE:  # the splitter read no further: end on a whole word
@@ -215,7 +217,7 @@ def _user_text(state: _State, text: str) -> None:
         specific = marks.get(index, 0)
         if specific and code_like(line):
             continue  # pasted code or a traceback line: not a statement
-        named = names(state.goal_words, lower_lines[index])
+        named = subject is not None and subject.search(lower_lines[index]) is not None
         if named and not specific and marks.get(index + 1) and value_follows(line, lines, index):
             line, specific, taken = f"{line} {lines[index + 1]}", marks[index + 1], index + 1
         rare = 0
@@ -297,6 +299,9 @@ def _response(state: _State, part: FunctionResponsePart) -> None:
     work = finished(command, text) if command is not None and not part.is_error else []
     for _, line in work:
         state.done.append(Entry(f"[{DONE}] {line}", 20.0, position, DONE, mark=DONE))
+    for item in started(command) if command is not None and not part.is_error else ():
+        state.done.append(Entry(f"[{PROGRESS}] {item}", 15.0, position, mark=PROGRESS))
+        work.append(("", item))
     if kind:
         line = tools.result_line(text, part.is_error)
         state.results[kind] = Entry(f"{kind}: `{command}` → {line}"[:300], 50.0, position, kind)
@@ -332,7 +337,7 @@ def _finish(state: _State) -> Ledger:
     # template said again and again is small talk that happens to name it).
     goals = [
         e._replace(mark=NAMED_GOAL)
-        if names(state.goal_words, e.text.lower()) and templates[key_words(e.text)] < _BOILERPLATE
+        if names(state.goal_subject, e.text.lower()) and templates[key_words(e.text)] < _BOILERPLATE
         else e
         for e in goals
     ]

@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 
 from autocompact.compaction.ledger import tools
-from autocompact.compaction.ledger.model import Entry, Ledger
+from autocompact.compaction.ledger.model import Entry
 from autocompact.compaction.ledger.text import (
     GRAMMAR,
     Form,
@@ -33,9 +33,9 @@ __all__ = [
     "code_like",
     "goal_changes",
     "goal_index",
-    "goal_words",
     "latest",
     "names",
+    "subject_of",
     "subject_words",
     "value_follows",
 ]
@@ -87,26 +87,29 @@ def _limit(form: Form) -> bool:
 
 def subject_words(goal: str) -> frozenset[str]:
     """What a goal is about: the words of its identifiers and paths (``importer`` and
-    ``garnet`` for ``importer/garnet_5160.py``; not a file extension or ``src``), else its
-    content words of five letters or more."""
+    ``garnet`` for ``importer/garnet_5160.py``; not a file extension or ``src``); none for a
+    goal without one (its plain words are too common to tell a change of it)."""
     parts = {
         part
         for token in specific_tokens(goal)
         for part in _PART.findall(_EXTENSION.sub("", token.lower()))
     }
-    if not parts:
-        parts = {w for w in content_words(goal.lower()) if len(w) >= 5}
     return frozenset(parts - tools.SOURCE_DIRS - GRAMMAR)
 
 
-def goal_words(seeded: Ledger) -> frozenset[str]:
-    """The subject of an earlier summary's goal."""
-    return subject_words(seeded.goal.text) if seeded.goal is not None else frozenset()
+def subject_of(goal: Entry | None) -> re.Pattern[str] | None:
+    """A pattern that finds the goal's :func:`subject_words` as whole words in lower-cased
+    text (one search in C a sentence); None without a goal or words."""
+    words = subject_words(goal.text) if goal is not None else frozenset()
+    if not words:
+        return None
+    alternatives = "|".join(sorted(map(re.escape, words)))
+    return re.compile(rf"(?<![a-z])(?:{alternatives})(?![a-z])")
 
 
-def names(words: frozenset[str], lower: str) -> bool:
-    """Whether a lower-cased sentence names one of the goal's subject ``words``."""
-    return bool(words) and not words.isdisjoint(_PART.findall(lower))
+def names(subject: re.Pattern[str] | None, lower: str) -> bool:
+    """Whether a lower-cased sentence names the goal's subject (see :func:`subject_of`)."""
+    return subject is not None and subject.search(lower) is not None
 
 
 def value_follows(line: str, lines: Sequence[str], index: int) -> bool:

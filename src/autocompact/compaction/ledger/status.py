@@ -4,9 +4,10 @@ Finished work is read from what succeeded, not from what was said: a ``git commi
 output names the new commit (``[branch 1a2b3c4] subject``), and a command that closes tracked
 items (a tracker's ``close`` / ``done`` / ``complete`` / ``finish`` / ``resolve`` subcommand
 with the items' ids as arguments: ``bd close proj-1.2``, ``gh issue close 12``). Each becomes a
-``[DONE]`` entry; with the latest todo list (a ``TodoWrite`` call: done, in progress, to do) they
-are the status section. Entries an earlier summary carried stay, the latest
-:data:`MAX_DONE` of the finished ones.
+``[DONE]`` entry; an item a tracker marks in progress (``--status in_progress``) is an ``[IN
+PROGRESS]`` entry until finished work names it; with the latest todo list (a ``TodoWrite`` call:
+done, in progress, to do) they are the status section. Entries an earlier summary carried stay,
+the latest :data:`MAX_DONE` of the finished ones.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from collections.abc import Sequence
 
 from autocompact.compaction.ledger.model import Entry, Ledger
 
-__all__ = ["DONE", "MAX_DONE", "finished", "status_entries"]
+__all__ = ["DONE", "MAX_DONE", "PROGRESS", "finished", "started", "status_entries"]
 
 DONE = "DONE"
+PROGRESS = "IN PROGRESS"
 MAX_DONE = 12
 """Finished items a ledger keeps (the latest)."""
 _SEGMENTS = re.compile(r"&&|\|\||;|\|")
@@ -49,6 +51,36 @@ def finished(command: str, output: str) -> list[tuple[str, str]]:
         if ids:
             out.append((f"closed:{' '.join(ids)}", f"closed {', '.join(ids)}"))
     return [(key, text[:200]) for key, text in out]
+
+
+def started(command: str) -> list[str]:
+    """The ids a successful ``command`` marks in progress: a tracker's ``<sub> <ids>
+    --status in_progress`` (an option ``--status`` or ``--state`` whose value says progress)."""
+    out: list[str] = []
+    for segment in _SEGMENTS.split(command):
+        words = segment.split()
+        value = _option(words, ("--status", "--state"))
+        if value is None or "progress" not in value.lower():
+            continue
+        ids = []
+        for word in words[2:]:  # past the program and its subcommand
+            if word.startswith("-") or ">" in word:
+                break
+            if _ID.match(word) and any(c.isdigit() or c in "-." for c in word):
+                ids.append(word)
+        out.extend(ids[:_MAX_IDS])
+    return out
+
+
+def _option(words: Sequence[str], names: tuple[str, ...]) -> str | None:
+    """The value of the first of the options ``names`` in ``words`` (``--x v`` or ``--x=v``)."""
+    for index, word in enumerate(words):
+        name, eq, value = word.partition("=")
+        if name in names:
+            if eq:
+                return value.strip("'\"")
+            return words[index + 1].strip("'\"") if index + 1 < len(words) else None
+    return None
 
 
 def _closed_ids(words: Sequence[str]) -> list[str]:
@@ -92,5 +124,14 @@ def status_entries(
     for entry in done:
         kept[entry.text] = entry
     finished_ = sorted((e for e in kept.values() if e.key == DONE), key=lambda e: e.position)
-    others = [e for e in kept.values() if e.key != DONE]
+    others = [e for e in kept.values() if e.key != DONE and not _closed_later(e, finished_)]
     return tuple(sorted([*others, *finished_[-MAX_DONE:], *todo_entries], key=lambda e: e.position))
+
+
+def _closed_later(entry: Entry, finished_: Sequence[Entry]) -> bool:
+    """Whether an item in progress is named by finished work after it (closed since)."""
+    if entry.mark != PROGRESS:
+        return False
+    item = entry.text.removeprefix(f"[{PROGRESS}] ")
+    named = re.compile(rf"(?<![\w.-]){re.escape(item)}(?![\w-]|\.\w)")
+    return any(e.position > entry.position and named.search(e.text) for e in finished_)
