@@ -44,7 +44,14 @@ from autocompact.compaction.ledger.render import parse_ledger
 from autocompact.compaction.ledger.scan import scan
 from autocompact.compaction.ledger.sentences import sentence_list
 from autocompact.compaction.ledger.statements import statements, unglued
-from autocompact.compaction.ledger.status import DONE, PROGRESS, finished, started, status_entries
+from autocompact.compaction.ledger.status import (
+    DONE,
+    PROGRESS,
+    finished,
+    next_step,
+    started,
+    status_entries,
+)
 from autocompact.compaction.ledger.text import (
     content_words,
     drop_code,
@@ -80,7 +87,6 @@ _SAMPLE_CHARS = 300_000  # the user text read to count words, at most (about)
 _FIRST_PERSON = frozenset({"I'l", "I w", "We ", "We'", "I'm", "I d", "I c", "I u", "Let"})
 _MIN_CONTENT = 2  # content words a rule without anything specific needs
 _ACTION_RANK = {"read": 0, "edited": 1, "written": 1, "deleted": 1}
-_NEXT_KEY = re.compile(r"\bnext\b")
 
 
 class _Said:
@@ -432,7 +438,16 @@ def _finish(state: _State) -> Ledger:
         files=_files(state, seeded),
         notes=fresh(best(notes, _MAX_NOTES)),
         actions=tuple(state.actions[-_MAX_ACTIONS:]),
-        next_step=_next_step(state, facts) or seeded.next_step,
+        next_step=next_step(
+            facts,
+            state.todos,
+            state.todo_position,
+            Entry(state.last_user_line, 0.0, state.last_user_position)
+            if state.last_user_line
+            else None,
+            state.last_reply,
+        )
+        or seeded.next_step,
         stale=frozenset(stale),
     )
 
@@ -573,24 +588,3 @@ def _files(state: _State, seeded: Ledger) -> tuple[Entry, ...]:
         shown = path[len(root) + 1 :] if root and path.startswith(root + "/") else path
         out[shown] = Entry(f"{shown} ({action})", 0.0, position, shown, mark=action)
     return tuple(sorted(out.values(), key=lambda e: e.position))
-
-
-def _next_step(state: _State, facts: dict[str, Entry]) -> Entry | None:
-    """An explicit ``next step: …``, else the first open todo, else the latest user request
-    when no reply followed it, else the last reply."""
-    explicit = [e for k, e in facts.items() if _NEXT_KEY.search(k)]
-    if explicit:
-        latest = max(explicit, key=lambda e: e.position)
-        return Entry(latest.value, 0.0, latest.position)
-    pending = next(((m, t) for m, t in state.todos if m != "DONE"), None)
-    if pending is not None:
-        return Entry(f"Continue: {pending[1]}", 0.0, state.todo_position)
-    reply = state.last_reply
-    user = (
-        Entry(state.last_user_line, 0.0, state.last_user_position) if state.last_user_line else None
-    )
-    if user is not None and (reply is None or user.position > reply.position):
-        return Entry(f"Continue with the latest request: {user.text[:200]}", 0.0, user.position)
-    if reply is not None:
-        return Entry(f"Carry on after the last reply: {reply.text}", 0.0, reply.position)
-    return None

@@ -1,4 +1,4 @@
-"""Task status: what the tool calls show finished, and the latest todo list. Pure.
+"""Task status: what the tool calls show finished, the latest todo list, the next step. Pure.
 
 Finished work is read from what succeeded, not from what was said: a ``git commit`` whose
 output names the new commit (``[branch 1a2b3c4] subject``), and a command that closes tracked
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from autocompact.compaction.ledger.model import Entry, Ledger
 
-__all__ = ["DONE", "MAX_DONE", "PROGRESS", "finished", "started", "status_entries"]
+__all__ = ["DONE", "MAX_DONE", "PROGRESS", "finished", "next_step", "started", "status_entries"]
 
 DONE = "DONE"
 PROGRESS = "IN PROGRESS"
@@ -31,6 +31,7 @@ _MESSAGE = re.compile(r"""\s-m\s*(?:"([^"$]+)"|'([^']+)')""")
 _CLOSING = frozenset({"close", "done", "complete", "finish", "resolve"})
 _ID = re.compile(r"^#?[A-Za-z0-9][\w.#/-]*$")
 _MAX_IDS = 8
+_NEXT_KEY = re.compile(r"\bnext\b")
 _PRINTERS = frozenset({"echo", "printf", "grep", "rg"})  # they print or search the words
 
 
@@ -135,3 +136,27 @@ def _closed_later(entry: Entry, finished_: Sequence[Entry]) -> bool:
     item = entry.text.removeprefix(f"[{PROGRESS}] ")
     named = re.compile(rf"(?<![\w.-]){re.escape(item)}(?![\w-]|\.\w)")
     return any(e.position > entry.position and named.search(e.text) for e in finished_)
+
+
+def next_step(
+    facts: dict[str, Entry],
+    todos: Sequence[tuple[str, str]],
+    todo_position: int,
+    last_user: Entry | None,
+    last_reply: Entry | None,
+) -> Entry | None:
+    """An explicit ``next step: …`` fact, else the first open todo, else the latest user
+    request when no reply followed it, else the last reply."""
+    explicit = [e for k, e in facts.items() if _NEXT_KEY.search(k)]
+    if explicit:
+        latest = max(explicit, key=lambda e: e.position)
+        return Entry(latest.value, 0.0, latest.position)
+    pending = next(((m, t) for m, t in todos if m != DONE), None)
+    if pending is not None:
+        return Entry(f"Continue: {pending[1]}", 0.0, todo_position)
+    user, reply = last_user, last_reply
+    if user is not None and (reply is None or user.position > reply.position):
+        return Entry(f"Continue with the latest request: {user.text[:200]}", 0.0, user.position)
+    if reply is not None:
+        return Entry(f"Carry on after the last reply: {reply.text}", 0.0, reply.position)
+    return None
