@@ -13,6 +13,7 @@ which aider adds to the chat, until ``turns`` files were named.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import socket
@@ -32,7 +33,17 @@ from starlette.routing import Route
 SNAPSHOT_MARK = "scripted-summary-of-the-agent-run"
 _SUMMARY_PROMPT = "structured state snapshot"
 _CAT = re.compile(r"cat (?:\./)?big_(\d+)\.txt")
-_NAMED = re.compile(r"big_(\d+)\.txt")
+_SAMPLED = (
+    "thinking",
+    "context_management",
+    "metadata",
+    "include",
+    "reasoning",
+    "prompt_cache_key",
+    "client_metadata",
+    "max_tokens",
+    "temperature",
+)
 
 
 def _snapshot(n: int) -> str:
@@ -65,7 +76,13 @@ class AgentUpstream:
     requests: list[str] = field(default_factory=list)
     counts: list[int] = field(default_factory=list)
     tools: list[list[str]] = field(default_factory=list)
+    header_names: set[str] = field(default_factory=set)
+    body_keys: set[str] = field(default_factory=set)
+    samples: dict[str, Any] = field(default_factory=dict)
+    signed_issued: int = 0
+    signed_returned: int = 0
     rejected: int = 0
+    forged: int = 0
     summaries: int = 0
     issued: int = 0
 
@@ -92,7 +109,13 @@ class AgentUpstream:
             "requests": self.requests,
             "counts": self.counts,
             "tools": self.tools,
+            "header_names": sorted(self.header_names),
+            "body_keys": sorted(self.body_keys),
+            "samples": self.samples,
+            "signed_issued": self.signed_issued,
+            "signed_returned": self.signed_returned,
             "rejected": self.rejected,
+            "forged": self.forged,
             "summaries": self.summaries,
         }
 
@@ -100,6 +123,14 @@ class AgentUpstream:
         raw = await request.body()
         self.requests.append(f"{request.method} {request.url.path}?{request.url.query}")
         body = json.loads(raw) if raw else {}
+        self.header_names.update(k.lower() for k in request.headers)
+        if isinstance(body, dict) and _SUMMARY_PROMPT not in raw.decode(errors="replace"):
+            self.body_keys.update(body)
+            for key in _SAMPLED:
+                if key in body:
+                    self.samples.setdefault(key, body[key])
+            text = raw.decode(errors="replace")
+            self.signed_returned += text.count('"signature"') + text.count('"encrypted_content"')
         return raw, body
 
     def _count(self, parts: list[Any]) -> int:
@@ -147,6 +178,10 @@ class AgentUpstream:
         tools = [str(t.get("name")) for t in body.get("tools") or [] if isinstance(t, dict)]
         tokens = self._count([body.get("messages"), body.get("system"), tools and body["tools"]])
         summary = _SUMMARY_PROMPT in json.dumps(body.get("system"))
+        if forged := _bad_thinking(body.get("messages") or []):
+            self.forged += 1
+            error = {"type": "invalid_request_error", "message": forged}
+            return JSONResponse({"type": "error", "error": error}, status_code=400)
         if not self._admit(raw, "summary" if summary else "agent", tokens, tools):
             message = f"prompt is too long: {tokens} tokens > {self.window} maximum"
             error = {"type": "invalid_request_error", "message": message}
@@ -157,40 +192,97 @@ class AgentUpstream:
             content, stop = [{"type": "text", "text": _snapshot(self.summaries)}], "end_turn"
         elif "Bash" in tools and (k := self._next_file(raw)) <= self.turns:
             self.issued = k
-            call = {"type": "tool_use", "id": f"toolu_{len(self.received)}", "name": "Bash",
-                    "input": {"command": f"cat big_{k}.txt", "description": f"Read big_{k}.txt"}}  # fmt: skip
+            call = {
+                "type": "tool_use",
+                "id": f"toolu_{len(self.received)}",
+                "name": "Bash",
+                "input": {"command": f"cat big_{k}.txt", "description": f"Read big_{k}.txt"},
+            }
             content, stop = [{"type": "text", "text": f"Reading big_{k}.txt."}, call], "tool_use"
+            if (
+                isinstance(body.get("thinking"), dict)
+                and body["thinking"].get("type") != "disabled"
+            ):
+                self.signed_issued += 1
+                thought = f"The user wants big_{k}.txt (request {len(self.received)})."
+                content.insert(
+                    0, {"type": "thinking", "thinking": thought, "signature": _sign(thought)}
+                )
         else:
             content, stop = [{"type": "text", "text": "done"}], "end_turn"
-        usage = {"input_tokens": tokens, "output_tokens": 5, "cache_read_input_tokens": 0,
-                 "cache_creation_input_tokens": 0}  # fmt: skip
-        message = {"id": f"msg_{len(self.received)}", "type": "message", "role": "assistant",
-                   "model": body.get("model", "scripted"), "content": content,
-                   "stop_reason": stop, "stop_sequence": None, "usage": usage}  # fmt: skip
+        usage = {
+            "input_tokens": tokens,
+            "output_tokens": 5,
+            "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": 0,
+        }
+        message = {
+            "id": f"msg_{len(self.received)}",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", "scripted"),
+            "content": content,
+            "stop_reason": stop,
+            "stop_sequence": None,
+            "usage": usage,
+        }
         if not body.get("stream"):
             return JSONResponse(message)
         events: list[tuple[str | None, dict[str, Any]]] = [
-            ("message_start", {"type": "message_start", "message": {**message, "content": [],
-             "stop_reason": None, "usage": {**usage, "output_tokens": 1}}}),
-        ]  # fmt: skip
+            (
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {
+                        **message,
+                        "content": [],
+                        "stop_reason": None,
+                        "usage": {**usage, "output_tokens": 1},
+                    },
+                },
+            ),
+        ]
         for i, block in enumerate(content):
+            extra: list[tuple[str | None, dict[str, Any]]] = []
             if block["type"] == "text":
                 start = {"type": "text", "text": ""}
                 delta = {"type": "text_delta", "text": block["text"]}
+            elif block["type"] == "thinking":
+                start = {"type": "thinking", "thinking": "", "signature": ""}
+                delta = {"type": "thinking_delta", "thinking": block["thinking"]}
+                sig = {"type": "signature_delta", "signature": block["signature"]}
+                extra = [
+                    (
+                        "content_block_delta",
+                        {"type": "content_block_delta", "index": i, "delta": sig},
+                    )
+                ]
             else:
                 start = {**block, "input": {}}
                 delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
             events += [
-                ("content_block_start", {"type": "content_block_start", "index": i,
-                                         "content_block": start}),
-                ("content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta}),
+                (
+                    "content_block_start",
+                    {"type": "content_block_start", "index": i, "content_block": start},
+                ),
+                (
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": i, "delta": delta},
+                ),
+                *extra,
                 ("content_block_stop", {"type": "content_block_stop", "index": i}),
-            ]  # fmt: skip
+            ]
         events += [
-            ("message_delta", {"type": "message_delta", "usage": {"output_tokens": 5},
-                               "delta": {"stop_reason": stop, "stop_sequence": None}}),
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "usage": {"output_tokens": 5},
+                    "delta": {"stop_reason": stop, "stop_sequence": None},
+                },
+            ),
             ("message_stop", {"type": "message_stop"}),
-        ]  # fmt: skip
+        ]
         return StreamingResponse(_sse(events), media_type="text/event-stream")
 
     async def responses(self, request: Request) -> Response:
@@ -200,9 +292,20 @@ class AgentUpstream:
         items = body.get("input") or []
         tokens = self._count([items, body.get("instructions"), body.get("tools")])
         summary = _SUMMARY_PROMPT in str(body.get("instructions"))
+        if forged := _bad_reasoning(items):
+            self.forged += 1
+            error = {
+                "message": forged,
+                "type": "invalid_request_error",
+                "code": "invalid_encrypted_content",
+            }
+            return JSONResponse({"error": error}, status_code=400)
         if not self._admit(raw, "summary" if summary else "agent", tokens, tools):
-            error = {"message": f"Your input exceeds the context window ({tokens} tokens).",
-                     "type": "invalid_request_error", "code": "context_length_exceeded"}  # fmt: skip
+            error = {
+                "message": f"Your input exceeds the context window ({tokens} tokens).",
+                "type": "invalid_request_error",
+                "code": "context_length_exceeded",
+            }
             return JSONResponse({"error": error}, status_code=400)
         n = len(self.received)
         output: list[dict[str, Any]]
@@ -213,22 +316,56 @@ class AgentUpstream:
         elif k <= self.turns and (call := _codex_call(tools, k)) is not None:
             self.issued = k
             name, args = call
-            output = [{"type": "function_call", "id": f"fc_{n}", "call_id": f"call_{n}",
-                       "name": name, "arguments": json.dumps(args), "status": "completed"}]  # fmt: skip
+            output = [
+                {
+                    "type": "function_call",
+                    "id": f"fc_{n}",
+                    "call_id": f"call_{n}",
+                    "name": name,
+                    "arguments": json.dumps(args),
+                    "status": "completed",
+                }
+            ]
+            if "reasoning.encrypted_content" in (body.get("include") or []):
+                self.signed_issued += 1
+                output.insert(
+                    0,
+                    {
+                        "type": "reasoning",
+                        "id": f"rs_{n}",
+                        "summary": [],
+                        "encrypted_content": _sign(f"rs_{n}"),
+                    },
+                )
         else:
             output = [_out_text(n, "done")]
-        usage = {"input_tokens": tokens, "input_tokens_details": {"cached_tokens": 0},
-                 "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0},
-                 "total_tokens": tokens + 5}  # fmt: skip
-        response = {"id": f"resp_{n}", "object": "response", "created_at": int(time.time()),
-                    "model": body.get("model", "scripted"), "status": "completed",
-                    "output": output, "usage": usage}  # fmt: skip
+        usage = {
+            "input_tokens": tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 5,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": tokens + 5,
+        }
+        response = {
+            "id": f"resp_{n}",
+            "object": "response",
+            "created_at": int(time.time()),
+            "model": body.get("model", "scripted"),
+            "status": "completed",
+            "output": output,
+            "usage": usage,
+        }
         if not body.get("stream"):
             return JSONResponse(response)
         events: list[tuple[str | None, dict[str, Any]]] = [
-            ("response.created", {"type": "response.created",
-                                  "response": {**response, "status": "in_progress", "output": []}}),
-        ]  # fmt: skip
+            (
+                "response.created",
+                {
+                    "type": "response.created",
+                    "response": {**response, "status": "in_progress", "output": []},
+                },
+            ),
+        ]
         for i, item in enumerate(output):
             events.append(
                 (
@@ -236,8 +373,12 @@ class AgentUpstream:
                     {"type": "response.output_item.added", "output_index": i, "item": item},
                 )
             )
-            events.append(("response.output_item.done",
-                           {"type": "response.output_item.done", "output_index": i, "item": item}))  # fmt: skip
+            events.append(
+                (
+                    "response.output_item.done",
+                    {"type": "response.output_item.done", "output_index": i, "item": item},
+                )
+            )
         events.append(("response.completed", {"type": "response.completed", "response": response}))
         return StreamingResponse(_sse(events), media_type="text/event-stream")
 
@@ -250,10 +391,15 @@ class AgentUpstream:
         first = messages[0] if messages else {}
         summary = _SUMMARY_PROMPT in json.dumps(first.get("content"))
         if not self._admit(raw, "summary" if summary else "agent", tokens, tools):
-            message = (f"This model's maximum context length is {self.window} tokens. However, "
-                       f"your messages resulted in {tokens} tokens.")  # fmt: skip
-            error = {"message": message, "type": "invalid_request_error",
-                     "code": "context_length_exceeded"}  # fmt: skip
+            message = (
+                f"This model's maximum context length is {self.window} tokens. However, "
+                f"your messages resulted in {tokens} tokens."
+            )
+            error = {
+                "message": message,
+                "type": "invalid_request_error",
+                "code": "context_length_exceeded",
+            }
             return JSONResponse({"error": error}, status_code=400)
         if summary:
             self.summaries += 1
@@ -268,20 +414,38 @@ class AgentUpstream:
             )
         n = len(self.received)
         usage = {"prompt_tokens": tokens, "completion_tokens": 5, "total_tokens": tokens + 5}
-        base = {"id": f"chatcmpl-{n}", "created": int(time.time()),
-                "model": body.get("model", "scripted")}  # fmt: skip
+        base = {
+            "id": f"chatcmpl-{n}",
+            "created": int(time.time()),
+            "model": body.get("model", "scripted"),
+        }
         if not body.get("stream"):
-            choice = {"index": 0, "message": {"role": "assistant", "content": text},
-                      "finish_reason": "stop"}  # fmt: skip
-            return JSONResponse({**base, "object": "chat.completion", "choices": [choice],
-                                 "usage": usage})  # fmt: skip
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": "stop",
+            }
+            return JSONResponse(
+                {**base, "object": "chat.completion", "choices": [choice], "usage": usage}
+            )
         chunk = {**base, "object": "chat.completion.chunk"}
         events: list[tuple[str | None, dict[str, Any]]] = [
-            (None, {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant",
-                                           "content": text}, "finish_reason": None}]}),
+            (
+                None,
+                {
+                    **chunk,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "delta": {"role": "assistant", "content": text},
+                            "finish_reason": None,
+                        }
+                    ],
+                },
+            ),
             (None, {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
             (None, {**chunk, "choices": [], "usage": usage}),
-        ]  # fmt: skip
+        ]
 
         async def gen() -> AsyncIterator[bytes]:
             async for part in _sse(events):
@@ -291,9 +455,39 @@ class AgentUpstream:
         return StreamingResponse(gen(), media_type="text/event-stream")
 
 
+def _sign(text: str) -> str:
+    """This server's signature of a thinking text or a reasoning item id."""
+    return hashlib.sha256(b"scripted-secret" + text.encode("utf-8")).hexdigest()
+
+
+def _bad_thinking(messages: list[Any]) -> str:
+    """Why a thinking block is not one this server signed ("" when all are)."""
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else []:
+            thinking = isinstance(block, dict) and block.get("type") == "thinking"
+            if thinking and block.get("signature") != _sign(str(block.get("thinking"))):
+                return "messages: Invalid `signature` in `thinking` block"
+    return ""
+
+
+def _bad_reasoning(items: list[Any]) -> str:
+    """Why a reasoning item's encrypted content is not this server's ("" when all are)."""
+    for item in items:
+        reasoning = isinstance(item, dict) and item.get("type") == "reasoning"
+        if reasoning and item.get("encrypted_content") != _sign(str(item.get("id"))):
+            return "The encrypted content for a reasoning item could not be verified."
+    return ""
+
+
 def _out_text(n: int, text: str) -> dict[str, Any]:
-    return {"type": "message", "id": f"msg_{n}", "role": "assistant", "status": "completed",
-            "content": [{"type": "output_text", "text": text, "annotations": []}]}  # fmt: skip
+    return {
+        "type": "message",
+        "id": f"msg_{n}",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
 
 
 def _codex_call(tools: list[str], k: int) -> tuple[str, dict[str, Any]] | None:

@@ -41,11 +41,10 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _agents_upstream import SNAPSHOT_MARK, AgentUpstream, running  # noqa: E402
+from _agents_upstream import SNAPSHOT_MARK, AgentUpstream, running
 
 WINDOWS = {"claude-code": 120_000, "codex": 40_000, "aider": 40_000}
 """The server's window per client: Claude Code's system prompt and 24 tools take ~39K tokens and
@@ -76,6 +75,7 @@ class Outcome:
     records: int = 0
     errors: list[str] = field(default_factory=list)
     max_tokens: int = 0
+    signed: str = "-"
 
     def failed(self) -> bool:
         """A client that ran and saw an error, an over-window request or a replay mismatch."""
@@ -135,8 +135,13 @@ def _version(cmd: list[str], env: dict[str, str]) -> str:
 
 
 def _git_repo(workdir: Path, env: dict[str, str]) -> None:
-    git = {**env, "GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@b", "GIT_COMMITTER_NAME": "a",
-           "GIT_COMMITTER_EMAIL": "a@b"}  # fmt: skip
+    git = {
+        **env,
+        "GIT_AUTHOR_NAME": "a",
+        "GIT_AUTHOR_EMAIL": "a@b",
+        "GIT_COMMITTER_NAME": "a",
+        "GIT_COMMITTER_EMAIL": "a@b",
+    }
     for cmd in (["git", "init", "-q"], ["git", "add", "."], ["git", "commit", "-qm", "files"]):
         subprocess.run(cmd, cwd=workdir, env=git, check=True, capture_output=True)
 
@@ -164,8 +169,19 @@ def client_commands(
                 "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             },
         )
-        cmd = [exe, "-p", prompt, "--model", "claude-sonnet-4-5", "--allowedTools", "Bash(cat:*)",
-               "--output-format", "text", "--max-turns", str(turns + 4)]  # fmt: skip
+        cmd = [
+            exe,
+            "-p",
+            prompt,
+            "--model",
+            "claude-sonnet-4-5",
+            "--allowedTools",
+            "Bash(cat:*)",
+            "--output-format",
+            "text",
+            "--max-turns",
+            str(turns + 4),
+        ]
         return cmd, env, [exe, "--version"]
     if name == "codex":
         exe = shutil.which("codex", path=args.bin)
@@ -179,8 +195,15 @@ def client_commands(
             'wire_api = "responses"\n'
         )
         env = _env(home, {"CODEX_HOME": str(codex_home), "PROXY_API_KEY": "sk-fake"})
-        cmd = [exe, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
-               "-C", str(workdir), prompt]  # fmt: skip
+        cmd = [
+            exe,
+            "exec",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "-C",
+            str(workdir),
+            prompt,
+        ]
         return cmd, env, [exe, "--version"]
     if name == "aider":
         exe = args.aider if args.aider and Path(args.aider).exists() else None
@@ -188,14 +211,35 @@ def client_commands(
             return f"aider not found at {args.aider}"
         env = _env(
             home,
-            {"OPENAI_API_KEY": "sk-fake", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-             "AIDER_ANALYTICS_DISABLE": "true", "AIDER_CHECK_UPDATE": "false"},
-        )  # fmt: skip
+            {
+                "OPENAI_API_KEY": "sk-fake",
+                "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+                "AIDER_ANALYTICS_DISABLE": "true",
+                "AIDER_CHECK_UPDATE": "false",
+            },
+        )
         _git_repo(workdir, env)  # aider offers to add only files the repository tracks
-        cmd = [exe, "--model", "openai/scripted", "--openai-api-base", f"{base}/v1",
-               "--yes-always", "--no-auto-commits", "--no-dirty-commits", "--no-check-update", "--analytics-disable",
-               "--no-show-model-warnings", "--no-pretty", "--no-fancy-input", "--map-tokens", "0",
-               "--edit-format", "whole", "--message", prompt]  # fmt: skip
+        cmd = [
+            exe,
+            "--model",
+            "openai/scripted",
+            "--openai-api-base",
+            f"{base}/v1",
+            "--yes-always",
+            "--no-auto-commits",
+            "--no-dirty-commits",
+            "--no-check-update",
+            "--analytics-disable",
+            "--no-show-model-warnings",
+            "--no-pretty",
+            "--no-fancy-input",
+            "--map-tokens",
+            "0",
+            "--edit-format",
+            "whole",
+            "--message",
+            prompt,
+        ]
         return cmd, env, [exe, "--version"]
     return f"unknown client {name}"
 
@@ -258,10 +302,24 @@ def run_client(name: str, args: argparse.Namespace, root: Path) -> Outcome:
         proxy_log = root / name / "proxy.log"
         base = upstream_url
         if not args.no_proxy:
-            cmd = [sys.executable, "-m", "autocompact.cli.main", "serve",
-                   "--upstream", f"anthropic={upstream_url}", "--upstream", f"openai={upstream_url}/v1",
-                   "--port", str(port), "--context-window", str(window), "--store", store_url,
-                   "--log-level", "info"]  # fmt: skip
+            cmd = [
+                sys.executable,
+                "-m",
+                "autocompact.cli.main",
+                "serve",
+                "--upstream",
+                f"anthropic={upstream_url}",
+                "--upstream",
+                f"openai={upstream_url}/v1",
+                "--port",
+                str(port),
+                "--context-window",
+                str(window),
+                "--store",
+                store_url,
+                "--log-level",
+                "info",
+            ]
             with proxy_log.open("wb") as log:
                 proxy = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
             base = f"http://127.0.0.1:{port}"
@@ -276,8 +334,14 @@ def run_client(name: str, args: argparse.Namespace, root: Path) -> Outcome:
             outcome.ran = True
             client_log = root / name / "client.log"
             try:
-                done = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True,
-                                      timeout=args.timeout, stdin=subprocess.DEVNULL)  # fmt: skip
+                done = subprocess.run(
+                    cmd,
+                    cwd=workdir,
+                    env=env,
+                    capture_output=True,
+                    timeout=args.timeout,
+                    stdin=subprocess.DEVNULL,
+                )
                 outcome.exit_code = done.returncode
                 client_log.write_bytes(done.stdout + b"\n--- stderr ---\n" + done.stderr)
             except subprocess.TimeoutExpired as exc:
@@ -296,6 +360,9 @@ def run_client(name: str, args: argparse.Namespace, root: Path) -> Outcome:
         outcome.rejected = upstream.rejected
         outcome.summaries = upstream.summaries
         outcome.max_tokens = max(upstream.counts, default=0)
+        outcome.signed = f"{upstream.signed_issued} / {upstream.forged}"
+        if upstream.forged:
+            outcome.errors.append(f"{upstream.forged} request(s) carried an altered signed block")
         if upstream.rejected:
             outcome.errors.append(
                 f"{upstream.rejected} request(s) reached the server over its window"
@@ -305,13 +372,18 @@ def run_client(name: str, args: argparse.Namespace, root: Path) -> Outcome:
                 m = LOG_LINE.search(line)
                 if m:
                     outcome.proxy_lines.append(m.groupdict())
-                elif "Traceback" in line or " ERROR " in line or "failed" in line:
+                elif "unknown endpoint" in line:
+                    outcome.errors.append(f"the client called an endpoint the proxy lacks: {line}")
+                elif "Traceback" in line or " ERROR " in line:
                     outcome.errors.append(f"proxy: {line.strip()[:200]}")
             bad = [p for p in outcome.proxy_lines if p["action"] in ("error", "error-forwarded")]
             if bad:
                 outcome.errors.append(f"{len(bad)} proxy request(s) ended in {bad[0]['action']}")
             check_replays(upstream, store_url, outcome)
-            (root / name / "upstream.json").write_text(json.dumps(upstream.summary(), indent=1))
+        (root / name / "upstream.json").write_text(json.dumps(upstream.summary(), indent=1))
+        with (root / name / "bodies.jsonl").open("wb") as out:  # what the server received
+            for raw in upstream.received:
+                out.write(raw.replace(b"\n", b" ") + b"\n")
     return outcome
 
 
@@ -319,12 +391,13 @@ def table(outcomes: list[Outcome]) -> str:
     """The results as a Markdown table."""
     rows = [
         "| client | version | exit | proxy requests | signals | tiers | actions | compactions "
-        "(side queries) | replays byte-identical | over window at server | largest prompt |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "(side queries) | replays byte-identical | over window at server | largest prompt | "
+        "signed blocks issued / altered |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for o in outcomes:
         if not o.ran:
-            rows.append(f"| {o.client} | - | skipped: {o.skipped} | | | | | | | | |")
+            rows.append(f"| {o.client} | - | skipped: {o.skipped} | | | | | | | | | |")
             continue
         signals = sorted({p["signal"] for p in o.proxy_lines})
         tiers: dict[str, int] = {}
@@ -337,7 +410,8 @@ def table(outcomes: list[Outcome]) -> str:
         rows.append(
             f"| {o.client} | {o.version} | {o.exit_code} | {len(o.proxy_lines)} | "
             f"{', '.join(signals)} | {_counts(tiers)} | {_counts(actions)} | "
-            f"{compactions} ({o.summaries}) | {replay} | {o.rejected} | {o.max_tokens} |"
+            f"{compactions} ({o.summaries}) | {replay} | {o.rejected} | {o.max_tokens} | "
+            f"{o.signed} |"
         )
     return "\n".join(rows)
 
@@ -349,18 +423,26 @@ def _counts(counts: dict[str, int]) -> str:
 def main() -> int:
     """Run the clients; print the table; 1 when a client that ran failed."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--bin", default="/tmp/agents/node_modules/.bin",
-                        help="where claude and codex are installed")  # fmt: skip
+    parser.add_argument(
+        "--bin",
+        default="/tmp/agents/node_modules/.bin",
+        help="where claude and codex are installed",
+    )
     parser.add_argument("--aider", default="/tmp/agents/aider-venv/bin/aider")
     parser.add_argument("--clients", default="claude-code,codex,aider")
-    parser.add_argument("--window", type=int, help="the server's window (default: per client, "
-                        "from what its own system prompt and tools take)")  # fmt: skip
+    parser.add_argument(
+        "--window",
+        type=int,
+        help="the server's window (default: per client, "
+        "from what its own system prompt and tools take)",
+    )
     parser.add_argument("--turns", type=int, default=10, help="files the agent reads")
     parser.add_argument("--file-bytes", type=int, default=24_000, help="size of each file")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per client")
     parser.add_argument("--keep", help="keep the logs in this directory")
-    parser.add_argument("--no-proxy", action="store_true",
-                        help="control: the clients talk to the server directly")  # fmt: skip
+    parser.add_argument(
+        "--no-proxy", action="store_true", help="control: the clients talk to the server directly"
+    )
     args = parser.parse_args()
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="real-agents-"))
     root.mkdir(parents=True, exist_ok=True)
