@@ -49,6 +49,8 @@ from _agents_upstream import SNAPSHOT_MARK, AgentUpstream, running
 WINDOWS = {"claude-code": 120_000, "codex": 40_000, "aider": 40_000}
 """The server's window per client: Claude Code's system prompt and 24 tools take ~39K tokens and
 it asks for 32K of output, so it needs a larger window than Codex (~13K) before it can grow."""
+RESUMABLE = ("claude-code", "codex")
+"""Clients run a second time resuming their session, through a restarted proxy."""
 _CHAT_PATHS = ("/v1/messages", "/v1/chat/completions", "/v1/responses")
 LOG_LINE = re.compile(
     r"(?P<method>[A-Z]+) (?P<path>\S+) conversation=(?P<conversation>\S+) signal=(?P<signal>\S+)"
@@ -76,6 +78,7 @@ class Outcome:
     errors: list[str] = field(default_factory=list)
     max_tokens: int = 0
     signed: str = "-"
+    resume: str = "-"
 
     def failed(self) -> bool:
         """A client that ran and saw an error, an over-window request or a replay mismatch."""
@@ -147,12 +150,21 @@ def _git_repo(workdir: Path, env: dict[str, str]) -> None:
 
 
 def client_commands(
-    name: str, args: argparse.Namespace, base: str, home: Path, workdir: Path, turns: int
+    name: str,
+    args: argparse.Namespace,
+    base: str,
+    home: Path,
+    workdir: Path,
+    turns: int,
+    *,
+    resume: str = "first",
 ) -> tuple[list[str], dict[str, str], list[str]] | str:
-    """The client's command, environment and version command, or why it is skipped."""
+    """The client's command, environment and version command, or why it is skipped
+    (``resume="resume"``: the command that continues the last session)."""
+    first, last = (1, turns) if resume == "first" else (turns + 1, turns + args.resume_turns)
     prompt = (
-        f"Read the files big_1.txt to big_{turns}.txt in this directory one at a time with cat, "
-        "then say done."
+        f"Read the files big_{first}.txt to big_{last}.txt in this directory one at a time "
+        "with cat, then say done."
     )
     if name == "claude-code":
         exe = shutil.which("claude", path=args.bin)
@@ -180,8 +192,10 @@ def client_commands(
             "--output-format",
             "text",
             "--max-turns",
-            str(turns + 4),
+            str(turns + args.resume_turns + 4),
         ]
+        if resume == "resume":
+            cmd.append("--continue")  # the newest session in this directory
         return cmd, env, [exe, "--version"]
     if name == "codex":
         exe = shutil.which("codex", path=args.bin)
@@ -202,6 +216,7 @@ def client_commands(
             "--dangerously-bypass-approvals-and-sandbox",
             "-C",
             str(workdir),
+            *(["resume", "--last"] if resume == "resume" else []),
             prompt,
         ]
         return cmd, env, [exe, "--version"]
@@ -284,78 +299,92 @@ def check_replays(upstream: AgentUpstream, store_url: str, outcome: Outcome) -> 
             outcome.errors.append("a request carried the summary but no stored replacement")
 
 
+def _start_proxy(
+    upstream_url: str, window: int, store_url: str, log_path: Path
+) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    cmd = [sys.executable, "-m", "autocompact.cli.main", "serve",
+           "--upstream", f"anthropic={upstream_url}", "--upstream", f"openai={upstream_url}/v1",
+           "--port", str(port), "--context-window", str(window), "--store", store_url,
+           "--log-level", "info"]  # fmt: skip
+    with log_path.open("wb") as log:
+        proxy = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    _wait_health(base, proxy)
+    return proxy, base
+
+
+def _run(cmd: list[str], env: dict[str, str], workdir: Path, timeout: float, log: Path) -> str:
+    """Run the client; "" or what went wrong."""
+    try:
+        done = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL)  # fmt: skip
+    except subprocess.TimeoutExpired as exc:
+        log.write_bytes((exc.stdout or b"") + b"\n--- stderr ---\n" + (exc.stderr or b""))
+        return f"timed out after {timeout} s"
+    log.write_bytes(done.stdout + b"\n--- stderr ---\n" + done.stderr)
+    return "" if done.returncode == 0 else f"exit code {done.returncode} (see {log})"
+
+
+def _read_proxy_log(path: Path, outcome: Outcome) -> list[dict[str, str]]:
+    lines = []
+    for line in path.read_text(errors="replace").splitlines():
+        m = LOG_LINE.search(line)
+        if m:
+            lines.append(m.groupdict())
+        elif "unknown endpoint" in line:
+            outcome.errors.append(f"the client called an endpoint the proxy lacks: {line}")
+        elif "Traceback" in line or " ERROR " in line:
+            outcome.errors.append(f"proxy: {line.strip()[:200]}")
+    outcome.proxy_lines += lines
+    return lines
+
+
 def run_client(name: str, args: argparse.Namespace, root: Path) -> Outcome:
-    """One client against a fresh server and proxy."""
+    """One client against a fresh server and proxy; then (Claude Code, Codex) the proxy
+    restarted on the same store and the client resuming its session for more turns."""
     outcome = Outcome(client=name)
-    turns = args.turns
-    home = root / name / "home"
-    workdir = root / name / "work"
+    turns, more = args.turns, args.resume_turns
+    home, workdir = root / name / "home", root / name / "work"
     home.mkdir(parents=True)
     workdir.mkdir(parents=True)
-    _make_files(workdir, turns, args.file_bytes)
+    _make_files(workdir, turns + more, args.file_bytes)
     window = args.window or WINDOWS.get(name, 60_000)
     upstream = AgentUpstream(window=window, turns=turns, workdir=str(workdir))
+    store_url = f"sqlite:///{root / name / 'serve.db'}"
+    phases = ["first", "resume"] if more and name in RESUMABLE else ["first"]
     with running(upstream.app()) as upstream_url:
-        port = _free_port()
-        store_url = f"sqlite:///{root / name / 'serve.db'}"
-        proxy: subprocess.Popen[bytes] | None = None
-        proxy_log = root / name / "proxy.log"
-        base = upstream_url
-        if not args.no_proxy:
-            cmd = [
-                sys.executable,
-                "-m",
-                "autocompact.cli.main",
-                "serve",
-                "--upstream",
-                f"anthropic={upstream_url}",
-                "--upstream",
-                f"openai={upstream_url}/v1",
-                "--port",
-                str(port),
-                "--context-window",
-                str(window),
-                "--store",
-                store_url,
-                "--log-level",
-                "info",
-            ]
-            with proxy_log.open("wb") as log:
-                proxy = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-            base = f"http://127.0.0.1:{port}"
-            _wait_health(base, proxy)
-        try:
-            made = client_commands(name, args, base, home, workdir, turns)
-            if isinstance(made, str):
-                outcome.skipped = made
-                return outcome
-            cmd, env, version_cmd = made
-            outcome.version = _version(version_cmd, env)
-            outcome.ran = True
-            client_log = root / name / "client.log"
+        for phase in phases:
+            proxy: subprocess.Popen[bytes] | None = None
+            base = upstream_url
+            proxy_log = root / name / f"proxy-{phase}.log"
+            if not args.no_proxy:
+                proxy, base = _start_proxy(upstream_url, window, store_url, proxy_log)
             try:
-                done = subprocess.run(
-                    cmd,
-                    cwd=workdir,
-                    env=env,
-                    capture_output=True,
-                    timeout=args.timeout,
-                    stdin=subprocess.DEVNULL,
-                )
-                outcome.exit_code = done.returncode
-                client_log.write_bytes(done.stdout + b"\n--- stderr ---\n" + done.stderr)
-            except subprocess.TimeoutExpired as exc:
-                outcome.exit_code = None
-                client_log.write_bytes(
-                    (exc.stdout or b"") + b"\n--- stderr ---\n" + (exc.stderr or b"")
-                )
-                outcome.errors.append(f"timed out after {args.timeout} s")
-            if outcome.exit_code not in (0, None):
-                outcome.errors.append(f"exit code {outcome.exit_code} (see {client_log})")
-        finally:
+                made = client_commands(name, args, base, home, workdir, turns, resume=phase)
+                if isinstance(made, str):
+                    outcome.skipped = made
+                    return outcome
+                cmd, env, version_cmd = made
+                if phase == "first":
+                    outcome.version = _version(version_cmd, env)
+                outcome.ran = True
+                if phase == "resume":
+                    upstream.turns = turns + more
+                error = _run(cmd, env, workdir, args.timeout, root / name / f"client-{phase}.log")
+                if error:
+                    outcome.errors.append(f"{phase} run: {error}")
+                    outcome.exit_code = outcome.exit_code or 1
+                else:
+                    outcome.exit_code = outcome.exit_code or 0
+            finally:
+                if proxy is not None:
+                    proxy.terminate()
+                    proxy.wait(timeout=30)
             if proxy is not None:
-                proxy.terminate()
-                proxy.wait(timeout=30)
+                lines = [p for p in _read_proxy_log(proxy_log, outcome) if p["path"] in _CHAT_PATHS]
+                if phase == "resume" and lines:
+                    outcome.resume = f"{lines[0]['action']} ({lines[0]['signal']})"
         outcome.upstream_requests = len(upstream.received)
         outcome.rejected = upstream.rejected
         outcome.summaries = upstream.summaries
@@ -367,15 +396,7 @@ def run_client(name: str, args: argparse.Namespace, root: Path) -> Outcome:
             outcome.errors.append(
                 f"{upstream.rejected} request(s) reached the server over its window"
             )
-        if proxy is not None:
-            for line in proxy_log.read_text(errors="replace").splitlines():
-                m = LOG_LINE.search(line)
-                if m:
-                    outcome.proxy_lines.append(m.groupdict())
-                elif "unknown endpoint" in line:
-                    outcome.errors.append(f"the client called an endpoint the proxy lacks: {line}")
-                elif "Traceback" in line or " ERROR " in line:
-                    outcome.errors.append(f"proxy: {line.strip()[:200]}")
+        if not args.no_proxy:
             bad = [p for p in outcome.proxy_lines if p["action"] in ("error", "error-forwarded")]
             if bad:
                 outcome.errors.append(f"{len(bad)} proxy request(s) ended in {bad[0]['action']}")
@@ -392,12 +413,12 @@ def table(outcomes: list[Outcome]) -> str:
     rows = [
         "| client | version | exit | proxy requests | signals | tiers | actions | compactions "
         "(side queries) | replays byte-identical | over window at server | largest prompt | "
-        "signed blocks issued / altered |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "signed blocks issued / altered | resumed after a restart: first request |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for o in outcomes:
         if not o.ran:
-            rows.append(f"| {o.client} | - | skipped: {o.skipped} | | | | | | | | | |")
+            rows.append(f"| {o.client} | - | skipped: {o.skipped} | | | | | | | | | | |")
             continue
         signals = sorted({p["signal"] for p in o.proxy_lines})
         tiers: dict[str, int] = {}
@@ -411,7 +432,7 @@ def table(outcomes: list[Outcome]) -> str:
             f"| {o.client} | {o.version} | {o.exit_code} | {len(o.proxy_lines)} | "
             f"{', '.join(signals)} | {_counts(tiers)} | {_counts(actions)} | "
             f"{compactions} ({o.summaries}) | {replay} | {o.rejected} | {o.max_tokens} | "
-            f"{o.signed} |"
+            f"{o.signed} | {o.resume} |"
         )
     return "\n".join(rows)
 
@@ -437,6 +458,8 @@ def main() -> int:
         "from what its own system prompt and tools take)",
     )
     parser.add_argument("--turns", type=int, default=10, help="files the agent reads")
+    parser.add_argument("--resume-turns", type=int, default=4,
+                        help="files read after resuming (0: no resume phase)")  # fmt: skip
     parser.add_argument("--file-bytes", type=int, default=24_000, help="size of each file")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per client")
     parser.add_argument("--keep", help="keep the logs in this directory")
