@@ -4,7 +4,9 @@ It speaks Anthropic Messages, OpenAI Responses and Chat Completions, streamed as
 agents all stream), counts a request's tokens its own way (bytes of its messages, system and
 tools as JSON / 3: not the engine's estimate) and rejects one over its window with the
 protocol's own "too long" error. The script: a request whose system prompt is autocompact's
-summary prompt gets a snapshot; an agent request with a shell tool gets a call that reads the
+summary prompt gets a snapshot; Claude Code's first request (``subagent``) gets a call of its
+``Agent`` tool (a sub-agent that reads three files, a conversation of its own under the same
+session id); an agent request with a shell tool gets a call that reads the
 next ``big_K.txt`` (K found from the ``cat big_K.txt`` calls the request carries) until
 ``turns`` files were read, then ``done``; a chat request without tools (aider) gets a reply
 naming the next two files (counted by this server: a compacted request no longer shows them),
@@ -33,6 +35,7 @@ from starlette.routing import Route
 SNAPSHOT_MARK = "scripted-summary-of-the-agent-run"
 _SUMMARY_PROMPT = "structured state snapshot"
 _CAT = re.compile(r"cat (?:\./)?big_(\d+)\.txt")
+_RANGE = re.compile(r"big_\d+\.txt to big_(\d+)\.txt")
 _SAMPLED = (
     "thinking",
     "context_management",
@@ -81,6 +84,8 @@ class AgentUpstream:
     samples: dict[str, Any] = field(default_factory=dict)
     signed_issued: int = 0
     signed_returned: int = 0
+    subagent: bool = False
+    spawned: bool = False
     rejected: int = 0
     forged: int = 0
     summaries: int = 0
@@ -153,6 +158,12 @@ class AgentUpstream:
         done = max(found) if found else (self.issued if SNAPSHOT_MARK in text else 0)
         return done + 1
 
+    def _limit(self, raw: bytes) -> int:
+        """The last file of this conversation's task: ``big_A.txt to big_B.txt`` in the request
+        (a sub-agent's prompt names fewer), at most ``turns``."""
+        found = [int(n) for n in _RANGE.findall(raw.decode("utf-8", errors="replace"))]
+        return min(max(found), self.turns) if found else self.turns
+
     # -- routes --------------------------------------------------------------------------------
 
     async def unknown(self, request: Request) -> Response:
@@ -190,7 +201,21 @@ class AgentUpstream:
         if summary:
             self.summaries += 1
             content, stop = [{"type": "text", "text": _snapshot(self.summaries)}], "end_turn"
-        elif "Bash" in tools and (k := self._next_file(raw)) <= self.turns:
+        elif self.subagent and "Agent" in tools and not self.spawned and b"SUBTASK" not in raw:
+            self.spawned = True
+            sub = min(3, self.turns)
+            call = {
+                "type": "tool_use",
+                "id": f"toolu_{len(self.received)}",
+                "name": "Agent",
+                "input": {
+                    "description": "Read the first files",
+                    "prompt": f"SUBTASK: read big_1.txt to big_{sub}.txt with cat, then say done.",
+                    "subagent_type": "general-purpose",
+                },
+            }
+            content, stop = [{"type": "text", "text": "Delegating."}, call], "tool_use"
+        elif "Bash" in tools and (k := self._next_file(raw)) <= self._limit(raw):
             self.issued = k
             call = {
                 "type": "tool_use",

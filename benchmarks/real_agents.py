@@ -80,6 +80,10 @@ class Outcome:
     signed: str = "-"
     resume: str = "-"
 
+    def conversations(self) -> int:
+        """The conversations the proxy told apart."""
+        return len({p["conversation"] for p in self.proxy_lines if p["path"] in _CHAT_PATHS})
+
     def failed(self) -> bool:
         """A client that ran and saw an error, an over-window request or a replay mismatch."""
         return self.ran and bool(self.errors or self.rejected or not self.replay_ok)
@@ -350,7 +354,9 @@ def run_client(name: str, args: argparse.Namespace, root: Path) -> Outcome:
     workdir.mkdir(parents=True)
     _make_files(workdir, turns + more, args.file_bytes)
     window = args.window or WINDOWS.get(name, 60_000)
-    upstream = AgentUpstream(window=window, turns=turns, workdir=str(workdir))
+    upstream = AgentUpstream(
+        window=window, turns=turns, workdir=str(workdir), subagent=name == "claude-code"
+    )
     store_url = f"sqlite:///{root / name / 'serve.db'}"
     phases = ["first", "resume"] if more and name in RESUMABLE else ["first"]
     with running(upstream.app()) as upstream_url:
@@ -411,14 +417,14 @@ def run_client(name: str, args: argparse.Namespace, root: Path) -> Outcome:
 def table(outcomes: list[Outcome]) -> str:
     """The results as a Markdown table."""
     rows = [
-        "| client | version | exit | proxy requests | signals | tiers | actions | compactions "
-        "(side queries) | replays byte-identical | over window at server | largest prompt | "
-        "signed blocks issued / altered | resumed after a restart: first request |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| client | version | exit | proxy requests | conversations | signals | tiers | actions | "
+        "compactions (side queries) | replays byte-identical | over window at server | "
+        "largest prompt | signed blocks issued / altered | resumed after restart: first request |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for o in outcomes:
         if not o.ran:
-            rows.append(f"| {o.client} | - | skipped: {o.skipped} | | | | | | | | | | |")
+            rows.append(f"| {o.client} | - | skipped: {o.skipped} | | | | | | | | | | | |")
             continue
         signals = sorted({p["signal"] for p in o.proxy_lines})
         tiers: dict[str, int] = {}
@@ -430,6 +436,7 @@ def table(outcomes: list[Outcome]) -> str:
         replay = f"{o.replays} of {o.replays} yes" if o.replay_ok else "NO"
         rows.append(
             f"| {o.client} | {o.version} | {o.exit_code} | {len(o.proxy_lines)} | "
+            f"{o.conversations()} | "
             f"{', '.join(signals)} | {_counts(tiers)} | {_counts(actions)} | "
             f"{compactions} ({o.summaries}) | {replay} | {o.rejected} | {o.max_tokens} | "
             f"{o.signed} | {o.resume} |"
