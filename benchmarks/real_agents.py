@@ -8,19 +8,24 @@ outside the repository, then run this script from the repository root::
     PYTHONPATH=src python benchmarks/real_agents.py --bin /tmp/agents/node_modules/.bin \\
         --aider /tmp/agents/aider-venv/bin/aider
 
-It starts a scripted model server on 127.0.0.1 (Anthropic Messages, OpenAI Responses and Chat
-Completions, all streamed as SSE) that counts tokens its own way (bytes of the prompt's JSON / 3,
-not the engine's estimate) and rejects a request over its window with the protocol's "too long"
-error; it answers the agent with tool calls that read large files (Claude Code's ``Bash``,
-Codex's shell tool) for several turns, then a final text; aider is made to grow its chat by
-naming repository files it then adds. ``autocompact serve`` runs in a subprocess between them
-with ``--context-window`` equal to the server's window. For each client it records the
-requests the proxy saw (from its log lines), the conversation signal, the tiers and actions,
-whether a compaction happened, whether every later request carried the stored replacement byte
-for byte (any upstream body carrying the scripted summary must contain a stored replacement's
-exact bytes), whether any request reached the server over its window, and the client's exit
-code. It prints a table and exits 1 if a client that ran failed, saw an over-window request,
-or a replay that was not byte-identical. A client that is not installed is reported skipped.
+It starts a scripted model server on 127.0.0.1 (``_agents_upstream.py``: Anthropic Messages,
+OpenAI Responses and Chat Completions, all streamed as SSE) that counts tokens its own way
+(bytes of the prompt's JSON / 3, not the engine's estimate), rejects a request over its window
+with the protocol's "too long" error, signs the thinking blocks and reasoning items it writes
+and rejects any that come back altered; it answers the agent with tool calls that read large
+files (Claude Code's ``Bash``, after one ``Agent`` sub-agent; Codex's ``exec_command``) for
+several turns, then a final text; aider is made to grow its chat by naming repository files it
+then adds. ``autocompact serve`` runs in a subprocess between them with ``--context-window``
+equal to the server's window; then (Claude Code, Codex) it is restarted on the same store and
+the client resumes its session (``--continue``, ``exec resume --last``) for more files. For
+each client it records the requests the proxy saw (from its log lines), the conversations and
+the signal that named them, the tiers and actions, the compactions, whether every request the
+proxy logged as substituted or compacted reached the server with a stored replacement's exact
+bytes (proxy lines and server requests matched in order), whether any request reached the
+server over its window or with an altered signed block, the first resumed request's action,
+and the client's exit code. It prints a table and exits 1 if a client that ran failed, saw an
+over-window request, an altered signed block or a replay that was not byte-identical. A client
+that is not installed is reported skipped.
 
 The control (``--no-proxy``) points the clients straight at the server: the same script then
 gets requests rejected as over the window, and this script exits 1.

@@ -70,3 +70,20 @@ def test_head_root_answers(proxy: Proxy) -> None:
     assert httpx.head(f"{proxy.url}/").status_code == 200
     assert httpx.get(f"{proxy.url}/").json()["service"] == "autocompact serve"
     assert proxy.upstream.received == []
+
+
+def test_claude_code_sub_agent_id_names_its_own_conversation() -> None:
+    """Claude Code 2.1 sends X-Claude-Code-Agent-Id on a sub-agent's requests: two sub-agents
+    of one session given the same task are two conversations; the same agent id is one."""
+    from autocompact.serve.identity import identify
+
+    first = [{"role": "user", "content": "SUBTASK: read the files"}]
+    session = {"x-claude-code-session-id": "4a9cedf4-session"}
+    one = identify({**session, "x-claude-code-agent-id": "aa25"}, {}, first, "p")
+    two = identify({**session, "x-claude-code-agent-id": "bb37"}, {}, first, "p")
+    again = identify({**session, "x-claude-code-agent-id": "aa25"}, {}, first, "p")
+    parent = identify(session, {}, first, "p")
+    assert one.signal == two.signal == "claude-code"
+    assert len({one.session_id, two.session_id, parent.session_id}) == 3
+    assert one == again
+    assert "aa25" not in one.session_id
