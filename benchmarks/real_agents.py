@@ -154,6 +154,8 @@ def _git_repo(workdir: Path, env: dict[str, str]) -> None:
         "GIT_COMMITTER_NAME": "a",
         "GIT_COMMITTER_EMAIL": "a@b",
     }
+    if (workdir / ".git").exists():
+        return
     for cmd in (["git", "init", "-q"], ["git", "add", "."], ["git", "commit", "-qm", "files"]):
         subprocess.run(cmd, cwd=workdir, env=git, check=True, capture_output=True)
 
@@ -290,8 +292,13 @@ def check_replays(upstream: AgentUpstream, store_url: str, outcome: Outcome) -> 
     finally:
         store.close()
     outcome.records = len(replacements)
+    judge_replays(outcome, upstream.agent_bodies(), replacements)
+
+
+def judge_replays(outcome: Outcome, bodies: list[bytes], replacements: list[bytes]) -> None:
+    """The verdict of :func:`check_replays` on the server's agent request bodies (in order)
+    and the stored replacements' inner bytes."""
     chat = [p for p in outcome.proxy_lines if p["path"] in _CHAT_PATHS]
-    bodies = upstream.agent_bodies()
     if len(chat) != len(bodies):  # a retried or rejected request: the order cannot be matched
         outcome.errors.append(f"{len(chat)} proxy lines for {len(bodies)} upstream requests")
         outcome.replay_ok = False
@@ -358,6 +365,10 @@ def run_client(name: str, args: argparse.Namespace, root: Path) -> Outcome:
     home.mkdir(parents=True)
     workdir.mkdir(parents=True)
     _make_files(workdir, turns + more, args.file_bytes)
+    missing = client_commands(name, args, "http://127.0.0.1:9", home, workdir, turns)
+    if isinstance(missing, str):
+        outcome.skipped = missing
+        return outcome
     window = args.window or WINDOWS.get(name, 60_000)
     upstream = AgentUpstream(
         window=window, turns=turns, workdir=str(workdir), subagent=name == "claude-code"
@@ -449,6 +460,19 @@ def table(outcomes: list[Outcome]) -> str:
     return "\n".join(rows)
 
 
+def conversations(o: Outcome) -> str:
+    """The conversations the proxy chose for a client: id, signal, requests, actions."""
+    seen: dict[tuple[str, str], dict[str, int]] = {}
+    for p in o.proxy_lines:
+        if p["path"] in _CHAT_PATHS:
+            actions = seen.setdefault((p["conversation"], p["signal"]), {})
+            actions[p["action"]] = actions.get(p["action"], 0) + 1
+    lines = [f"{o.client}: {len(seen)} conversation(s)"]
+    for (conversation, signal), actions in seen.items():
+        lines.append(f"  {conversation} signal={signal} {_counts(actions)}")
+    return "\n".join(lines)
+
+
 def _counts(counts: dict[str, int]) -> str:
     return " ".join(f"{k}:{v}" for k, v in sorted(counts.items()))
 
@@ -483,6 +507,8 @@ def main() -> int:
     root.mkdir(parents=True, exist_ok=True)
     outcomes = [run_client(name.strip(), args, root) for name in args.clients.split(",")]
     print(table(outcomes))
+    for o in outcomes:
+        print(conversations(o))
     for o in outcomes:
         for error in o.errors:
             print(f"{o.client}: {error}")

@@ -87,3 +87,90 @@ def test_claude_code_sub_agent_id_names_its_own_conversation() -> None:
     assert len({one.session_id, two.session_id, parent.session_id}) == 3
     assert one == again
     assert "aa25" not in one.session_id
+
+
+def _bench(name: str) -> Any:
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[2] / "benchmarks"
+    sys.path.insert(0, str(bench))
+    try:
+        spec = importlib.util.spec_from_file_location(f"bench_{name}", bench / f"{name}.py")
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # its dataclasses look their module up
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(bench))
+
+
+def test_real_agents_replay_verdict_can_fail() -> None:
+    """benchmarks/real_agents.py: a substituted request whose body lacks the stored bytes, or
+    one carrying the summary without them, fails the run; the same bytes pass."""
+    bench = _bench("real_agents")
+    mark = bench.SNAPSHOT_MARK.encode()
+    stored = b'{"role":"user","content":"' + mark + b'"}'
+
+    def verdict(actions: list[str], bodies: list[bytes]) -> Any:
+        outcome = bench.Outcome(client="x", ran=True)
+        outcome.proxy_lines = [{"path": "/v1/messages", "action": a} for a in actions]
+        bench.judge_replays(outcome, bodies, [stored])
+        return outcome
+
+    good = verdict(["compacted", "substituted"], [b"[" + stored + b"]", b"[" + stored + b",{}]"])
+    assert (good.replay_ok, good.replays, good.failed()) == (True, 1, False)
+    altered = stored.replace(b'","', b'", "')
+    assert verdict(["compacted", "substituted"], [stored, altered]).failed()
+    assert verdict(["compacted", "forward"], [stored, altered]).failed()
+    assert verdict(["compacted"], [stored, stored]).failed()  # lines and requests do not match
+
+
+def test_real_agents_server_rejects_over_window_and_altered_thinking() -> None:
+    """The benchmark's scripted server rejects a request over its window and a thinking block
+    it did not sign as written (the oracles the run relies on can fail)."""
+    from .scripted import running
+
+    server = _bench("_agents_upstream").AgentUpstream(window=2000, turns=2)
+    tools = [{"name": "Bash", "input_schema": {"type": "object"}}]
+    with running(server.app()) as url:
+        client = anthropic.Anthropic(base_url=url, api_key="k", max_retries=0)
+        ask: dict[str, Any] = {"model": "m", "max_tokens": 10, "tools": tools,
+                               "thinking": {"type": "enabled", "budget_tokens": 5}}  # fmt: skip
+        reply = client.messages.create(messages=[{"role": "user", "content": "go"}], **ask)
+        thinking = reply.content[0].model_dump()
+        assert thinking["type"] == "thinking"
+        turn = [block.model_dump(exclude_none=True) for block in reply.content]
+        result = {"type": "tool_result", "tool_use_id": turn[-1]["id"], "content": "x"}
+        history = [{"role": "user", "content": "go"}, {"role": "assistant", "content": turn},
+                   {"role": "user", "content": [result]}]  # fmt: skip
+        client.messages.create(messages=history, **ask)  # signed as written: accepted
+        turn[0] = {**turn[0], "thinking": turn[0]["thinking"] + " (edited)"}
+        with pytest.raises(anthropic.BadRequestError, match="signature"):
+            client.messages.create(messages=history, **ask)
+        with pytest.raises(anthropic.BadRequestError, match="too long"):
+            client.messages.create(messages=[{"role": "user", "content": "x" * 9000}], **ask)
+    assert (server.forged, server.rejected) == (1, 1)
+
+
+def test_real_agents_reports_missing_clients_as_skipped(tmp_path: Any) -> None:
+    """benchmarks/real_agents.py with no client installed reports each as skipped and exits
+    0 (nothing ran, nothing failed)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    missing = str(tmp_path / "none")
+    done = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "real_agents.py"), "--bin", missing,
+         "--aider", missing, "--keep", str(tmp_path / "logs")],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(root / "src")},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("skipped:") == 3
