@@ -8,9 +8,9 @@ summary prompt gets a snapshot; Claude Code's first request (``subagent``) gets 
 ``Agent`` tool (a sub-agent that reads three files, a conversation of its own under the same
 session id); an agent request with a shell tool gets a call that reads the
 next ``big_K.txt`` (K found from the ``cat big_K.txt`` calls the request carries) until
-``turns`` files were read, then ``done``; a chat request without tools (aider) gets a reply
-naming the next two files (counted by this server: a compacted request no longer shows them),
-which aider adds to the chat, until ``turns`` files were named.
+``turns`` files were read, then ``done``; a request without tools (aider, on either
+protocol) gets a reply naming the next two files (counted by this server: a compacted request
+no longer shows them), which aider adds to the chat, until ``turns`` files were named.
 """
 
 from __future__ import annotations
@@ -158,6 +158,14 @@ class AgentUpstream:
         done = max(found) if found else (self.issued if SNAPSHOT_MARK in text else 0)
         return done + 1
 
+    def _name_files(self) -> str:
+        """aider's script: name the next two files (it adds them to the chat), then done."""
+        wanted = list(range(self.issued + 1, min(self.issued + 2, self.turns) + 1))
+        self.issued += len(wanted)
+        if not wanted:
+            return "done"
+        return "I need to see " + " and ".join(f"big_{k}.txt" for k in wanted) + " next."
+
     def _limit(self, raw: bytes) -> int:
         """The last file of this conversation's task: ``big_A.txt to big_B.txt`` in the request
         (a sub-agent's prompt names fewer), at most ``turns``."""
@@ -234,7 +242,8 @@ class AgentUpstream:
                     0, {"type": "thinking", "thinking": thought, "signature": _sign(thought)}
                 )
         else:
-            content, stop = [{"type": "text", "text": "done"}], "end_turn"
+            text = self._name_files() if not tools else "done"  # no tools: aider
+            content, stop = [{"type": "text", "text": text}], "end_turn"
         usage = {
             "input_tokens": tokens,
             "output_tokens": 5,
@@ -430,13 +439,7 @@ class AgentUpstream:
             self.summaries += 1
             text = _snapshot(self.summaries)
         else:
-            wanted = list(range(self.issued + 1, min(self.issued + 2, self.turns) + 1))
-            self.issued += len(wanted)
-            text = (
-                "I need to see " + " and ".join(f"big_{k}.txt" for k in wanted) + " next."
-                if wanted
-                else "done"
-            )
+            text = self._name_files()
         n = len(self.received)
         usage = {"prompt_tokens": tokens, "completion_tokens": 5, "total_tokens": tokens + 5}
         base = {

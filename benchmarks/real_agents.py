@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _agents_upstream import SNAPSHOT_MARK, AgentUpstream, running
 
-WINDOWS = {"claude-code": 120_000, "codex": 40_000, "aider": 40_000}
+WINDOWS = {"claude-code": 120_000, "codex": 40_000, "aider": 40_000, "aider-anthropic": 40_000}
 """The server's window per client: Claude Code's system prompt and 24 tools take ~39K tokens and
 it asks for 32K of output, so it needs a larger window than Codex (~13K) before it can grow."""
 RESUMABLE = ("claude-code", "codex")
@@ -231,7 +231,7 @@ def client_commands(
             prompt,
         ]
         return cmd, env, [exe, "--version"]
-    if name == "aider":
+    if name in ("aider", "aider-anthropic"):
         exe = args.aider if args.aider and Path(args.aider).exists() else None
         if not exe:
             return f"aider not found at {args.aider}"
@@ -244,13 +244,15 @@ def client_commands(
                 "AIDER_CHECK_UPDATE": "false",
             },
         )
+        if name == "aider-anthropic":  # litellm reads ANTHROPIC_BASE_URL, adds /v1/messages
+            env.update(ANTHROPIC_API_KEY="sk-ant-fake", ANTHROPIC_BASE_URL=base)
+            model = ["--model", "anthropic/claude-sonnet-4-5"]
+        else:
+            model = ["--model", "openai/scripted", "--openai-api-base", f"{base}/v1"]
         _git_repo(workdir, env)  # aider offers to add only files the repository tracks
         cmd = [
             exe,
-            "--model",
-            "openai/scripted",
-            "--openai-api-base",
-            f"{base}/v1",
+            *model,
             "--yes-always",
             "--no-auto-commits",
             "--no-dirty-commits",
@@ -486,7 +488,7 @@ def main() -> int:
         help="where claude and codex are installed",
     )
     parser.add_argument("--aider", default="/tmp/agents/aider-venv/bin/aider")
-    parser.add_argument("--clients", default="claude-code,codex,aider")
+    parser.add_argument("--clients", default="claude-code,codex,aider,aider-anthropic")
     parser.add_argument(
         "--window",
         type=int,
