@@ -33,6 +33,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 SNAPSHOT_MARK = "scripted-summary-of-the-agent-run"
+OWN_SUMMARY_MARK = "the-client-s-own-summary"
 _SUMMARY_PROMPT = "structured state snapshot"
 _CAT = re.compile(r"cat (?:\./)?big_(\d+)\.txt")
 _RANGE = re.compile(r"big_\d+\.txt to big_(\d+)\.txt")
@@ -85,6 +86,7 @@ class AgentUpstream:
     signed_issued: int = 0
     signed_returned: int = 0
     subagent: bool = False
+    own_compactions: int = 0
     spawned: bool = False
     rejected: int = 0
     forged: int = 0
@@ -121,6 +123,7 @@ class AgentUpstream:
             "signed_returned": self.signed_returned,
             "rejected": self.rejected,
             "forged": self.forged,
+            "own_compactions": self.own_compactions,
             "summaries": self.summaries,
         }
 
@@ -155,7 +158,8 @@ class AgentUpstream:
         """The next file to read: one after the highest ``cat big_K.txt`` the request carries."""
         text = raw.decode("utf-8", errors="replace")
         found = [int(n) for n in _CAT.findall(text)]
-        done = max(found) if found else (self.issued if SNAPSHOT_MARK in text else 0)
+        summarized = SNAPSHOT_MARK in text or OWN_SUMMARY_MARK in text
+        done = max(found) if found else (self.issued if summarized else 0)
         return done + 1
 
     def _name_files(self) -> str:
@@ -347,6 +351,9 @@ class AgentUpstream:
         if summary:
             self.summaries += 1
             output = [_out_text(n, _snapshot(self.summaries))]
+        elif not tools and "CONTEXT CHECKPOINT COMPACTION" in raw.decode(errors="replace"):
+            self.own_compactions += 1  # Codex's own compaction request
+            output = [_out_text(n, f"{OWN_SUMMARY_MARK}: big_1.txt .. big_{self.issued}.txt read")]
         elif k <= self.turns and (call := _codex_call(tools, k)) is not None:
             self.issued = k
             name, args = call

@@ -51,10 +51,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _agents_upstream import SNAPSHOT_MARK, AgentUpstream, running
 
-WINDOWS = {"claude-code": 120_000, "codex": 40_000, "aider": 40_000, "aider-anthropic": 40_000}
+WINDOWS = {
+    "claude-code": 120_000,
+    "codex": 40_000,
+    "aider": 40_000,
+    "aider-anthropic": 40_000,
+    "codex-own-compaction": 40_000,
+}
 """The server's window per client: Claude Code's system prompt and 24 tools take ~39K tokens and
 it asks for 32K of output, so it needs a larger window than Codex (~13K) before it can grow."""
-RESUMABLE = ("claude-code", "codex")
+RESUMABLE = ("claude-code", "codex", "codex-own-compaction")
 """Clients run a second time resuming their session, through a restarted proxy."""
 _CHAT_PATHS = ("/v1/messages", "/v1/chat/completions", "/v1/responses")
 LOG_LINE = re.compile(
@@ -208,7 +214,7 @@ def client_commands(
         if resume == "resume":
             cmd.append("--continue")  # the newest session in this directory
         return cmd, env, [exe, "--version"]
-    if name == "codex":
+    if name in ("codex", "codex-own-compaction"):
         exe = shutil.which("codex", path=args.bin)
         if not exe:
             return f"codex not found in {args.bin}"
@@ -219,6 +225,10 @@ def client_commands(
             f'name = "autocompact proxy"\nbase_url = "{base}/v1"\nenv_key = "PROXY_API_KEY"\n'
             'wire_api = "responses"\n'
         )
+        if name == "codex-own-compaction":  # Codex compacts by itself well below the proxy
+            text = (codex_home / "config.toml").read_text()
+            own = "model_context_window = 40000\nmodel_auto_compact_token_limit = 20000\n"
+            (codex_home / "config.toml").write_text(own + text)
         env = _env(home, {"CODEX_HOME": str(codex_home), "PROXY_API_KEY": "sk-fake"})
         cmd = [
             exe,

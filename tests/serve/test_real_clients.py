@@ -3,6 +3,7 @@ with the official SDKs over the scripted upstream."""
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -174,3 +175,40 @@ def test_real_agents_reports_missing_clients_as_skipped(tmp_path: Any) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("skipped:") == 4  # claude-code, codex, aider twice
+
+
+def test_codex_resumed_after_its_own_compaction_is_compacted(proxy: Proxy) -> None:
+    """Codex resumed after its own compaction sends a developer message after user messages;
+    the proxy used to forward such a request unread (passthrough, never compacted). It is now
+    compacted under the window, the developer text kept."""
+    text = {"type": "input_text", "text": "<permissions>none</permissions>"}
+    developer = {"type": "message", "role": "developer", "content": [text]}  # after user ones
+    items: list[dict[str, Any]] = [
+        {"type": "message", "role": "developer",
+         "content": [{"type": "input_text", "text": "You are Codex."}]},
+        {"type": "message", "role": "user",
+         "content": [{"type": "input_text", "text": "Another language model started ..."}]},
+        developer,
+    ]  # fmt: skip
+    for turn in range(14):
+        items.append({"type": "function_call", "call_id": f"c{turn}", "name": "read",
+                      "arguments": "{}"})  # fmt: skip
+        items.append({"type": "function_call_output", "call_id": f"c{turn}",
+                      "output": filler(turn)})  # fmt: skip
+    items.append({"type": "message", "role": "user",
+                  "content": [{"type": "input_text", "text": "go on"}]})  # fmt: skip
+    reply = httpx.post(
+        f"{proxy.url}/v1/responses",
+        json={"model": "scripted", "input": items, "store": False},
+        headers={"session-id": "codex-session"},
+        timeout=30,
+    )
+    assert reply.status_code == 200
+    assert reply.headers["x-autocompact-action"] == "compacted"
+    assert proxy.upstream.rejected == 0
+    sent = json.loads(proxy.upstream.received[-1])["input"]
+    assert len(sent) < len(items)
+    assert sent[-1] == items[-1]
+    # Here only tool outputs were cleared: the developer text is kept (as user-side text when
+    # the part before the client's unchanged tail is written anew).
+    assert "<permissions>none</permissions>" in json.dumps(sent)
