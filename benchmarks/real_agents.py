@@ -498,7 +498,9 @@ def main() -> int:
         help="where claude and codex are installed",
     )
     parser.add_argument("--aider", default="/tmp/agents/aider-venv/bin/aider")
-    parser.add_argument("--clients", default="claude-code,codex,aider,aider-anthropic")
+    parser.add_argument(
+        "--clients", default="claude-code,codex,codex-own-compaction,aider,aider-anthropic"
+    )
     parser.add_argument(
         "--window",
         type=int,

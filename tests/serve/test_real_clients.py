@@ -174,7 +174,7 @@ def test_real_agents_reports_missing_clients_as_skipped(tmp_path: Any) -> None:
         env={**os.environ, "PYTHONPATH": str(root / "src")},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert done.stdout.count("skipped:") == 4  # claude-code, codex, aider twice
+    assert done.stdout.count("skipped:") == 5  # Claude Code; Codex and aider twice each
 
 
 def test_codex_resumed_after_its_own_compaction_is_compacted(proxy: Proxy) -> None:
