@@ -59,6 +59,7 @@ class ScriptedUpstream:
     window: int = 8000
     received: list[bytes] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    queries: list[str] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
     summaries: int = 0
     summaries_started: int = 0
@@ -85,6 +86,7 @@ class ScriptedUpstream:
         raw = await request.body()
         self.received.append(raw)
         self.paths.append(request.url.path)
+        self.queries.append(request.url.query)
         self.headers.append({k.lower(): v for k, v in request.headers.items()})
         if self.delay:
             await asyncio.sleep(self.delay)

@@ -134,6 +134,7 @@ class ServeApp:
         self._windows: dict[tuple[str, str], int] = {}
         routes = [
             Route("/healthz", self.healthz, methods=["GET"]),
+            Route("/", self.root, methods=["GET", "HEAD"]),
             Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
             Route("/v1/messages", self.messages, methods=["POST"]),
             Route("/v1/messages/count_tokens", self.count_tokens, methods=["POST"]),
@@ -168,6 +169,11 @@ class ServeApp:
         except Exception as exc:
             return JSONResponse({"status": "unavailable", "error": str(exc)}, status_code=503)
         return JSONResponse({"status": "ok", "upstreams": sorted(self.config.upstreams)})
+
+    async def root(self, request: Request) -> Response:
+        """200: Claude Code sends ``HEAD /`` to its base URL before its first request."""
+        logger.info("%s / status=200", request.method)
+        return JSONResponse({"service": "autocompact serve", "health": "/healthz"})
 
     async def chat_completions(self, request: Request) -> Response:
         """OpenAI Chat Completions."""
@@ -210,6 +216,8 @@ class ServeApp:
             "/v1/chat/completions, /v1/responses, /v1/messages, /v1/messages/count_tokens, "
             "/v1/models and /healthz"
         )
+        # Logged like every request, so a client calling an endpoint the proxy lacks is seen.
+        logger.warning("%s %s unknown endpoint status=404", request.method, request.url.path)
         return self._error(protocol, 404, "not_found_error", message)
 
     # -- helpers -------------------------------------------------------------------------------

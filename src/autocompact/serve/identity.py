@@ -3,7 +3,8 @@
 A conversation is named by the first of these a request carries (docs/serve.md):
 
 1. ``X-Autocompact-Conversation``: the caller names it; used as given.
-2. The agent's own session id: Claude Code's ``X-Claude-Code-Session-Id``; Codex's
+2. The agent's own session id: Claude Code's ``X-Claude-Code-Session-Id`` (with
+   ``X-Claude-Code-Agent-Id`` on a sub-agent's requests); Codex's
    ``session_id`` / ``session-id`` / ``conversation_id`` headers.
 3. An id in the body: Anthropic ``metadata.user_id``, OpenAI ``prompt_cache_key``, the
    Responses ``conversation`` (a string or ``{"id": ...}``), OpenAI ``user``.
@@ -27,9 +28,11 @@ from typing import Any
 
 from autocompact.serve.wire import chain_hashes
 
-__all__ = ["CONVERSATION_HEADER", "SESSION_HEADERS", "Identity", "identify"]
+__all__ = ["AGENT_HEADER", "CONVERSATION_HEADER", "SESSION_HEADERS", "Identity", "identify"]
 
 CONVERSATION_HEADER = "x-autocompact-conversation"
+AGENT_HEADER = "x-claude-code-agent-id"
+"""Claude Code's sub-agent id, sent beside its session id on a sub-agent's requests."""
 SESSION_HEADERS: tuple[tuple[str, str], ...] = (
     ("x-claude-code-session-id", "claude-code"),
     ("session_id", "codex"),
@@ -94,6 +97,11 @@ def identify(
     root = chain_hashes(messages[:1], seed=protocol)[0] if messages else "empty"
     for name, agent in SESSION_HEADERS:
         value = headers.get(name, "").strip()
+        if value and agent == "claude-code":
+            # A sub-agent sends its own id beside the session's: two sub-agents given the same
+            # task are two conversations (two leases), not one.
+            sub = headers.get(AGENT_HEADER, "").strip()
+            value = f"{value}\x00{sub}" if sub else value
         if value:
             return Identity(
                 signal=agent, session_id=f"serve:{protocol}:s:{_digest(value)}:{root[:16]}"

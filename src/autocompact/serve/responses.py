@@ -4,7 +4,9 @@ A request with ``previous_response_id`` keeps its history on the server: it is f
 untouched (the app never plans it). A stateless request carries the whole conversation in
 ``input``; it is read here into the content model (the library's
 :mod:`autocompact.convert.openai_responses` only writes input items) and compacted like the other
-protocols. Leading ``system``/``developer`` messages and ``instructions`` are the system prompt.
+protocols. Leading ``system``/``developer`` messages and ``instructions`` are the system prompt;
+a later one (Codex resumed after its own compaction sends one) is read as user-side text (it
+goes out as a user message where the proxy writes that part anew).
 
 Items read: messages (``input_text``/``output_text``/``refusal``/``input_image`` content, or a
 string), ``function_call``, ``function_call_output`` and ``reasoning`` (its id and
@@ -102,8 +104,11 @@ def from_responses_input(items: Sequence[Any]) -> tuple[str | None, list[Message
             systems.append(" ".join(p.text for p in _text_parts(item.get("content"), index)
                                     if isinstance(p, TextPart)))  # fmt: skip
             continue
-        side = "user" if kind in _USER_SIDE else "model"
-        if kind not in (*_USER_SIDE, "assistant", "function_call", "reasoning"):
+        # A system/developer message after the first turn (Codex resumed after its own
+        # compaction sends one) is read as the user side's text: sent as is within the client's
+        # unchanged tail, as user text where the part before it is written anew.
+        side = "user" if kind in (*_USER_SIDE, *_SYSTEM_ROLES) else "model"
+        if kind not in (*_USER_SIDE, *_SYSTEM_ROLES, "assistant", "function_call", "reasoning"):
             raise ContentError(
                 f"input item {index}: items of type {kind!r} are not read by the proxy",
                 index=index,
@@ -111,7 +116,7 @@ def from_responses_input(items: Sequence[Any]) -> tuple[str | None, list[Message
         if side != role:
             flush()
             role = side
-        if kind in ("user", "assistant"):
+        if kind in ("user", "assistant", *_SYSTEM_ROLES):
             parts.extend(_text_parts(item.get("content"), index))
         elif kind == "function_call":
             try:
