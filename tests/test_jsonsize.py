@@ -41,7 +41,7 @@ PLAIN = st.recursive(
 @given(PLAIN)
 @settings(max_examples=400)
 def test_plain_values_count_exactly(value: Any) -> None:
-    """Every plain JSON value (tuples, unicode keys, floats, escapes) counts as json.dumps writes it."""
+    """Every plain JSON value (tuples, any key, floats, escapes) counts as json.dumps writes it."""
     assert plain_json_length(value) == _oracle(value)
 
 
@@ -91,5 +91,5 @@ def test_circular_arguments_still_fail_naming_the_part() -> None:
     loop["self"] = loop
     data = [{"role": "model", "parts": [{"kind": "function_call", "id": "c", "name": "n"}]}]
     data[0]["parts"][0]["arguments"] = loop  # type: ignore[index]
-    with pytest.raises(ContentError, match="FunctionCallPart.arguments"):
+    with pytest.raises(ContentError, match=r"FunctionCallPart\.arguments"):
         history_from_dicts(data)
