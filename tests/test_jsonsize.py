@@ -93,3 +93,55 @@ def test_circular_arguments_still_fail_naming_the_part() -> None:
     data[0]["parts"][0]["arguments"] = loop  # type: ignore[index]
     with pytest.raises(ContentError, match=r"FunctionCallPart\.arguments"):
         history_from_dicts(data)
+
+
+PART = st.one_of(
+    st.builds(lambda t: {"kind": "text", "text": t}, st.text(alphabet=ANY_CHAR, max_size=30)),
+    st.builds(
+        lambda n, r, e: (
+            {"kind": "function_response", "id": "r", "name": n, "response": r}
+            | ({"is_error": e} if e is not None else {})
+        ),
+        st.text(max_size=8),
+        PLAIN,
+        st.none() | st.booleans(),
+    ),
+    st.builds(
+        lambda n, a: {"kind": "function_call", "id": "c", "name": n, "arguments": a},
+        st.text(max_size=8),
+        st.dictionaries(st.text(max_size=6), PLAIN, max_size=4) | st.just({"x": Fraction(1, 3)}),
+    ),
+    st.builds(lambda t: {"kind": "thinking", "text": t}, st.text(max_size=20)),
+)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["user", "model"]), st.lists(PART, max_size=2))))
+@settings(max_examples=200)
+def test_fresh_history_equals_the_general_path(messages: list[tuple[str, list[Any]]]) -> None:
+    """history_from_dicts builds and measures exactly what message_from_dict does, per message."""
+    from autocompact.codec import message_from_dict
+
+    data = [{"role": role, "parts": parts} for role, parts in messages]
+    fast = history_from_dicts(data)
+    general = [message_from_dict(item, index=i) for i, item in enumerate(data)]
+    assert fast == general
+    for got, want in zip(fast, general, strict=True):
+        assert got.stats == want.stats
+        assert [p.stats for p in got.parts] == [p.stats for p in want.parts]
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"role": "system", "parts": [{"kind": "text", "text": "x"}]},
+        {"role": "user", "parts": [{"kind": "text", "text": 3}]},
+        {"role": "user", "parts": [{"kind": "nope"}]},
+        {"role": "model", "parts": [{"kind": "function_call", "id": "c", "name": "n"}]},
+        {"role": "user", "parts": ["text"]},
+    ],
+)
+def test_fresh_history_errors_name_the_message(item: dict[str, Any]) -> None:
+    """Bad messages among good ones fail as the general path fails, naming the index."""
+    good = {"role": "user", "parts": [{"kind": "text", "text": "hi"}]}
+    with pytest.raises(ContentError, match=r"message 1\b"):
+        history_from_dicts([good, item])

@@ -202,7 +202,7 @@ class FunctionCallPart(_Sized):
 
     def _measure(self) -> CharStats:
         # len(json_form({"name": ..., "args": ...})): '{"name":' + name + ',"args":' + args + '}'
-        return CharStats(json_chars=17 + _name_length(self.name) + json_length(self.arguments))
+        return CharStats(json_chars=17 + name_json_length(self.name) + json_length(self.arguments))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -229,13 +229,14 @@ class FunctionResponsePart(_Sized):
 
     def _measure(self) -> CharStats:
         # len(json_form({"name": ..., "response": ...})) without serializing the response.
-        return CharStats(json_chars=21 + _name_length(self.name) + json_length(self.response))
+        return CharStats(json_chars=21 + name_json_length(self.name) + json_length(self.response))
 
 
 _NAME_LENGTHS: dict[str, int] = {}  # tool name -> its JSON length (memo)
 
 
-def _name_length(name: str) -> int:
+def name_json_length(name: str) -> int:
+    """The JSON length of a tool name (remembered: an agent has a few dozen)."""
     length = _NAME_LENGTHS.get(name)
     if length is None:
         length = str_json_length(name)
@@ -448,7 +449,7 @@ def measured_call(ident: str, name: str, arguments: Mapping[str, Any]) -> Functi
     setattr_(part, "kind", "function_call")
     length = plain_json_length(arguments)
     if length >= 0:  # plain JSON: it serializes, and this is its exact length
-        setattr_(part, "_stats", CharStats(json_chars=17 + _name_length(name) + length))
+        setattr_(part, "_stats", CharStats(json_chars=17 + name_json_length(name) + length))
     else:
         setattr_(part, "_stats", _json_stats(part._measure, "FunctionCallPart.arguments"))
     return part
