@@ -145,3 +145,27 @@ def test_fresh_history_errors_name_the_message(item: dict[str, Any]) -> None:
     good = {"role": "user", "parts": [{"kind": "text", "text": "hi"}]}
     with pytest.raises(ContentError, match=r"message 1\b"):
         history_from_dicts([good, item])
+
+
+def test_cleared_placeholders_carry_their_measured_size() -> None:
+    """Clearing gives each placeholder the statistics a fresh measure of it gives."""
+    from autocompact.compaction.clearing import clear_tool_outputs
+    from autocompact.content import FunctionResponsePart, Message
+
+    history = []
+    for i in range(6):
+        name = 'Ba"sh\n─' if i % 2 else "Read"
+        history.append(Message.model(FunctionCallPart(id=f"c{i}", name=name, arguments={})))
+        history.append(
+            Message.user(FunctionResponsePart(id=f"c{i}", name=name, response="out é\n" * 3000))
+        )
+    result = clear_tool_outputs(history, protect_tokens=0)
+    assert result.cleared >= 4
+    for message in result.history:
+        for part in message.parts:
+            if isinstance(part, FunctionResponsePart):
+                fresh = FunctionResponsePart(id=part.id, name=part.name, response=part.response)
+                assert part.stats == fresh.stats
+                assert part.stats.json_chars == _oracle(
+                    {"name": part.name, "response": part.response}
+                )

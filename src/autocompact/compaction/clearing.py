@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,9 +37,11 @@ from autocompact.content import (
     FunctionResponsePart,
     Message,
     Part,
+    name_json_length,
 )
 from autocompact.errors import ConfigError
 from autocompact.estimation import content_stats, estimate_stats_tokens
+from autocompact.jsonsize import str_json_length
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
 
 __all__ = [
@@ -299,9 +301,7 @@ def clear_tool_outputs(
             continue
         if superseded and target is not None:
             note = f"; a later read of the same file ({target[0]}) follows"
-            if _replace(
-                replacements, slot, _placeholder(response, tokens, note), tokens, tokens_of
-            ):
+            if _replace(replacements, slot, _placeholder(response, tokens, note), tokens):
                 deduplicated += 1
                 continue
         if not over_budget and used + tokens <= protect_tokens:
@@ -309,7 +309,7 @@ def clear_tool_outputs(
             continue
         over_budget = True
         if not response.is_error:
-            _replace(replacements, slot, _placeholder(response, tokens), tokens, tokens_of)
+            _replace(replacements, slot, _placeholder(response, tokens), tokens)
     if not replacements:
         return ClearingResult(history=tuple(history))
     new_history = _apply(history, replacements)
@@ -341,15 +341,18 @@ def _replace(
     slot: _Slot,
     text: str,
     tokens: int,
-    tokens_of: Callable[[Part], int],
 ) -> bool:
     """Record a placeholder for ``slot`` if it is smaller than the output (``tokens``); say
     whether it was."""
     old = slot[2]
+    # Its statistics as FunctionResponsePart measures a str response, counted before the part
+    # is built: '{"name":' + name + ',"response":' + text + '}', JSON at 2 characters a token.
+    chars = 21 + name_json_length(old.name) + str_json_length(text)
+    if (chars + 1) // 2 >= tokens:
+        return False
     # The same checked id and name, and a str: built without the constructor's checks.
     new = decoded_response(old.id, old.name, text, old.is_error)
-    if tokens_of(new) >= tokens:
-        return False
+    object.__setattr__(new, "_stats", CharStats(json_chars=chars))
     replacements[slot[0], slot[1]] = new
     return True
 
@@ -360,8 +363,13 @@ def _apply(
     result = list(history)
     for m_index in {m_index for m_index, _ in replacements}:
         message = history[m_index]
-        parts = tuple(
-            replacements.get((m_index, p_index), part) for p_index, part in enumerate(message.parts)
+        parts: tuple[Part, ...] = (
+            (replacements[m_index, 0],)
+            if len(message.parts) == 1
+            else tuple(
+                replacements.get((m_index, p_index), part)
+                for p_index, part in enumerate(message.parts)
+            )
         )
         # The same role and checked parts, one output swapped: no validation to repeat.
         result[m_index] = decoded_message(message.role, parts)
