@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from fractions import Fraction
 
 import pytest
 
@@ -182,14 +183,16 @@ def test_part_stats_computed_once(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(content_module, "json_form", counting)
     history = [
-        Message.model(FunctionCallPart(id=f"c{i}", name="ls", arguments={"i": i}))
+        # A Fraction is no JSON value: the encoder writes it (default=str), so it is serialized.
+        Message.model(FunctionCallPart(id=f"c{i}", name="ls", arguments={"i": Fraction(i, 3)}))
         if i % 2
         else Message.user(FunctionResponsePart(id=f"c{i - 1}", name="ls", response="r" * i))
         for i in range(1, 21)
     ]
     for _ in range(5):
         estimate_prompt_tokens(history, "next", 0)
-    # Once per function call; string responses are measured without serializing at all.
+    # Once per function call that needs the encoder; string responses (and plain JSON
+    # arguments) are measured without serializing at all.
     assert calls == 10
 
 

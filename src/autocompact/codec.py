@@ -22,6 +22,7 @@ from dataclasses import fields
 from typing import Any, assert_never
 
 from autocompact.content import (
+    CharStats,
     DocumentPart,
     FunctionCallPart,
     FunctionResponsePart,
@@ -33,8 +34,10 @@ from autocompact.content import (
     TextPart,
     ThinkingPart,
     measured_call,
+    name_json_length,
 )
 from autocompact.errors import ContentError
+from autocompact.jsonsize import plain_json_length, str_json_length
 
 __all__ = ["history_from_dicts", "history_to_dicts", "message_from_dict", "message_to_dict"]
 
@@ -327,4 +330,75 @@ def _where(index: int | None) -> str:
 def history_from_dicts(items: Sequence[object], *, decoded: bool = False) -> list[Message]:
     """A history from its JSON form (errors name the message index; ``decoded``: see
     :func:`message_from_dict`)."""
-    return [message_from_dict(item, index=i, decoded=decoded) for i, item in enumerate(items)]
+    if decoded:
+        return [message_from_dict(item, index=i, decoded=True) for i, item in enumerate(items)]
+    # Plain dicts (another framework's messages, a request) are usually estimated next: the
+    # common one-part messages are built and measured here in one step, without the calls of
+    # the general path (issue 25). Anything else takes message_from_dict, which names what is
+    # wrong; what is built here equals what it builds, statistics included.
+    out: list[Message] = []
+    append = out.append
+    for index, item in enumerate(items):
+        if type(item) is dict:
+            parts = item.get("parts")
+            role = item.get("role")
+            if type(parts) is list and len(parts) == 1 and (role == "user" or role == "model"):
+                message = _one_part_message(role, parts[0])
+                if message is not None:
+                    append(message)
+                    continue
+        append(message_from_dict(item, index=index))
+    return out
+
+
+def _one_part_message(role: Role, data: object) -> Message | None:
+    """A measured one-part message of a common kind, well formed; else ``None``."""
+    if type(data) is not dict:
+        return None
+    kind = data.get("kind")
+    if kind == "text":
+        text = data.get("text")
+        if type(text) is not str:
+            return None
+        stats = CharStats(text_chars=len(text))
+        part: Part = _new(TextPart)
+        _set(part, "text", text)
+        _set(part, "kind", "text")
+    elif kind == "function_response":
+        ident, name, is_error = data.get("id"), data.get("name"), data.get("is_error", False)
+        response = data.get("response")
+        if not (
+            type(ident) is str
+            and type(name) is str
+            and type(response) is str
+            and type(is_error) is bool
+        ):
+            return None
+        stats = CharStats(json_chars=21 + name_json_length(name) + str_json_length(response))
+        part = _new(FunctionResponsePart)
+        _set(part, "id", ident)
+        _set(part, "name", name)
+        _set(part, "response", response)
+        _set(part, "is_error", is_error)
+        _set(part, "kind", "function_response")
+    elif kind == "function_call":
+        ident, name, arguments = data.get("id"), data.get("name"), data.get("arguments")
+        if not (type(ident) is str and type(name) is str and type(arguments) is dict):
+            return None
+        length = plain_json_length(arguments)
+        if length < 0:  # not plain JSON: measured_call proves it serializes, or names it
+            return None
+        stats = CharStats(json_chars=17 + name_json_length(name) + length)
+        part = _new(FunctionCallPart)
+        _set(part, "id", ident)
+        _set(part, "name", name)
+        _set(part, "arguments", arguments)
+        _set(part, "kind", "function_call")
+    else:
+        return None
+    _set(part, "_stats", stats)
+    message = _new(Message)
+    _set(message, "role", role)
+    _set(message, "parts", (part,))
+    _set(message, "_stats", stats)  # a one-part message's statistics are its part's
+    return message

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from autocompact.errors import ContentError
+from autocompact.jsonsize import plain_json_length, str_json_length, utf8_json_length
 from autocompact.usage_check import check_count
 
 __all__ = [
@@ -94,49 +95,18 @@ def json_form(value: object) -> str:
         return _encode(value)  # the same value, with json's own checks and errors
 
 
-# What ``json.dumps(..., ensure_ascii=False)`` escapes in a string: ``"`` and ``\`` and the
-# control characters below U+0020. Each is one ASCII byte in UTF-8 and no byte of a multi-byte
-# UTF-8 sequence is below 0x80, so counting them in the UTF-8 bytes counts them in the string.
-_ESCAPED = bytes(range(0x20)) + b'"\\'
-_NOT_ESCAPED = bytes(b for b in range(256) if b not in _ESCAPED)
-# Written as a two-character escape (\", \\, \b, \f, \n, \r, \t); every other control
-# character is written \u00XX (six characters).
-_SHORT_ESCAPES = b'"\\\b\f\n\r\t'
-_CONTINUATION = bytes(range(0x80, 0xC0))
-_NOT_CONTINUATION = bytes(b for b in range(256) if b not in _CONTINUATION)
-
-
 def json_length(value: object) -> int:
-    """``len(json_form(value))``, counted without building the JSON for strings.
+    """``len(json_form(value))``, counted without building the JSON where it can be.
 
-    Tool output is mostly one long string. Its JSON length is its length, two quotes, and one
-    more character for each character JSON escapes (five more for a control character written
-    ``\\u00XX``): those are counted in one C pass over the string's UTF-8 bytes (a copy of the
-    memory for ASCII text), instead of building the escaped copy (issue 25).
+    Tool output is mostly one long string, tool arguments small objects of strings: their JSON
+    length is counted from their strings' lengths and escapes (:mod:`autocompact.jsonsize`)
+    instead of building the escaped copy (issue 25). Anything the counter does not know (a
+    subclass, a value JSON cannot carry) is serialized as before.
     """
-    if type(value) is not str:
-        return len(json_form(value))
-    raw = value.encode("ascii") if value.isascii() else value.encode("utf-8", "surrogatepass")
-    return len(value) + 2 + _escape_extra(raw)
-
-
-def utf8_json_length(raw: bytes) -> int:
-    """``len(json_form(raw.decode("utf-8")))`` from the UTF-8 bytes, without decoding them.
-
-    For text that arrives as bytes (a transcript line, a request body's string): characters are
-    the bytes that do not continue a multi-byte sequence, and the escapes are counted in the
-    same bytes. ``raw`` must be valid UTF-8 (``surrogatepass`` bytes count as one character).
-    """
-    chars = len(raw) if raw.isascii() else len(raw) - len(raw.translate(None, _NOT_CONTINUATION))
-    return chars + 2 + _escape_extra(raw)
-
-
-def _escape_extra(raw: bytes) -> int:
-    """How many characters escaping adds to the JSON string of these UTF-8 bytes."""
-    escaped = raw.translate(None, _NOT_ESCAPED)  # only the bytes JSON escapes (usually few)
-    if not escaped:
-        return 0
-    return len(escaped) + 4 * len(escaped.translate(None, _SHORT_ESCAPES))
+    if type(value) is str:
+        return str_json_length(value)
+    length = plain_json_length(value)
+    return length if length >= 0 else len(json_form(value))
 
 
 def json_lengths_total(values: Sequence[object]) -> int:
@@ -231,7 +201,8 @@ class FunctionCallPart(_Sized):
         )
 
     def _measure(self) -> CharStats:
-        return CharStats(json_chars=len(json_form({"name": self.name, "args": self.arguments})))
+        # len(json_form({"name": ..., "args": ...})): '{"name":' + name + ',"args":' + args + '}'
+        return CharStats(json_chars=17 + name_json_length(self.name) + json_length(self.arguments))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -258,15 +229,20 @@ class FunctionResponsePart(_Sized):
 
     def _measure(self) -> CharStats:
         # len(json_form({"name": ..., "response": ...})) without serializing the response.
-        name = _NAME_LENGTHS.get(self.name)
-        if name is None:
-            name = json_length(self.name)
-            if len(_NAME_LENGTHS) < 4096:  # tool names repeat: a few dozen per agent
-                _NAME_LENGTHS[self.name] = name
-        return CharStats(json_chars=21 + name + json_length(self.response))
+        return CharStats(json_chars=21 + name_json_length(self.name) + json_length(self.response))
 
 
 _NAME_LENGTHS: dict[str, int] = {}  # tool name -> its JSON length (memo)
+
+
+def name_json_length(name: str) -> int:
+    """The JSON length of a tool name (remembered: an agent has a few dozen)."""
+    length = _NAME_LENGTHS.get(name)
+    if length is None:
+        length = str_json_length(name)
+        if len(_NAME_LENGTHS) < 4096:  # tool names repeat: a few dozen per agent
+            _NAME_LENGTHS[name] = length
+    return length
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -466,10 +442,16 @@ def measured_call(ident: str, name: str, arguments: Mapping[str, Any]) -> Functi
     """A function call from checked fields, measured now as its constructor measures it (so a
     value JSON cannot carry fails here, naming the part)."""
     part = object.__new__(FunctionCallPart)
-    for key, value in (("id", ident), ("name", name), ("arguments", arguments)):
-        object.__setattr__(part, key, value)
-    object.__setattr__(part, "kind", "function_call")
-    object.__setattr__(part, "_stats", _json_stats(part._measure, "FunctionCallPart.arguments"))
+    setattr_ = object.__setattr__
+    setattr_(part, "id", ident)
+    setattr_(part, "name", name)
+    setattr_(part, "arguments", arguments)
+    setattr_(part, "kind", "function_call")
+    length = plain_json_length(arguments)
+    if length >= 0:  # plain JSON: it serializes, and this is its exact length
+        setattr_(part, "_stats", CharStats(json_chars=17 + name_json_length(name) + length))
+    else:
+        setattr_(part, "_stats", _json_stats(part._measure, "FunctionCallPart.arguments"))
     return part
 
 

@@ -19,7 +19,6 @@ import json
 import logging
 import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -127,6 +126,8 @@ def _root(base_url: str) -> str:
 
 
 def _fetch(url: str, body: dict[str, Any] | None, timeout: float) -> Any:
+    import urllib.request  # here: http.client, ssl and email cost every command ~20 ms to import
+
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(
         url,

@@ -15,11 +15,7 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
-
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from autocompact.errors import ConfigError, ContentError, MissingDependencyError
 from autocompact.replay import (
@@ -35,6 +31,10 @@ from autocompact.replay import (
 from autocompact.thresholds import SMALLEST_WINDOW, parse_window
 from autocompact.transcripts import Transcript, read_transcript
 from autocompact.validation import check_tool_pairs
+
+if TYPE_CHECKING:  # rich is imported where a table or a bar is drawn: not for --json
+    from rich.console import Console
+    from rich.table import Table
 
 __all__ = ["register", "render_chart", "run"]
 
@@ -91,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"files": [r.as_json() for r in reports]}, indent=2))
     else:
+        from rich.console import Console
+
         console = Console(highlight=False)
         for report in reports:
             _print_report(console, report)
@@ -117,6 +119,9 @@ def _replay_all(
     reports: list[FileReport] = []
     if not show_progress:
         return [replay(_read(path), options) for path in paths]
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
     progress = Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
@@ -237,6 +242,8 @@ _ESTIMATOR_LABELS = {"calibrated_applied": "applied (both ways)"}
 
 def estimation_table(title: str, rows: Sequence[CallRow]) -> Table:
     """The estimation table over some rows (the first call of each file excluded by caller)."""
+    from rich.table import Table
+
     table = Table(title=title, title_justify="left", box=None, pad_edge=False)
     for column in ("estimate", "calls", "mean", "median", "p95 |err|", "±10%", "±30%"):
         table.add_column(column, justify="left" if column == "estimate" else "right")
@@ -278,6 +285,8 @@ _POLICY_METRICS = (
 
 def policy_table(title: str, results: Mapping[str, Sequence[PolicyResult]]) -> Table:
     """The policy table: one column per policy, metrics summed over files (peak: the max)."""
+    from rich.table import Table
+
     table = Table(title=title, title_justify="left", box=None, pad_edge=False)
     table.add_column("metric")
     for name in POLICIES:

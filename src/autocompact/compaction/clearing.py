@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from autocompact.codec import decoded_message, decoded_response
 from autocompact.content import (
@@ -37,9 +37,11 @@ from autocompact.content import (
     FunctionResponsePart,
     Message,
     Part,
+    name_json_length,
 )
 from autocompact.errors import ConfigError
 from autocompact.estimation import content_stats, estimate_stats_tokens
+from autocompact.jsonsize import str_json_length
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
 
 __all__ = [
@@ -108,6 +110,7 @@ _RANGE_KEYS = frozenset(
 )
 _NON_ALNUM = re.compile(r"[^a-z0-9]")
 _READ_NAMES: dict[str, bool] = {}  # tool name -> whether it is a read-like tool (memo)
+_NORMAL_PATHS: dict[str, str] = {}  # path argument -> posixpath.normpath of it (memo)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,8 +180,16 @@ def read_target(call: FunctionCallPart) -> tuple[str, str] | None:
     path = _path_argument(args)
     if path is None:
         return None
-    ranges = sorted((k, repr(v)) for k, v in args.items() if k in _RANGE_KEYS and v is not None)
-    return posixpath.normpath(path), repr(ranges) if ranges else ""
+    normal = _NORMAL_PATHS.get(path)
+    if normal is None:
+        normal = posixpath.normpath(path)
+        if len(_NORMAL_PATHS) < 4096:
+            _NORMAL_PATHS[path] = normal
+    keys = _RANGE_KEYS.intersection(args)  # usually none: a whole-file read
+    if not keys:
+        return normal, ""
+    ranges = sorted((k, repr(args[k])) for k in keys if args[k] is not None)
+    return normal, repr(ranges) if ranges else ""
 
 
 def _path_argument(args: Mapping[str, Any]) -> str | None:
@@ -189,24 +200,21 @@ def _path_argument(args: Mapping[str, Any]) -> str | None:
     return None
 
 
-class _Slot(NamedTuple):
-    """One function response and where it lives (a tuple: one is made per response)."""
-
-    message: int
-    part: int
-    response: FunctionResponsePart
-    call: FunctionCallPart | None
+# One function response and where it lives: (message index, part index, the response, the call
+# it answers or None). A plain tuple: one is made per response.
+_Slot = tuple[int, int, FunctionResponsePart, FunctionCallPart | None]
 
 
 def _slots(history: Sequence[Message]) -> list[_Slot]:
     calls: dict[str, FunctionCallPart] = {}
     slots: list[_Slot] = []
+    append = slots.append
     for m_index, message in enumerate(history):
         parts = message.parts
         if len(parts) == 1:  # the common case: no enumerate
             part = parts[0]
             if isinstance(part, FunctionResponsePart):
-                slots.append(_Slot(m_index, 0, part, calls.get(part.id)))
+                append((m_index, 0, part, calls.get(part.id)))
             elif isinstance(part, FunctionCallPart):
                 calls[part.id] = part
             continue
@@ -214,7 +222,7 @@ def _slots(history: Sequence[Message]) -> list[_Slot]:
             if isinstance(part, FunctionCallPart):
                 calls[part.id] = part
             elif isinstance(part, FunctionResponsePart):
-                slots.append(_Slot(m_index, p_index, part, calls.get(part.id)))
+                append((m_index, p_index, part, calls.get(part.id)))
     return slots
 
 
@@ -260,9 +268,13 @@ def clear_tool_outputs(
     if not slots:
         return ClearingResult(history=tuple(history))
     latest = latest_turn_start(history)
+    media_chars = 4 * image_token_estimate
 
     def tokens_of(part: Part) -> int:
-        return estimate_stats_tokens(part.stats, image_token_estimate)
+        # estimate_stats_tokens(part.stats) in integers: ceil(t/4 + j/2 + m*i) is exact either
+        # way (quarters of integers are exact floats), and this runs once per response.
+        stats = part.stats
+        return -(-(stats.text_chars + 2 * stats.json_chars + media_chars * stats.media_parts) // 4)
 
     replacements: dict[tuple[int, int], FunctionResponsePart] = {}
     deduplicated = 0
@@ -270,24 +282,26 @@ def clear_tool_outputs(
     used = 0
     over_budget = False
     for slot in reversed(slots):
-        response = slot.response
-        if is_cleared(response):
+        m_index, _, response, call = slot
+        output = response.response
+        if isinstance(output, str) and output.startswith(CLEARED_PREFIX):  # is_cleared()
             continue
-        protected = slot.message >= latest
-        target = read_target(slot.call) if slot.call is not None else None
+        target = read_target(call) if call is not None else None
         superseded = False
         if target is not None and not response.is_error:
             path, part_range = target
-            later = seen_reads.setdefault(path, set())
+            later = seen_reads.get(path)
+            if later is None:
+                later = seen_reads[path] = set()
             superseded = "" in later or part_range in later
             later.add(part_range)
         tokens = tokens_of(response)
-        if protected:
+        if m_index >= latest:  # the latest turn: protected
             used += tokens
             continue
         if superseded and target is not None:
             note = f"; a later read of the same file ({target[0]}) follows"
-            if _replace(replacements, slot, _placeholder(response, tokens, note), tokens_of):
+            if _replace(replacements, slot, _placeholder(response, tokens, note), tokens):
                 deduplicated += 1
                 continue
         if not over_budget and used + tokens <= protect_tokens:
@@ -295,7 +309,7 @@ def clear_tool_outputs(
             continue
         over_budget = True
         if not response.is_error:
-            _replace(replacements, slot, _placeholder(response, tokens), tokens_of)
+            _replace(replacements, slot, _placeholder(response, tokens), tokens)
     if not replacements:
         return ClearingResult(history=tuple(history))
     new_history = _apply(history, replacements)
@@ -326,30 +340,37 @@ def _replace(
     replacements: dict[tuple[int, int], FunctionResponsePart],
     slot: _Slot,
     text: str,
-    tokens_of: Callable[[Part], int],
+    tokens: int,
 ) -> bool:
-    """Record a placeholder for ``slot`` if it is smaller than the output; say whether it was."""
-    old = slot.response
+    """Record a placeholder for ``slot`` if it is smaller than the output (``tokens``); say
+    whether it was."""
+    old = slot[2]
+    # Its statistics as FunctionResponsePart measures a str response, counted before the part
+    # is built: '{"name":' + name + ',"response":' + text + '}', JSON at 2 characters a token.
+    chars = 21 + name_json_length(old.name) + str_json_length(text)
+    if (chars + 1) // 2 >= tokens:
+        return False
     # The same checked id and name, and a str: built without the constructor's checks.
     new = decoded_response(old.id, old.name, text, old.is_error)
-    if tokens_of(new) >= tokens_of(old):
-        return False
-    replacements[(slot.message, slot.part)] = new
+    object.__setattr__(new, "_stats", CharStats(json_chars=chars))
+    replacements[slot[0], slot[1]] = new
     return True
 
 
 def _apply(
     history: Sequence[Message], replacements: Mapping[tuple[int, int], FunctionResponsePart]
 ) -> tuple[Message, ...]:
-    touched = {m_index for m_index, _ in replacements}
-    result: list[Message] = []
-    for m_index, message in enumerate(history):
-        if m_index not in touched:
-            result.append(message)
-            continue
-        parts = tuple(
-            replacements.get((m_index, p_index), part) for p_index, part in enumerate(message.parts)
+    result = list(history)
+    for m_index in {m_index for m_index, _ in replacements}:
+        message = history[m_index]
+        parts: tuple[Part, ...] = (
+            (replacements[m_index, 0],)
+            if len(message.parts) == 1
+            else tuple(
+                replacements.get((m_index, p_index), part)
+                for p_index, part in enumerate(message.parts)
+            )
         )
         # The same role and checked parts, one output swapped: no validation to repeat.
-        result.append(decoded_message(message.role, parts))
+        result[m_index] = decoded_message(message.role, parts)
     return tuple(result)

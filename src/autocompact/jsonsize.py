@@ -1,0 +1,114 @@
+"""JSON lengths counted without building the JSON (issue 25). Pure, standard library only.
+
+The estimator measures function calls and responses by the length of their compact JSON form
+(``json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)``). These functions
+count that length exactly: a string by its length plus what escaping adds (one C pass over its
+UTF-8 bytes), a plain JSON value (``dict`` with ``str`` keys, ``list``/``tuple``, ``str``,
+``int``, finite ``float``, ``bool``, ``None``) by summing its members' lengths and the
+punctuation between them. Anything else (a subclass, a non-finite float, a non-string key, a
+value JSON cannot carry, a structure too deep for the counter) is not counted here: the caller
+serializes it instead, so its length and errors stay exactly the encoder's.
+"""
+
+from __future__ import annotations
+
+__all__ = ["plain_json_length", "str_json_length", "utf8_json_length"]
+
+# What ``json.dumps(..., ensure_ascii=False)`` escapes in a string: ``"`` and ``\`` and the
+# control characters below U+0020. Each is one ASCII byte in UTF-8 and no byte of a multi-byte
+# UTF-8 sequence is below 0x80, so counting them in the UTF-8 bytes counts them in the string.
+_ESCAPED = bytes(range(0x20)) + b'"\\'
+_NOT_ESCAPED = bytes(b for b in range(256) if b not in _ESCAPED)
+# Written as a two-character escape (\", \\, \b, \f, \n, \r, \t); every other control
+# character is written \u00XX (six characters).
+_SHORT_ESCAPES = b'"\\\b\f\n\r\t'
+_CONTINUATION = bytes(range(0x80, 0xC0))
+_NOT_CONTINUATION = bytes(b for b in range(256) if b not in _CONTINUATION)
+
+
+def str_json_length(value: str) -> int:
+    """The length of a ``str``'s JSON string (quotes and escapes included), without building it.
+
+    Its length, two quotes, and one more character for each character JSON escapes (five more
+    for a control character written ``\\u00XX``), counted in one C pass over its UTF-8 bytes.
+    """
+    raw = value.encode("ascii") if value.isascii() else value.encode("utf-8", "surrogatepass")
+    return len(value) + 2 + _escape_extra(raw)
+
+
+def utf8_json_length(raw: bytes) -> int:
+    """``len(json_form(raw.decode("utf-8")))`` from the UTF-8 bytes, without decoding them.
+
+    For text that arrives as bytes (a transcript line, a request body's string): characters are
+    the bytes that do not continue a multi-byte sequence, and the escapes are counted in the
+    same bytes. ``raw`` must be valid UTF-8 (``surrogatepass`` bytes count as one character).
+    """
+    chars = len(raw) if raw.isascii() else len(raw) - len(raw.translate(None, _NOT_CONTINUATION))
+    return chars + 2 + _escape_extra(raw)
+
+
+def _escape_extra(raw: bytes) -> int:
+    """How many characters escaping adds to the JSON string of these UTF-8 bytes."""
+    escaped = raw.translate(None, _NOT_ESCAPED)  # only the bytes JSON escapes (usually few)
+    if not escaped:
+        return 0
+    return len(escaped) + 4 * len(escaped.translate(None, _SHORT_ESCAPES))
+
+
+# Object keys repeat ("file_path", "command", ...): their JSON lengths are remembered.
+_KEY_LENGTHS: dict[str, int] = {}
+_KEY_LIMIT = 4096
+_INFINITIES = (float("inf"), float("-inf"))
+
+
+def plain_json_length(value: object) -> int:
+    """``len(json_form(value))`` for a plain JSON value, counted without building it; ``-1``
+    when ``value`` holds anything else (the caller then serializes it)."""
+    try:
+        return _length(value)
+    except (RecursionError, ValueError):  # too deep here; an int too long for str()
+        return -1
+
+
+def _length(value: object) -> int:
+    if type(value) is str:
+        return str_json_length(value)
+    if type(value) is dict:
+        if not value:
+            return 2
+        total = 1 + 2 * len(value)  # the braces, a colon per member, commas between them
+        keys = _KEY_LENGTHS
+        for key, member in value.items():
+            if type(key) is not str:
+                return -1
+            key_length = keys.get(key)
+            if key_length is None:
+                key_length = str_json_length(key)
+                if len(keys) < _KEY_LIMIT:
+                    keys[key] = key_length
+            length = _length(member)
+            if length < 0:
+                return -1
+            total += key_length + length
+        return total
+    if type(value) is list or type(value) is tuple:
+        if not value:
+            return 2
+        total = 1 + len(value)  # the brackets and the commas between members
+        for member in value:
+            length = _length(member)
+            if length < 0:
+                return -1
+            total += length
+        return total
+    if value is None or value is True:
+        return 4
+    if value is False:
+        return 5
+    if type(value) is int:
+        return len(int.__repr__(value))
+    if type(value) is float:
+        if value != value or value in _INFINITIES:  # NaN, Infinity: the encoder's own words
+            return -1
+        return len(float.__repr__(value))
+    return -1
