@@ -33,6 +33,7 @@ from autocompact.guard import (
     learn_from_usage,
     request_stats,
 )
+from autocompact.serve.fastpath import estimate, wire_stats
 from autocompact.serve.identity import Identity, identify
 from autocompact.serve.protocol import Converted, WireProtocol
 from autocompact.serve.substitution import (
@@ -99,6 +100,23 @@ class Decision:
         return self.action in ("substituted", "compacted")
 
 
+class _Chain:
+    """A request's chain hashes, computed only as far as a stored record needs them (a
+    conversation with no record hashes nothing)."""
+
+    def __init__(self, conv: Sequence[Any]) -> None:
+        self.conv = conv
+        self.hashes: list[str] = []
+
+    def upto(self, records: Sequence[Record], limit: int) -> list[str]:
+        """The hashes of the first messages, as many as the longest record (at most ``limit``)
+        needs."""
+        need = min(max((r.prefix_len for r in records), default=0), limit, len(self.conv))
+        if need > len(self.hashes):
+            self.hashes = chain_hashes(self.conv[:need])
+        return self.hashes
+
+
 class Planner:
     """Plans requests against one store (see the module docstring).
 
@@ -110,6 +128,9 @@ class Planner:
             mid-compaction holds it this long.
         clock: a monotonic clock.
         sleep: waits between lease attempts.
+        fast_path: read a request with no stored substitution straight from its JSON
+            (:mod:`autocompact.serve.fastpath`); ``False`` converts every request (the
+            benchmark's control).
     """
 
     def __init__(
@@ -121,7 +142,9 @@ class Planner:
         lease_seconds: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        fast_path: bool = True,
     ) -> None:
+        self.fast_path = fast_path
         self.store = store
         self.owner = owner
         self.lease_wait = lease_wait
@@ -219,12 +242,16 @@ class Planner:
         identity = identify(headers, body, conv, protocol.name)
         if protocol.client_compaction(body, messages):
             return Decision(body=raw, action="client-compaction", identity=identity)
+        records = await self.records(identity.session_id)
+        if not records and not reactive and self.fast_path:
+            fast = self._fast(protocol, body, messages, raw, identity, window)
+            if fast is not None:
+                return fast
         try:
             pending = protocol.convert(body, messages).pending_start - lead
         except ContentError as exc:
             logger.info("forwarding a request the proxy cannot read: %s", exc)
             return Decision(body=raw, action="passthrough", identity=identity)
-        hashes = chain_hashes(conv)
         return await self._plan(
             protocol=protocol,
             body=body,
@@ -232,12 +259,44 @@ class Planner:
             head=head,
             conv=conv,
             pending=pending,
-            hashes=hashes,
+            chain=_Chain(conv),
+            records=records,
             identity=identity,
             window=window,
             provider=provider,
             reactive=reactive,
             waited=False,
+        )
+
+    def _fast(
+        self,
+        protocol: WireProtocol,
+        body: dict[str, Any],
+        messages: Sequence[Any],
+        raw: bytes,
+        identity: Identity,
+        window: int,
+    ) -> Decision | None:
+        """The decision for a conversation with no stored substitution whose request is below
+        *auto*, read from the decoded JSON (:mod:`autocompact.serve.fastpath`); ``None``: the
+        full path decides."""
+        stats = wire_stats(protocol.name, body, messages)
+        if stats is None:
+            return None
+        learned = self._states.get(identity.session_id)
+        state = learned[1] if learned is not None and learned[0] == "" else GuardState()
+        tokens, sent = estimate(stats, state)
+        tier = tier_of(tokens, compute_thresholds(window))
+        if tier in _AT_AUTO:
+            return None
+        return Decision(
+            body=raw,
+            action="forward",
+            identity=identity,
+            tokens=tokens,
+            tier=tier,
+            state=state,
+            sent=sent,
         )
 
     async def _plan(
@@ -249,7 +308,8 @@ class Planner:
         head: Sequence[Any],
         conv: Sequence[Any],
         pending: int,
-        hashes: Sequence[str],
+        chain: _Chain,
+        records: Sequence[Record],
         identity: Identity,
         window: int,
         provider: UpstreamProvider,
@@ -257,7 +317,7 @@ class Planner:
         waited: bool,
     ) -> Decision:
         key = protocol.messages_key
-        record = best_record(await self.records(identity.session_id), hashes, pending)
+        record = best_record(records, chain.upto(records, pending), pending)
         state_key = "" if record is None else record.prefix_hash
         learned = self._states.get(identity.session_id)
         if record is None:
@@ -312,13 +372,14 @@ class Planner:
                 protocol, converted, base, measured, current, conv, pending, head, body
             )
         if not waited:
-            newer = best_record(await self.records(identity.session_id), hashes, pending)
+            fresh = await self.records(identity.session_id)
+            newer = best_record(fresh, chain.upto(fresh, pending), pending)
             if newer is not None and (record is None or newer.prefix_len > record.prefix_len):
                 # Another worker compacted this conversation while we waited: use its record.
                 await self._store(self.store.release_lease, lease)
                 return await self._plan(
                     protocol=protocol, body=body, raw=raw, head=head, conv=conv,
-                    pending=pending, hashes=hashes, identity=identity, window=window,
+                    pending=pending, chain=chain, records=fresh, identity=identity, window=window,
                     provider=provider, reactive=reactive, waited=True,
                 )  # fmt: skip
         calls = provider.calls
