@@ -80,30 +80,35 @@ class _Walk:
 
     def __init__(self) -> None:
         self.text = self.json = self.media = self.count = 0
-        self.last = CharStats()
+        self.last = (0, 0, 0)  # plain ints: a frozen dataclass per message costs microseconds
         self.open: set[str] = set()
         self.names: dict[str, str] = {}
 
     def add(
         self, text: int, json_chars: int, media: int, results: list[str], calls: list[str]
     ) -> None:
-        for call_id in results:  # a message's results answer earlier calls, then its calls open
-            if call_id not in self.open:
-                raise _Unread
-            self.open.discard(call_id)
-        self.open.update(calls)
+        if results:  # a message's results answer earlier calls, then its calls open
+            open_calls = self.open
+            for call_id in results:
+                if call_id not in open_calls:
+                    raise _Unread
+                open_calls.discard(call_id)
+        if calls:
+            self.open.update(calls)
         last = self.last
-        self.text += last.text_chars
-        self.json += last.json_chars
-        self.media += last.media_parts
-        self.last = CharStats(text_chars=text, json_chars=json_chars, media_parts=media)
+        self.text += last[0]
+        self.json += last[1]
+        self.media += last[2]
+        self.last = (text, json_chars, media)
         self.count += 1
 
     def result(self, system: str | None, tools: tuple[ToolSpec, ...]) -> WireStats:
         if self.count == 0 or self.open:
             raise _Unread
         history = CharStats(text_chars=self.text, json_chars=self.json, media_parts=self.media)
-        return WireStats(history=history, pending=self.last, system=system, tools=tools)
+        text, json_chars, media = self.last
+        pending = CharStats(text_chars=text, json_chars=json_chars, media_parts=media)
+        return WireStats(history=history, pending=pending, system=system, tools=tools)
 
 
 def _call_chars(name: str, arguments: dict[str, Any]) -> int:
