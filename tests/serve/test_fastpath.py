@@ -27,7 +27,7 @@ from autocompact.errors import AutocompactError
 from autocompact.estimation import Calibration
 from autocompact.guard import ContextGuard, GuardState, request_stats
 from autocompact.serve.anthropic_messages import ANTHROPIC_MESSAGES
-from autocompact.serve.fastpath import estimate, wire_stats
+from autocompact.serve.fastpath import Sizing, estimate, read, wire_stats
 from autocompact.serve.openai_chat import OPENAI_CHAT
 from autocompact.testing import FakeProvider
 from autocompact.transcripts import read_transcript
@@ -317,3 +317,94 @@ def test_responses_always_take_the_full_path() -> None:
     """The Responses protocol is not read by the fast path."""
     body = {"input": [{"role": "user", "content": "hi"}]}
     assert wire_stats("openai_responses", body, body["input"]) is None
+
+
+def _growing(history: list[Message]) -> list[list[dict[str, Any]]]:
+    """The requests of a conversation as an agent sends them: the whole history each time,
+    the last user message carrying a cache_control marker that moves on the next request."""
+    wire = json.loads(json.dumps(to_anthropic_messages(history)))
+    ends = [i + 1 for i, m in enumerate(wire) if m["role"] == "user"]
+    requests = []
+    for end in ends[1::3]:
+        messages = json.loads(json.dumps(wire[:end]))
+        last = messages[-1]
+        if isinstance(last["content"], str):
+            last["content"] = [{"type": "text", "text": last["content"]}]
+        last["content"][-1]["cache_control"] = {"type": "ephemeral"}
+        requests.append(messages)
+    return requests
+
+
+@pytest.mark.parametrize(("name", "history"), HISTORIES[:3], ids=[n for n, _ in HISTORIES[:3]])
+def test_resumed_reading_equals_the_full_path(name: str, history: list[Message]) -> None:
+    """Each request of a growing conversation read from the previous one's reading (markers
+    moving, an early message edited once, a different conversation in between) gives the full
+    path's estimate."""
+    previous: Sizing | None = None
+    requests = _growing(history)
+    compared = 0
+    for step, messages in enumerate(requests):
+        if step == len(requests) // 2:
+            messages[0] = {"role": "user", "content": "an edited first message"}
+        if step == len(requests) // 3:
+            previous = read("anthropic_messages", _a({"role": "user", "content": "x"}), [])
+        body = _a(*messages, tools=TOOLS_ANTHROPIC)
+        sizing = read("anthropic_messages", body, messages, previous=previous)
+        expected = full_path("anthropic_messages", body, GuardState())
+        if expected is None:  # cut between parallel tool results: both paths refuse it
+            assert sizing is None, step
+            continue
+        assert sizing is not None, step
+        assert estimate(sizing.stats, GuardState()) == expected, step
+        previous = sizing
+        compared += 1
+    assert compared > 3
+
+
+def test_resumed_reading_reads_only_what_was_added() -> None:
+    """A request that repeats the last one's messages resumes from its checkpoint: the
+    reading does not look at the repeated messages again (a poisoned copy is not read)."""
+    first = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    body = _a(*first, {"role": "user", "content": "c"})
+    sizing = read("anthropic_messages", body, body["messages"])
+    assert sizing is not None
+    assert sizing.walk.checkpoints[-1] is not None
+
+    class Poisoned(dict):  # type: ignore[type-arg]
+        """Equal to the message it copies, but unreadable: reading it fails the walk."""
+
+        def get(self, *args: Any) -> Any:
+            raise AssertionError("a repeated message was read again")
+
+    repeated = [Poisoned(m) for m in body["messages"]] + [
+        {"role": "assistant", "content": "d"},
+        {"role": "user", "content": "e"},
+    ]
+    again = read("anthropic_messages", _a(*repeated), repeated, previous=sizing)
+    assert again is not None
+    expected = full_path(
+        "anthropic_messages", _a(*first, *[{"role": "user", "content": "c"}], *repeated[3:]),
+        GuardState(),
+    )  # fmt: skip
+    assert estimate(again.stats, GuardState()) == expected
+
+
+def test_openai_resumes_only_at_message_boundaries() -> None:
+    """OpenAI tool results join the next user message: a reading resumes only where no tool
+    result is pending, and gives the full path's estimate."""
+    base = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "q"},
+        CALL,
+        {"role": "tool", "tool_call_id": "c1", "content": "out"},
+    ]
+    body = _a(*base)
+    first = read("openai_chat", body, body["messages"])
+    assert first is not None
+    assert first.walk.checkpoints[0] is None
+    assert first.walk.checkpoints[-1] is None
+    grown = [*base, {"role": "user", "content": "more"}]
+    body = _a(*grown)
+    again = read("openai_chat", body, grown, previous=first)
+    assert again is not None
+    assert estimate(again.stats, GuardState()) == full_path("openai_chat", body, GuardState())

@@ -46,7 +46,7 @@ from autocompact.serve.anthropic_messages import anthropic_tools
 from autocompact.serve.openai_chat import openai_tools
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
 
-__all__ = ["WireStats", "estimate", "wire_stats"]
+__all__ = ["Sizing", "WireStats", "estimate", "read", "wire_stats"]
 
 _RESULT_OVERHEAD = 21  # len('{"name":,"response":}'): a function response's JSON around its values
 
@@ -72,41 +72,98 @@ class _Unread(Exception):
     """Something the walk does not read exactly as the converter does: take the full path."""
 
 
+_Checkpoint = tuple[Any, ...]
+
+
 class _Walk:
     """Content-model messages as they are completed: their statistics summed, their tool
-    calls and results paired as :func:`autocompact.validation.scan_history` pairs them."""
+    calls and results paired as :func:`autocompact.validation.scan_history` pairs the history
+    the guard is given (every message but the pending one, which is not checked; calls the last
+    history message left open allowed when it is a model message); after each wire message, a
+    checkpoint a later request of the conversation resumes from."""
 
-    __slots__ = ("count", "json", "last", "media", "names", "open", "text")
+    __slots__ = (
+        "checkpoints", "count", "json", "last", "media", "names", "open", "pairs",
+        "prev_model", "started", "systems", "text",
+    )  # fmt: skip
 
     def __init__(self) -> None:
         self.text = self.json = self.media = self.count = 0
-        self.last = (0, 0, 0)  # plain ints: a frozen dataclass per message costs microseconds
-        self.open: set[str] = set()
+        # The last message, not yet history: (text, json, media, results, calls, is model).
+        self.last: tuple[int, int, int, tuple[str, ...], tuple[str, ...], bool] = (
+            0, 0, 0, (), (), False,
+        )  # fmt: skip
+        self.prev_model = False  # whether the last history message is a model message
+        self.open: dict[str, int] = {}  # open call id -> the history message that made it
         self.names: dict[str, str] = {}
+        self.pairs: list[tuple[str, str]] = []  # every (call id, name), in order
+        self.checkpoints: list[_Checkpoint | None] = []
+        self.started = False  # OpenAI: past the leading system messages
+        self.systems: list[str] = []
+
+    def resume(self, previous: _Walk, start: int) -> None:
+        """Continue ``previous`` after its first ``start`` wire messages (a checkpoint)."""
+        point = previous.checkpoints[start - 1]
+        assert point is not None
+        (self.count, self.text, self.json, self.media, self.last, self.prev_model, names,
+         opened) = point  # fmt: skip
+        self.pairs = previous.pairs[:names]
+        self.names = dict(self.pairs)
+        self.open = dict(opened)
+        self.checkpoints = previous.checkpoints[:start]
+        self.started = True
+        self.systems = previous.systems
+
+    def name(self, call_id: str, name: str) -> None:
+        self.names[call_id] = name
+        self.pairs.append((call_id, name))
+
+    def mark(self, clean: bool) -> None:
+        """A checkpoint after one more wire message (``clean``: a content-model message
+        boundary, nothing pending)."""
+        if not clean:
+            self.checkpoints.append(None)
+            return
+        opened = tuple(self.open.items())
+        point = (self.count, self.text, self.json, self.media, self.last, self.prev_model,
+                 len(self.pairs), opened)  # fmt: skip
+        self.checkpoints.append(point)
 
     def add(
-        self, text: int, json_chars: int, media: int, results: list[str], calls: list[str]
+        self,
+        text: int,
+        json_chars: int,
+        media: int,
+        results: list[str],
+        calls: list[str],
+        model: bool,
     ) -> None:
-        if results:  # a message's results answer earlier calls, then its calls open
-            open_calls = self.open
-            for call_id in results:
-                if call_id not in open_calls:
-                    raise _Unread
-                open_calls.discard(call_id)
-        if calls:
-            self.open.update(calls)
+        """One more content-model message; the one before it becomes history."""
         last = self.last
-        self.text += last[0]
-        self.json += last[1]
-        self.media += last[2]
-        self.last = (text, json_chars, media)
+        if self.count:
+            index = self.count - 1
+            open_calls = self.open
+            for call_id in last[3]:  # its results answer earlier calls, then its calls open
+                if open_calls.pop(call_id, None) is None:
+                    raise _Unread
+            for call_id in last[4]:
+                open_calls[call_id] = index
+            self.prev_model = last[5]
+            self.text += last[0]
+            self.json += last[1]
+            self.media += last[2]
+        self.last = (text, json_chars, media, tuple(results), tuple(calls), model)
         self.count += 1
 
     def result(self, system: str | None, tools: tuple[ToolSpec, ...]) -> WireStats:
-        if self.count == 0 or self.open:
-            raise _Unread
+        if self.count == 0 or self.last[5]:
+            raise _Unread  # the pending message must be a user message
+        if self.open:
+            last_history = self.count - 2
+            if not self.prev_model or any(i != last_history for i in self.open.values()):
+                raise _Unread  # a call never answered
         history = CharStats(text_chars=self.text, json_chars=self.json, media_parts=self.media)
-        text, json_chars, media = self.last
+        text, json_chars, media = self.last[:3]
         pending = CharStats(text_chars=text, json_chars=json_chars, media_parts=media)
         return WireStats(history=history, pending=pending, system=system, tools=tools)
 
@@ -157,7 +214,9 @@ def _media_ok(block: Mapping[str, Any]) -> None:
 # -- Anthropic Messages ------------------------------------------------------------------------
 
 
-def _anthropic(body: Mapping[str, Any], messages: Sequence[Any]) -> WireStats:
+def _anthropic(
+    body: Mapping[str, Any], messages: Sequence[Any], walk: _Walk, start: int
+) -> WireStats:
     system = body.get("system")
     if system is not None and type(system) is not str:
         if type(system) is not list:
@@ -168,9 +227,9 @@ def _anthropic(body: Mapping[str, Any], messages: Sequence[Any]) -> WireStats:
                 raise _Unread
             texts.append(str(block.get("text", "")))
         system = "\n\n".join(texts)
-    walk = _Walk()
     names = walk.names
-    for message in messages:
+    for index in range(start, len(messages)):
+        message = messages[index]
         if type(message) is not dict:
             raise _Unread
         role = message.get("role")
@@ -178,7 +237,8 @@ def _anthropic(body: Mapping[str, Any], messages: Sequence[Any]) -> WireStats:
         if role != "user" and role != "assistant":
             raise _Unread
         if type(content) is str:
-            walk.add(len(content), 0, 0, [], [])
+            walk.add(len(content), 0, 0, [], [], role == "assistant")
+            walk.mark(True)
             continue
         if type(content) is not list:
             raise _Unread
@@ -208,7 +268,7 @@ def _anthropic(body: Mapping[str, Any], messages: Sequence[Any]) -> WireStats:
                 arguments = block.get("input", {})
                 if type(arguments) is not dict:
                     raise _Unread
-                names[call_id] = name
+                walk.name(call_id, name)
                 json_chars += _call_chars(name, arguments)
                 calls.append(call_id)
             elif kind == "thinking":
@@ -223,7 +283,8 @@ def _anthropic(body: Mapping[str, Any], messages: Sequence[Any]) -> WireStats:
                 media += 1
             else:
                 raise _Unread
-        walk.add(text, json_chars, media, results, calls)
+        walk.add(text, json_chars, media, results, calls, role == "assistant")
+        walk.mark(True)
     if type(messages[-1]) is not dict or messages[-1].get("role") != "user":
         raise _Unread
     return walk.result(system, anthropic_tools(body))
@@ -313,30 +374,29 @@ def _openai_assistant(message: Mapping[str, Any], walk: _Walk) -> None:
         if type(arguments) is not dict:
             raise _Unread
         call_id = _str(call, "id")
-        walk.names[call_id] = name
+        walk.name(call_id, name)
         json_chars += _call_chars(name, arguments)
         calls.append(call_id)
-    walk.add(text, json_chars, 0, [], calls)
+    walk.add(text, json_chars, 0, [], calls, True)
 
 
-def _openai(body: Mapping[str, Any], messages: Sequence[Any]) -> WireStats:
-    systems: list[str] = []
-    walk = _Walk()
+def _openai(body: Mapping[str, Any], messages: Sequence[Any], walk: _Walk, start: int) -> WireStats:
+    systems = walk.systems
     names = walk.names
-    started = False
     group: list[int] | None = None  # an open user turn of tool results: [json chars]
     results: list[str] = []
-    role: Any = None
-    for message in messages:
+    for index in range(start, len(messages)):
+        message = messages[index]
         if type(message) is not dict:
             raise _Unread
         role = message.get("role")
         if role == "system" or role == "developer":
-            if started:
+            if walk.started:
                 raise _Unread
             systems.append(_openai_text(message.get("content")))
+            walk.mark(False)
             continue
-        started = True
+        walk.started = True
         if role == "tool":
             call_id = _str(message, "tool_call_id")
             result = message.get("content")
@@ -353,20 +413,21 @@ def _openai(body: Mapping[str, Any], messages: Sequence[Any]) -> WireStats:
         elif role == "user":
             text, media = _openai_user(message.get("content"))
             if group is not None:
-                walk.add(text, group[0], media, results, [])
+                walk.add(text, group[0], media, results, [], False)
                 group = None
             else:
-                walk.add(text, 0, media, [], [])
+                walk.add(text, 0, media, [], [], False)
         elif role == "assistant":
             if group is not None:
-                walk.add(0, group[0], 0, results, [])
+                walk.add(0, group[0], 0, results, [], False)
                 group = None
             _openai_assistant(message, walk)
         else:
             raise _Unread
+        walk.mark(group is None)
     if group is not None:
-        walk.add(0, group[0], 0, results, [])
-    elif role != "user":
+        walk.add(0, group[0], 0, results, [], False)
+    elif type(messages[-1]) is not dict or messages[-1].get("role") != "user":
         raise _Unread  # the last content-model message must be the pending user turn
     system = "\n\n".join(systems) if systems else None
     return walk.result(system, openai_tools(body))
@@ -375,21 +436,83 @@ def _openai(body: Mapping[str, Any], messages: Sequence[Any]) -> WireStats:
 _READERS = {"anthropic_messages": _anthropic, "openai_chat": _openai}
 
 
-def wire_stats(protocol: str, body: Mapping[str, Any], messages: Sequence[Any]) -> WireStats | None:
+@dataclass(frozen=True, kw_only=True)
+class Sizing:
+    """One request's reading, kept per conversation so the next request resumes from it.
+
+    Attributes:
+        protocol: the wire protocol it was read in.
+        messages: the decoded messages (compared with the next request's).
+        stats: what was read.
+        weight: the request's size in bytes (what a cache of readings is bounded by).
+    """
+
+    protocol: str
+    messages: Sequence[Any]
+    stats: WireStats
+    weight: int
+    walk: _Walk
+
+
+def _same_prefix(old: Sequence[Any], new: Sequence[Any]) -> int:
+    """How many leading messages of ``new`` equal ``old``'s (decoded JSON compared as values:
+    one C comparison when the client resent them all unchanged)."""
+    n = min(len(old), len(new))
+    if n == 0 or old[:n] == new[:n]:
+        return n
+    last = n - 1  # most often only the last few differ (a moved cache_control marker)
+    while last > 0 and n - last <= 8 and old[last] == new[last]:
+        last -= 1
+    if old[:last] == new[:last]:
+        return last
+    for index in range(last):
+        if old[index] != new[index]:
+            return index
+    return last
+
+
+def read(
+    protocol: str,
+    body: Mapping[str, Any],
+    messages: Sequence[Any],
+    *,
+    previous: Sizing | None = None,
+    weight: int = 0,
+) -> Sizing | None:
     """The request's statistics read from its decoded JSON (``None``: take the full path).
 
     Args:
         protocol: the wire protocol's name (Responses requests always take the full path).
         body: the decoded body.
         messages: its whole message array (system messages included).
+        previous: the reading of the conversation's last request: the messages this one
+            repeats unchanged (compared as decoded values) are not read again.
+        weight: the request's size in bytes (kept on the reading).
     """
     reader = _READERS.get(protocol)
     if reader is None or not messages:
         return None
+    walk = _Walk()
+    start = 0
+    if previous is not None and previous.protocol == protocol:
+        same = _same_prefix(previous.messages, messages)
+        points = previous.walk.checkpoints
+        start = same
+        while start > 0 and points[start - 1] is None:
+            start -= 1
+        if start > 0:
+            walk.resume(previous.walk, start)
     try:
-        return reader(body, messages)
+        stats = reader(body, messages, walk, start)
     except (_Unread, RecursionError, ValueError, TypeError):
         return None
+    return Sizing(protocol=protocol, messages=messages, stats=stats, weight=weight, walk=walk)
+
+
+def wire_stats(protocol: str, body: Mapping[str, Any], messages: Sequence[Any]) -> WireStats | None:
+    """The request's statistics read from its decoded JSON (``None``: take the full path)."""
+    sizing = read(protocol, body, messages)
+    return None if sizing is None else sizing.stats
 
 
 def estimate(

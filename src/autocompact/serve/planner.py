@@ -33,7 +33,7 @@ from autocompact.guard import (
     learn_from_usage,
     request_stats,
 )
-from autocompact.serve.fastpath import estimate, wire_stats
+from autocompact.serve.fastpath import Sizing, estimate, read
 from autocompact.serve.identity import Identity, identify
 from autocompact.serve.protocol import Converted, WireProtocol
 from autocompact.serve.substitution import (
@@ -54,6 +54,10 @@ logger = logging.getLogger("autocompact.serve")
 _AT_AUTO = (Tier.AUTO, Tier.HARD)
 CACHE_ENTRIES = 1024
 """How many conversations' snapshots and failure states a worker keeps in memory."""
+SIZING_BYTES = 64 * 1024 * 1024
+"""The request bytes whose readings a worker keeps (each conversation's last request, the
+decoded messages held about 3-4 times their size in memory) so the next request of the same
+conversation reads only what it adds."""
 
 
 def _remember(cache: OrderedDict[str, Any], key: str, value: Any) -> None:
@@ -157,6 +161,9 @@ class Planner:
         # (a failed compaction's breaker count, the calibration reported usage taught).
         self._states: OrderedDict[str, tuple[str, GuardState]] = OrderedDict()
         self._limiter = anyio.CapacityLimiter(8)
+        # Per conversation: the last request's reading, which the next one resumes from.
+        self._sizings: OrderedDict[str, Sizing] = OrderedDict()
+        self._sizing_bytes = 0
 
     async def _store(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=self._limiter)
@@ -242,11 +249,11 @@ class Planner:
         identity = identify(headers, body, conv, protocol.name)
         if protocol.client_compaction(body, messages):
             return Decision(body=raw, action="client-compaction", identity=identity)
-        records = await self.records(identity.session_id)
-        if not records and not reactive and self.fast_path:
-            fast = self._fast(protocol, body, messages, raw, identity, window)
-            if fast is not None:
-                return fast
+        records, fast = await self._records_and_fast(
+            protocol, body, messages, raw, identity, window, reactive
+        )
+        if fast is not None and not records:
+            return fast
         try:
             pending = protocol.convert(body, messages).pending_start - lead
         except ContentError as exc:
@@ -268,6 +275,36 @@ class Planner:
             waited=False,
         )
 
+    async def _records_and_fast(
+        self,
+        protocol: WireProtocol,
+        body: dict[str, Any],
+        messages: Sequence[Any],
+        raw: bytes,
+        identity: Identity,
+        window: int,
+        reactive: bool,
+    ) -> tuple[list[Record], Decision | None]:
+        """The conversation's records, and the fast decision read meanwhile (the store's
+        answer comes from a worker thread while this one reads the request)."""
+        if reactive or not self.fast_path:
+            return await self.records(identity.session_id), None
+        found: list[Any] = []
+
+        async def fetch() -> None:
+            try:
+                found.append(await self.records(identity.session_id))
+            except BaseException as exc:  # re-raised below, outside the task group
+                found.append(exc)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(fetch)
+            await anyio.sleep(0)  # the lookup goes to its thread before the reading starts
+            fast = self._fast(protocol, body, messages, raw, identity, window)
+        if isinstance(found[0], BaseException):
+            raise found[0]
+        return found[0], fast
+
     def _fast(
         self,
         protocol: WireProtocol,
@@ -277,15 +314,19 @@ class Planner:
         identity: Identity,
         window: int,
     ) -> Decision | None:
-        """The decision for a conversation with no stored substitution whose request is below
-        *auto*, read from the decoded JSON (:mod:`autocompact.serve.fastpath`); ``None``: the
-        full path decides."""
-        stats = wire_stats(protocol.name, body, messages)
-        if stats is None:
+        """The decision for a request below *auto*, read from the decoded JSON
+        (:mod:`autocompact.serve.fastpath`), resuming from the conversation's last reading;
+        ``None``: the full path decides. Used only when the conversation has no record."""
+        key = identity.session_id
+        sizing = read(
+            protocol.name, body, messages, previous=self._sizings.get(key), weight=len(raw)
+        )
+        if sizing is None:
             return None
-        learned = self._states.get(identity.session_id)
+        self._keep_sizing(key, sizing)
+        learned = self._states.get(key)
         state = learned[1] if learned is not None and learned[0] == "" else GuardState()
-        tokens, sent = estimate(stats, state)
+        tokens, sent = estimate(sizing.stats, state)
         tier = tier_of(tokens, compute_thresholds(window))
         if tier in _AT_AUTO:
             return None
@@ -298,6 +339,19 @@ class Planner:
             state=state,
             sent=sent,
         )
+
+    def _keep_sizing(self, key: str, sizing: Sizing) -> None:
+        """Keep the conversation's last reading, the oldest dropped past :data:`SIZING_BYTES`."""
+        old = self._sizings.pop(key, None)
+        if old is not None:
+            self._sizing_bytes -= old.weight
+        if sizing.weight > SIZING_BYTES:
+            return
+        self._sizings[key] = sizing
+        self._sizing_bytes += sizing.weight
+        while self._sizing_bytes > SIZING_BYTES:
+            _, dropped = self._sizings.popitem(last=False)
+            self._sizing_bytes -= dropped.weight
 
     async def _plan(
         self,
