@@ -454,21 +454,32 @@ class Sizing:
     walk: _Walk
 
 
+_TAIL = 8
+
+
 def _same_prefix(old: Sequence[Any], new: Sequence[Any]) -> int:
-    """How many leading messages of ``new`` equal ``old``'s (decoded JSON compared as values:
-    one C comparison when the client resent them all unchanged)."""
+    """How many leading messages of ``new`` equal ``old``'s (decoded JSON compared as values,
+    in C). An agent resends the history unchanged, except at most its last few messages (a
+    cache_control marker moved): those are compared one by one, the rest in one comparison."""
     n = min(len(old), len(new))
-    if n == 0 or old[:n] == new[:n]:
-        return n
-    last = n - 1  # most often only the last few differ (a moved cache_control marker)
-    while last > 0 and n - last <= 8 and old[last] == new[last]:
-        last -= 1
-    if old[:last] == new[:last]:
-        return last
-    for index in range(last):
+    if n == 0:
+        return 0
+    if old[n - 1] == new[n - 1]:
+        if old[:n] == new[:n]:
+            return n
+    else:
+        low = max(0, n - _TAIL)
+        first = n - 1
+        for index in range(low, n - 1):
+            if old[index] != new[index]:
+                first = index
+                break
+        if old[:low] == new[:low]:
+            return first
+    for index in range(n):  # an edit further back: found one message at a time
         if old[index] != new[index]:
             return index
-    return last
+    return n
 
 
 def read(
