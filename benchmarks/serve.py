@@ -267,7 +267,9 @@ def socket_series(tokens: int, n: int, seconds: float) -> bool:
             ServeConfig(
                 upstreams={"openai": up + "/v1"},
                 store=f"sqlite:///{tmp / 'busy.db'}",
-                context_window=tokens * 6 // 5,
+                # at auto: 6/5 of the request (proportional thresholds); a large
+                # window's auto threshold sits a fixed ~33K tokens under it
+                context_window=tokens * 6 // 5 if tokens < 500_000 else tokens + 20_000,
             )
         )
         with (
