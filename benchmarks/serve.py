@@ -47,7 +47,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from autocompact.guard import GuardState
 from autocompact.serve import ServeApp, ServeConfig
+from autocompact.serve.fastpath import estimate, wire_stats
 
 SNAPSHOT = (
     "<state_snapshot><overall_goal>benchmark</overall_goal><constraints>none</constraints>"
@@ -253,6 +255,9 @@ def socket_series(tokens: int, n: int, seconds: float) -> bool:
     upstream = Upstream()
     big = history(tokens)
     body = json.dumps({"model": "m", "messages": big}).encode()
+    stats = wire_stats("openai_chat", {"messages": big}, big)
+    assert stats is not None
+    est = estimate(stats, GuardState())[0]  # the engine's estimate (the first request checks it)
     small = json.dumps({"model": "m", "messages": history(1_000)}).encode()
     tmp = Path(tempfile.mkdtemp())
     with running(upstream.app()) as up:
@@ -269,7 +274,7 @@ def socket_series(tokens: int, n: int, seconds: float) -> bool:
                 store=f"sqlite:///{tmp / 'busy.db'}",
                 # at auto: 6/5 of the request (proportional thresholds); a large
                 # window's auto threshold sits a fixed ~33K tokens under it
-                context_window=tokens * 6 // 5 if tokens < 500_000 else tokens + 20_000,
+                context_window=est * 6 // 5 if est < 500_000 else est + 20_000,
             )
         )
         with (
