@@ -28,7 +28,7 @@ from autocompact.serve.protocol import (
     tool_spec,
 )
 
-__all__ = ["ANTHROPIC_MESSAGES", "AnthropicMessages", "signed_blocks"]
+__all__ = ["ANTHROPIC_MESSAGES", "AnthropicMessages", "anthropic_tools", "signed_blocks"]
 
 THINKING_OMITTED = "(reasoning omitted)"
 _FINISH = {
@@ -57,6 +57,22 @@ def _blocks(messages: Sequence[Any]) -> list[Mapping[str, Any]]:
     return out
 
 
+def _has_compaction_block(messages: Sequence[Any]) -> bool:
+    """Whether a message holds a ``compaction`` block (one pass, no list built: this runs on
+    every request, over the whole history)."""
+    for message in messages:
+        if type(message) is not dict and not isinstance(message, Mapping):
+            continue
+        content = message.get("content")
+        if type(content) is list:
+            for block in content:
+                if (type(block) is dict or isinstance(block, Mapping)) and block.get(
+                    "type"
+                ) == "compaction":
+                    return True
+    return False
+
+
 def signed_blocks(messages: Sequence[Any]) -> set[tuple[str, str, str]]:
     """``(type, thinking, signature-or-data)`` of every signed block in wire messages."""
     found = set()
@@ -76,7 +92,8 @@ def _key(block: Mapping[str, Any]) -> tuple[str, str, str] | None:
     return None
 
 
-def _tools(body: Mapping[str, Any]) -> tuple[ToolSpec, ...]:
+def anthropic_tools(body: Mapping[str, Any]) -> tuple[ToolSpec, ...]:
+    """The request's tool declarations as the estimate counts them."""
     tools = body.get("tools")
     if not isinstance(tools, list):
         return ()
@@ -104,7 +121,7 @@ class AnthropicMessages:
         return Converted(
             system=system,
             messages=tuple(history),
-            tools=_tools(body),
+            tools=anthropic_tools(body),
             pending_start=max(len(messages) - 1, 0),
         )
 
@@ -126,7 +143,7 @@ class AnthropicMessages:
     def client_compaction(self, body: Mapping[str, Any], messages: Sequence[Any]) -> bool:
         """A compaction block, a compaction request in ``context_management``, or a summary
         request of the agent's own."""
-        if any(block.get("type") == "compaction" for block in _blocks(messages)):
+        if _has_compaction_block(messages):
             return True
         management = body.get("context_management")
         if isinstance(management, Mapping) and "compact" in json.dumps(management):

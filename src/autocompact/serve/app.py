@@ -201,10 +201,12 @@ class ServeApp:
         if request.method != "POST" or request.url.path != "/v1/responses":
             return await self._guarded(request, RESPONSES, self._passthrough)
         raw = await request.body()
-        try:
-            stateful = bool(json.loads(raw).get("previous_response_id"))
-        except (ValueError, AttributeError):
-            stateful = False  # the chat path answers with the protocol's error
+        stateful = False
+        if b'"previous_response_id"' in raw or b"\\u" in raw:  # decoded only when it may say
+            try:
+                stateful = bool(json.loads(raw).get("previous_response_id"))
+            except (ValueError, AttributeError):
+                stateful = False  # the chat path answers with the protocol's error
         handler = self._passthrough if stateful else self._chat
         return await self._guarded(request, RESPONSES, handler)
 

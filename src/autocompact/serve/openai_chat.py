@@ -22,7 +22,7 @@ from autocompact.serve.protocol import (
     tool_spec,
 )
 
-__all__ = ["OPENAI_CHAT", "OpenAIChat"]
+__all__ = ["OPENAI_CHAT", "OpenAIChat", "openai_tools"]
 
 _FINISH = {
     "stop": FinishReason.STOP,
@@ -49,7 +49,8 @@ def pending_start(messages: Sequence[Any]) -> int:
     return start
 
 
-def _tools(body: Mapping[str, Any]) -> tuple[ToolSpec, ...]:
+def openai_tools(body: Mapping[str, Any]) -> tuple[ToolSpec, ...]:
+    """The request's tool declarations as the estimate counts them."""
     tools = body.get("tools")
     if not isinstance(tools, list):
         return ()
@@ -89,7 +90,7 @@ class OpenAIChat:
         return Converted(
             system=system,
             messages=tuple(history),
-            tools=_tools(body),
+            tools=openai_tools(body),
             pending_start=pending_start(messages),
         )
 

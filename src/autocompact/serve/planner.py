@@ -33,6 +33,7 @@ from autocompact.guard import (
     learn_from_usage,
     request_stats,
 )
+from autocompact.serve.fastpath import Sizing, estimate, read
 from autocompact.serve.identity import Identity, identify
 from autocompact.serve.protocol import Converted, WireProtocol
 from autocompact.serve.substitution import (
@@ -53,6 +54,10 @@ logger = logging.getLogger("autocompact.serve")
 _AT_AUTO = (Tier.AUTO, Tier.HARD)
 CACHE_ENTRIES = 1024
 """How many conversations' snapshots and failure states a worker keeps in memory."""
+SIZING_BYTES = 64 * 1024 * 1024
+"""The request bytes whose readings a worker keeps (each conversation's last request, the
+decoded messages held about 3-4 times their size in memory) so the next request of the same
+conversation reads only what it adds."""
 
 
 def _remember(cache: OrderedDict[str, Any], key: str, value: Any) -> None:
@@ -99,6 +104,23 @@ class Decision:
         return self.action in ("substituted", "compacted")
 
 
+class _Chain:
+    """A request's chain hashes, computed only as far as a stored record needs them (a
+    conversation with no record hashes nothing)."""
+
+    def __init__(self, conv: Sequence[Any]) -> None:
+        self.conv = conv
+        self.hashes: list[str] = []
+
+    def upto(self, records: Sequence[Record], limit: int) -> list[str]:
+        """The hashes of the first messages, as many as the longest record (at most ``limit``)
+        needs."""
+        need = min(max((r.prefix_len for r in records), default=0), limit, len(self.conv))
+        if need > len(self.hashes):
+            self.hashes = chain_hashes(self.conv[:need])
+        return self.hashes
+
+
 class Planner:
     """Plans requests against one store (see the module docstring).
 
@@ -110,6 +132,9 @@ class Planner:
             mid-compaction holds it this long.
         clock: a monotonic clock.
         sleep: waits between lease attempts.
+        fast_path: read a request with no stored substitution straight from its JSON
+            (:mod:`autocompact.serve.fastpath`); ``False`` converts every request (the
+            benchmark's control).
     """
 
     def __init__(
@@ -121,7 +146,9 @@ class Planner:
         lease_seconds: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        fast_path: bool = True,
     ) -> None:
+        self.fast_path = fast_path
         self.store = store
         self.owner = owner
         self.lease_wait = lease_wait
@@ -134,6 +161,9 @@ class Planner:
         # (a failed compaction's breaker count, the calibration reported usage taught).
         self._states: OrderedDict[str, tuple[str, GuardState]] = OrderedDict()
         self._limiter = anyio.CapacityLimiter(8)
+        # Per conversation: the last request's reading, which the next one resumes from.
+        self._sizings: OrderedDict[str, Sizing] = OrderedDict()
+        self._sizing_bytes = 0
 
     async def _store(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=self._limiter)
@@ -219,12 +249,16 @@ class Planner:
         identity = identify(headers, body, conv, protocol.name)
         if protocol.client_compaction(body, messages):
             return Decision(body=raw, action="client-compaction", identity=identity)
+        records, fast = await self._records_and_fast(
+            protocol, body, messages, raw, identity, window, reactive
+        )
+        if fast is not None and not records:
+            return fast
         try:
             pending = protocol.convert(body, messages).pending_start - lead
         except ContentError as exc:
             logger.info("forwarding a request the proxy cannot read: %s", exc)
             return Decision(body=raw, action="passthrough", identity=identity)
-        hashes = chain_hashes(conv)
         return await self._plan(
             protocol=protocol,
             body=body,
@@ -232,13 +266,92 @@ class Planner:
             head=head,
             conv=conv,
             pending=pending,
-            hashes=hashes,
+            chain=_Chain(conv),
+            records=records,
             identity=identity,
             window=window,
             provider=provider,
             reactive=reactive,
             waited=False,
         )
+
+    async def _records_and_fast(
+        self,
+        protocol: WireProtocol,
+        body: dict[str, Any],
+        messages: Sequence[Any],
+        raw: bytes,
+        identity: Identity,
+        window: int,
+        reactive: bool,
+    ) -> tuple[list[Record], Decision | None]:
+        """The conversation's records, and the fast decision read meanwhile (the store's
+        answer comes from a worker thread while this one reads the request)."""
+        if reactive or not self.fast_path:
+            return await self.records(identity.session_id), None
+        found: list[Any] = []
+
+        async def fetch() -> None:
+            try:
+                found.append(await self.records(identity.session_id))
+            except BaseException as exc:  # re-raised below, outside the task group
+                found.append(exc)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(fetch)
+            await anyio.sleep(0)  # the lookup goes to its thread before the reading starts
+            fast = self._fast(protocol, body, messages, raw, identity, window)
+        if isinstance(found[0], BaseException):
+            raise found[0]
+        return found[0], fast
+
+    def _fast(
+        self,
+        protocol: WireProtocol,
+        body: dict[str, Any],
+        messages: Sequence[Any],
+        raw: bytes,
+        identity: Identity,
+        window: int,
+    ) -> Decision | None:
+        """The decision for a request below *auto*, read from the decoded JSON
+        (:mod:`autocompact.serve.fastpath`), resuming from the conversation's last reading;
+        ``None``: the full path decides. Used only when the conversation has no record."""
+        key = identity.session_id
+        sizing = read(
+            protocol.name, body, messages, previous=self._sizings.get(key), weight=len(raw)
+        )
+        if sizing is None:
+            return None
+        self._keep_sizing(key, sizing)
+        learned = self._states.get(key)
+        state = learned[1] if learned is not None and learned[0] == "" else GuardState()
+        tokens, sent = estimate(sizing.stats, state)
+        tier = tier_of(tokens, compute_thresholds(window))
+        if tier in _AT_AUTO:
+            return None
+        return Decision(
+            body=raw,
+            action="forward",
+            identity=identity,
+            tokens=tokens,
+            tier=tier,
+            state=state,
+            sent=sent,
+        )
+
+    def _keep_sizing(self, key: str, sizing: Sizing) -> None:
+        """Keep the conversation's last reading, the oldest dropped past :data:`SIZING_BYTES`."""
+        old = self._sizings.pop(key, None)
+        if old is not None:
+            self._sizing_bytes -= old.weight
+        if sizing.weight > SIZING_BYTES:
+            return
+        self._sizings[key] = sizing
+        self._sizing_bytes += sizing.weight
+        while self._sizing_bytes > SIZING_BYTES:
+            _, dropped = self._sizings.popitem(last=False)
+            self._sizing_bytes -= dropped.weight
 
     async def _plan(
         self,
@@ -249,7 +362,8 @@ class Planner:
         head: Sequence[Any],
         conv: Sequence[Any],
         pending: int,
-        hashes: Sequence[str],
+        chain: _Chain,
+        records: Sequence[Record],
         identity: Identity,
         window: int,
         provider: UpstreamProvider,
@@ -257,7 +371,7 @@ class Planner:
         waited: bool,
     ) -> Decision:
         key = protocol.messages_key
-        record = best_record(await self.records(identity.session_id), hashes, pending)
+        record = best_record(records, chain.upto(records, pending), pending)
         state_key = "" if record is None else record.prefix_hash
         learned = self._states.get(identity.session_id)
         if record is None:
@@ -312,13 +426,14 @@ class Planner:
                 protocol, converted, base, measured, current, conv, pending, head, body
             )
         if not waited:
-            newer = best_record(await self.records(identity.session_id), hashes, pending)
+            fresh = await self.records(identity.session_id)
+            newer = best_record(fresh, chain.upto(fresh, pending), pending)
             if newer is not None and (record is None or newer.prefix_len > record.prefix_len):
                 # Another worker compacted this conversation while we waited: use its record.
                 await self._store(self.store.release_lease, lease)
                 return await self._plan(
                     protocol=protocol, body=body, raw=raw, head=head, conv=conv,
-                    pending=pending, hashes=hashes, identity=identity, window=window,
+                    pending=pending, chain=chain, records=fresh, identity=identity, window=window,
                     provider=provider, reactive=reactive, waited=True,
                 )  # fmt: skip
         calls = provider.calls

@@ -38,9 +38,37 @@ def _strip(value: Any) -> Any:
     return value
 
 
+def _not_json(value: object) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# ``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)``: the standard
+# library's C encoder made once (json.dumps makes one per call), without the circular check (a
+# decoded request cannot be circular). The same bytes as json.dumps for every JSON value.
+_c_make = getattr(json.encoder, "c_make_encoder", None)
+_c_sorted: Any = (
+    None
+    if _c_make is None
+    else _c_make(None, _not_json, json.encoder.encode_basestring, None, ":", ",", True, False, True)
+)
+_MARKER = '"cache_control"'
+
+
+def _sorted_json(value: Any) -> str:
+    if _c_sorted is None or type(value) is str:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "".join(_c_sorted(value, 0))
+
+
 def canonical(message: Any) -> bytes:
-    """One message as canonical JSON bytes (sorted keys, no ``cache_control``)."""
-    text = json.dumps(_strip(message), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """One message as canonical JSON bytes (sorted keys, no ``cache_control``).
+
+    Serialized once as it is; only a message whose JSON holds a ``"cache_control"`` string (a
+    key, or a value exactly that) is stripped and serialized again: the same bytes either way.
+    """
+    text = _sorted_json(message)
+    if _MARKER in text:
+        text = _sorted_json(_strip(message))
     return text.encode("utf-8")
 
 
