@@ -27,6 +27,7 @@ TESTS = {
         "tests/integrations/test_pydantic_ai.py",
         "tests/integrations/test_pydantic_ai_store.py",
         "tests/integrations/test_integrations_alike.py",
+        "tests/integrations/test_pydantic_ai_window.py",
     ],
     "openai-agents": [
         "tests/integrations/test_openai_agents.py",
