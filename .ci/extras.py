@@ -33,6 +33,7 @@ TESTS = {
         "tests/integrations/test_openai_agents.py",
         "tests/integrations/test_openai_agents_store.py",
         "tests/integrations/test_openai_agents_one_call.py",
+        "tests/integrations/test_openai_agents_defaults.py",
     ],
     "openai": ["tests/providers/test_openai.py", "tests/providers/test_openai_responses.py"],
     "anthropic": [

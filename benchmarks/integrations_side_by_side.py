@@ -324,7 +324,9 @@ def run_agents(condition: Condition, config: str) -> Row:
     if config == "ToolOutputTrimmer":
         run_config = RunConfig(call_model_input_filter=ToolOutputTrimmer())
     elif config == "Autocompact":
-        session = oa.AutocompactSession(session, context_window=WINDOW, hooks=[events.append])
+        session = oa.AutocompactSession(
+            session, context_window=WINDOW, summarizer="offline", hooks=[events.append]
+        )
         run_config = RunConfig(call_model_input_filter=session.call_model_input_filter)
     rejected = 0
 
@@ -342,7 +344,7 @@ def run_agents(condition: Condition, config: str) -> Row:
         return lost
 
     rejected = asyncio.run(main())
-    # The session's default summarizer is offline: these summaries cost no model call.
+    # The session's summarizer is offline here: these summaries cost no model call.
     summaries = sum(
         1 for e in events if isinstance(e, CompactionSucceeded) and e.info.method != "clearing"
     )
