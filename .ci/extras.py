@@ -22,6 +22,7 @@ TESTS = {
         "tests/integrations/test_langchain_docs.py",
         "tests/integrations/test_langchain_store.py",
         "tests/integrations/test_langchain_pending_tools.py",
+        "tests/integrations/test_langchain_usage.py",
     ],
     "pydantic-ai": [
         "tests/integrations/test_pydantic_ai.py",
