@@ -101,3 +101,26 @@ async def test_default_model_summarizer_without_the_filter_says_what_to_do() -> 
     await session.add_items([{"role": "user", "content": "hi " * 30_000}])
     with pytest.raises(ConfigError, match=r"run_config=session.run_config\(\)"):
         await session.run_compaction()
+
+
+async def test_model_named_by_string_resolves_through_the_runs_model_provider() -> None:
+    """An agent whose model is a name: the summaries go to the model that the run's
+    ``model_provider`` (given to ``session.run_config``) returns for that name."""
+    from agents.models.interface import ModelProvider
+
+    model = ScriptedModel(scripted())
+    asked: list[str | None] = []
+
+    class Provider(ModelProvider):
+        def get_model(self, model_name: str | None) -> ScriptedModel:
+            asked.append(model_name)
+            return model
+
+    session = AutocompactSession(SQLiteSession("p"), context_window=WINDOW)
+    agent = Agent(name="coder", instructions="be brief", model="house-model", tools=[read])
+    config = session.run_config(model_provider=Provider())
+    for turn in range(8):
+        await Runner.run(agent, f"task {turn}", session=session, run_config=config)
+    assert set(asked) == {"house-model"}
+    assert any(r["max_tokens"] == 20_000 for r in model.requests)
+    assert max(r["tokens"] for r in chat(model)) < WINDOW
