@@ -3,13 +3,15 @@ model, the window from the model's name, and the side queries counted in the run
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from agents import Agent, Runner, SQLiteSession, function_tool
 
 from autocompact.errors import ConfigError
-from autocompact.integrations.openai_agents import AutocompactSession
+from autocompact.integrations.openai_agents import AutocompactSession, StoreSession
+from autocompact.sessions.stores import SqliteStore
 
 from .agents_script import ScriptedModel
 from .test_openai_agents import WINDOW, read, scripted
@@ -122,5 +124,30 @@ async def test_model_named_by_string_resolves_through_the_runs_model_provider() 
     for turn in range(8):
         await Runner.run(agent, f"task {turn}", session=session, run_config=config)
     assert set(asked) == {"house-model"}
+    assert any(r["max_tokens"] == 20_000 for r in model.requests)
+    assert max(r["tokens"] for r in chat(model)) < WINDOW
+
+
+async def test_store_session_defaults_to_the_agents_model_and_counts_usage(
+    tmp_path: Path,
+) -> None:
+    """``StoreSession`` too: summaries by the agent's own model (learned by the input filter),
+    and each run's ``context_wrapper.usage`` counts every request the model answered in it."""
+    store = SqliteStore(tmp_path / "s.db")
+    model = ScriptedModel(scripted())
+    agent = Agent(name="coder", instructions="be brief", model=model, tools=[read])
+    try:
+        for turn in range(8):
+            session = StoreSession(
+                store, "conv", context_window=WINDOW, turn_id=f"r{turn}", clear_tool_outputs=False
+            )
+            config = session.run_config()
+            before = len(model.requests)
+            result = await Runner.run(agent, f"task {turn}", session=session, run_config=config)
+            seen = model.requests[before:]
+            assert result.context_wrapper.usage.requests == len(seen)
+            assert result.context_wrapper.usage.input_tokens == sum(r["tokens"] for r in seen)
+    finally:
+        store.close()
     assert any(r["max_tokens"] == 20_000 for r in model.requests)
     assert max(r["tokens"] for r in chat(model)) < WINDOW
