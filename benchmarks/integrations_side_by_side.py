@@ -25,8 +25,8 @@ the model profile's ``max_input_tokens`` set to the window (its documented setup
 window; default keep), and ``AutocompactMiddleware(context_window=16_000)``. The Agents SDK (a
 real ``Runner`` on a ``SQLiteSession``): the plain session (control), the SDK's own
 ``ToolOutputTrimmer()`` as ``call_model_input_filter`` (defaults), and
-``AutocompactSession(SQLiteSession(...), context_window=16_000)`` with its
-``call_model_input_filter``. The SDK's ``OpenAIResponsesCompactionSession`` needs the OpenAI API
+``AutocompactSession(SQLiteSession(...), context_window=16_000, summarizer="offline")`` with
+its ``call_model_input_filter``. The SDK's ``OpenAIResponsesCompactionSession`` needs the OpenAI API
 (``responses.compact``) and cannot run offline; pydantic-ai-harness cannot be installed next to
 the pydantic-ai-slim this project needs (it pins slim 2.62; the integration needs 2.64), so
 pydantic-ai has no built-in answer to compare with here.
