@@ -84,3 +84,26 @@ def test_processor_without_any_window_names_the_parameter(make: Any) -> None:
     assert info.value.key == "context_window"
     assert make.__name__ in str(info.value)
     assert sent == []
+
+
+def test_capability_reads_the_window_from_the_known_model_name() -> None:
+    """``Autocompact()`` with no number and no profile window takes the window of the model's
+    name in the table of known models (``gpt-4``: 8,192 tokens)."""
+    from autocompact.integrations.pydantic_ai import Autocompact
+
+    sent: list[int] = []
+    agent = Agent(
+        FunctionModel(reader(sent), model_name="gpt-4"),
+        system_prompt="be brief",
+        capabilities=[Autocompact(summarizer="offline")],
+    )
+
+    @agent.tool_plain
+    def read_file(path: str) -> str:
+        return f"{path}: " + "x" * 3_000
+
+    history: list[pm.ModelMessage] | None = None
+    for turn in range(8):
+        history = agent.run_sync(f"task {turn}", message_history=history).all_messages()
+    assert sum(sent) > 3 * 8_192
+    assert max(sent) < 8_192
