@@ -22,16 +22,19 @@ TESTS = {
         "tests/integrations/test_langchain_docs.py",
         "tests/integrations/test_langchain_store.py",
         "tests/integrations/test_langchain_pending_tools.py",
+        "tests/integrations/test_langchain_usage.py",
     ],
     "pydantic-ai": [
         "tests/integrations/test_pydantic_ai.py",
         "tests/integrations/test_pydantic_ai_store.py",
         "tests/integrations/test_integrations_alike.py",
+        "tests/integrations/test_pydantic_ai_window.py",
     ],
     "openai-agents": [
         "tests/integrations/test_openai_agents.py",
         "tests/integrations/test_openai_agents_store.py",
         "tests/integrations/test_openai_agents_one_call.py",
+        "tests/integrations/test_openai_agents_defaults.py",
     ],
     "openai": ["tests/providers/test_openai.py", "tests/providers/test_openai_responses.py"],
     "anthropic": [

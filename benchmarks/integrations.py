@@ -367,7 +367,10 @@ def run_agents(run: Run, window: int, kind: str) -> Stats:
         session = ItemCountSession(run.name)
     else:
         session = oa.AutocompactSession(
-            SQLiteSession(run.name), context_window=window, hooks=[events.append]
+            SQLiteSession(run.name),
+            context_window=window,
+            summarizer="offline",
+            hooks=[events.append],
         )
         config = RunConfig(call_model_input_filter=session.call_model_input_filter)
 

@@ -25,8 +25,8 @@ the model profile's ``max_input_tokens`` set to the window (its documented setup
 window; default keep), and ``AutocompactMiddleware(context_window=16_000)``. The Agents SDK (a
 real ``Runner`` on a ``SQLiteSession``): the plain session (control), the SDK's own
 ``ToolOutputTrimmer()`` as ``call_model_input_filter`` (defaults), and
-``AutocompactSession(SQLiteSession(...), context_window=16_000)`` with its
-``call_model_input_filter``. The SDK's ``OpenAIResponsesCompactionSession`` needs the OpenAI API
+``AutocompactSession(SQLiteSession(...), context_window=16_000, summarizer="offline")`` with
+its ``call_model_input_filter``. The SDK's ``OpenAIResponsesCompactionSession`` needs the OpenAI API
 (``responses.compact``) and cannot run offline; pydantic-ai-harness cannot be installed next to
 the pydantic-ai-slim this project needs (it pins slim 2.62; the integration needs 2.64), so
 pydantic-ai has no built-in answer to compare with here.
@@ -324,7 +324,9 @@ def run_agents(condition: Condition, config: str) -> Row:
     if config == "ToolOutputTrimmer":
         run_config = RunConfig(call_model_input_filter=ToolOutputTrimmer())
     elif config == "Autocompact":
-        session = oa.AutocompactSession(session, context_window=WINDOW, hooks=[events.append])
+        session = oa.AutocompactSession(
+            session, context_window=WINDOW, summarizer="offline", hooks=[events.append]
+        )
         run_config = RunConfig(call_model_input_filter=session.call_model_input_filter)
     rejected = 0
 
@@ -342,7 +344,7 @@ def run_agents(condition: Condition, config: str) -> Row:
         return lost
 
     rejected = asyncio.run(main())
-    # The session's default summarizer is offline: these summaries cost no model call.
+    # The session's summarizer is offline here: these summaries cost no model call.
     summaries = sum(
         1 for e in events if isinstance(e, CompactionSucceeded) and e.info.method != "clearing"
     )

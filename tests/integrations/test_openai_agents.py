@@ -113,7 +113,7 @@ async def test_filter_learns_instructions_and_tools() -> None:
 async def test_offline_summaries_make_no_model_call() -> None:
     """With the offline summarizer (and clearing) no side query reaches the model."""
     model = ScriptedModel(scripted())
-    session = AutocompactSession(SQLiteSession("s"), context_window=WINDOW)
+    session = AutocompactSession(SQLiteSession("s"), context_window=WINDOW, summarizer="offline")
     await run_turns(model, session, 8)
     assert all(r["max_tokens"] != 20_000 for r in model.requests)
     assert max(r["tokens"] for r in model.requests) < WINDOW
@@ -156,7 +156,7 @@ async def test_compaction_never_cuts_a_pending_call() -> None:
     """A call whose output is not stored yet stays, with everything after it, as it was."""
     store = SQLiteSession("s")
     await store.add_items(big_history(6, pending=True))
-    session = AutocompactSession(store, context_window=WINDOW)
+    session = AutocompactSession(store, context_window=WINDOW, summarizer="offline")
     await session.run_compaction({"force": True})
     items = await session.get_items()
     assert session.compactions[-1].status is CompressionStatus.COMPRESSED
@@ -188,7 +188,7 @@ async def test_a_failed_write_restores_the_items() -> None:
     store = BrokenStore("s")
     original = big_history(6, pending=False)
     await store.add_items(original)
-    session = AutocompactSession(store, context_window=WINDOW)
+    session = AutocompactSession(store, context_window=WINDOW, summarizer="offline")
     store.fail_next = True
     with pytest.raises(OSError, match="disk full"):
         await session.run_compaction({"force": True})
@@ -218,7 +218,7 @@ async def test_below_the_ladder_nothing_changes() -> None:
     """A small session is left alone by run_compaction."""
     store = SQLiteSession("s")
     await store.add_items(big_history(1, pending=False))
-    session = AutocompactSession(store, context_window=WINDOW)
+    session = AutocompactSession(store, context_window=WINDOW, summarizer="offline")
     await session.run_compaction()
     assert session.compactions == []
     assert len(await session.get_items()) == 4
@@ -227,7 +227,7 @@ async def test_below_the_ladder_nothing_changes() -> None:
 async def test_session_protocol_delegates() -> None:
     """get/add/pop/clear go to the underlying session."""
     store = SQLiteSession("s")
-    session = AutocompactSession(store, context_window=WINDOW)
+    session = AutocompactSession(store, context_window=WINDOW, summarizer="offline")
     await session.add_items([{"role": "user", "content": "hi"}])
     assert await session.get_items() == [{"role": "user", "content": "hi"}]
     assert await session.pop_item() == {"role": "user", "content": "hi"}

@@ -41,6 +41,7 @@ __all__ = [
     "provider_scale",
     "refusal_scale",
     "rejection_floor",
+    "trim_window",
 ]
 
 
@@ -159,6 +160,19 @@ def _sizing_scale(
     return ProviderScale(factor=implied, known=True)
 
 
+def trim_window(config: EngineConfig) -> int:
+    """The most a trimmed request may hold on the worst-case scale: the window minus the room
+    its reply needs. That room is ``max_output_tokens`` when set (a provider refuses a request
+    whose input plus output cap exceeds the window); unset, it is the output reserve the
+    ladder keeps free above the effective window, never more than the ladder leaves above
+    *hard* (on small windows the effective window is below *hard*)."""
+    window = config.context_window
+    if config.max_output_tokens is not None:
+        return max(0, window - config.max_output_tokens)
+    thresholds = config.thresholds
+    return max(int(thresholds.hard), thresholds.effective_window)
+
+
 @dataclass(frozen=True, kw_only=True)
 class PlannedRequest:
     """The main request the guarantee lets out.
@@ -210,6 +224,7 @@ def plan_request(
             image_token_estimate=image,
             scale=_sizing_scale(config, state, scale, base),
             fixed_tokens=config.fixed_plain,
+            window=trim_window(config),
         )
         if trimmed.dropped:
             messages, trim = trimmed.messages, trimmed

@@ -62,8 +62,9 @@ __all__ = [
 ]
 
 Item: TypeAlias = Any  # TResponseInputItem: a TypedDict union; items are plain dicts at runtime
-SummarizerChoice: TypeAlias = Literal["offline"] | Provider | Summarizer | Model
-"""``"offline"``: the extractive summarizer; an autocompact provider; a local function; or an
+SummarizerChoice: TypeAlias = Literal["model", "offline"] | Provider | Summarizer | Model
+"""``"model"``: the agent's own model (sessions learn it from their input filter);
+``"offline"``: the extractive summarizer; an autocompact provider; a local function; or an
 Agents SDK ``Model`` (thinking off, 20K cap)."""
 
 # -- conversion ----------------------------------------------------------------------------------
@@ -344,12 +345,14 @@ def summary_service(choice: SummarizerChoice) -> CompressionService:
         return CompressionService(AgentsModelProvider(choice))
     if choice == "offline":
         return CompressionService(None, summarizer=extractive_summary)
+    if choice == "model":
+        raise ConfigError("summarizer='model' needs the agent's model (a session learns it)")
     if isinstance(choice, Provider):
         return CompressionService(choice)
     if callable(choice):
         return CompressionService(None, summarizer=choice)
     raise ConfigError(
-        "summarizer must be 'offline', an autocompact provider, an Agents SDK Model or a "
+        "summarizer must be 'model', 'offline', an autocompact provider, an Agents SDK Model or a "
         f"function, got {choice!r}"
     )
 

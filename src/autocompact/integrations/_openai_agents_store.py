@@ -28,7 +28,7 @@ from autocompact.compaction.plan import CompressionInfo, CompressionTrigger
 from autocompact.compaction.service import drive_flow_async
 from autocompact.content import Message
 from autocompact.engine import Engine
-from autocompact.errors import ContentError, SessionStoreError
+from autocompact.errors import ConfigError, ContentError, SessionStoreError
 from autocompact.estimation import Calibration
 from autocompact.events import Hook
 from autocompact.guard import ContextGuard, GuardResult, GuardState
@@ -41,13 +41,14 @@ from autocompact.integrations._openai_agents_convert import (
     summary_service,
     to_autocompact,
 )
+from autocompact.integrations._openai_agents_model import AgentModel, add_side_usage
 from autocompact.providers.base import ChatRequest, Provider, ToolSpec
 from autocompact.sessions.stores.base import SessionStore, check_session_id
 from autocompact.sessions.stores.binding import default_owner
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
 
 if TYPE_CHECKING:
-    from agents.run_config import CallModelData, ModelInputData
+    from agents.run_config import CallModelData, ModelInputData, RunConfig
 
 __all__ = ["StoreSession"]
 
@@ -76,13 +77,16 @@ class StoreSession:
         context_window: int,
         turn_id: str | None = None,
         owner: str | None = None,
-        summarizer: SummarizerChoice = "offline",
+        summarizer: SummarizerChoice = "model",
         system_instruction: str | None = None,
         tools: Sequence[ToolSpec] = (),
         clear_tool_outputs: bool = True,
         image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE,
         hooks: Sequence[Hook] = (),
     ) -> None:
+        self.model = AgentModel(
+            context_window=context_window, summarizer=summarizer, where="StoreSession"
+        )
         self.store = store
         self.session_id = check_session_id(session_id, store.address)
         self.session_settings = None
@@ -94,16 +98,29 @@ class StoreSession:
         self.trimmed_requests = 0
         self.duplicates = 0
         self._writes = 0
-        self._guard = ContextGuard(
-            context_window=context_window,
-            compression=summary_service(summarizer),
-            clear_tool_outputs=clear_tool_outputs,
-            image_token_estimate=image_token_estimate,
-            hooks=hooks,
-        )
+        self._wrapper: Any = None
+        self._options: dict[str, Any] = {
+            "context_window": context_window,
+            "clear_tool_outputs": clear_tool_outputs,
+            "image_token_estimate": image_token_estimate,
+            "hooks": hooks,
+        }
+        self._built: tuple[object, ContextGuard] | None = None
+        self._offline = summary_service("offline")
 
-    def _core(self) -> Engine:
-        return self._guard.store_core(
+    def _guard(self, *, summarizing: bool = False) -> ContextGuard:
+        """The engine with the summarizer known now. Storing a turn or trimming a request
+        writes no summary: before the input filter has seen the agent's model (the runner may
+        store the input first) those get the offline summarizer's engine; a compaction needs
+        the model (``ConfigError`` when it is not known)."""
+        unknown = self.model.summarizer == "model" and not self.model.seen
+        service = self._offline if unknown and not summarizing else self.model.service()
+        if self._built is None or self._built[0] is not service:
+            self._built = (service, ContextGuard(compression=service, **self._options))
+        return self._built[1]
+
+    def _core(self, *, summarizing: bool = False) -> Engine:
+        return self._guard(summarizing=summarizing).store_core(
             self.store,
             self.session_id,
             owner=self.owner,
@@ -113,14 +130,17 @@ class StoreSession:
 
     # -- the Session protocol --------------------------------------------------------------------
 
-    async def get_items(self, limit: int | None = None) -> list[Item]:
-        """The conversation's live items (a compacted history where a compaction ran)."""
+    async def get_items(self, limit: int | None = None, *, wrapper: Any = None) -> list[Item]:
+        """The conversation's live items (a compacted history where a compaction ran).
+        ``wrapper`` is the runner's run context: the side queries' usage is added to it."""
+        if wrapper is not None:
+            self._wrapper = wrapper
         if not self.store.exists(self.session_id):
             return []
         items = from_autocompact(self.store.load(self.session_id).history)
         return items[-limit:] if limit else items
 
-    async def add_items(self, items: list[Item]) -> None:
+    async def add_items(self, items: list[Item], *, wrapper: Any = None) -> None:
         """Append the items as one stored turn, once per ``"{turn_id}:{n}"``."""
         if not items:
             return
@@ -137,7 +157,7 @@ class StoreSession:
         if not core.store.append(key, converted.messages, usage=None, calibration=None):
             self.duplicates += 1
 
-    async def pop_item(self) -> Item | None:
+    async def pop_item(self, *, wrapper: Any = None) -> Item | None:
         """Refused: a store deletes nothing (use :meth:`clear_session` to start over)."""
         raise SessionStoreError(
             "a session store keeps every turn and removes none: pop_item is not supported; "
@@ -146,20 +166,24 @@ class StoreSession:
             session_id=self.session_id,
         )
 
-    async def clear_session(self) -> None:
+    async def clear_session(self, *, wrapper: Any = None) -> None:
         """Start the conversation over (the store keeps the old turns, replaced by a clear)."""
         if self.store.exists(self.session_id):
             self.store.clear(self.session_id, owner=self.owner)
 
     # -- compaction ------------------------------------------------------------------------------
 
-    async def run_compaction(self, args: dict[str, Any] | None = None) -> None:
+    async def run_compaction(
+        self, args: dict[str, Any] | None = None, *, wrapper: Any = None
+    ) -> None:
         """Compact the stored conversation when the ladder says so (``{"force": True}``: now).
 
         Nothing happens while a call's output is not stored yet, or while another worker holds
         the store's compaction lease. On any failure the stored history is unchanged.
         """
-        core = self._core()
+        if wrapper is not None:
+            self._wrapper = wrapper
+        core = self._core(summarizing=True)
         history = core.history
         if not history or pending_start(history) < len(history):
             return
@@ -177,8 +201,24 @@ class StoreSession:
             await drive_flow_async(flow, provider_for)
         finally:
             self.compactions.extend(core.compactions)
+            if not self.model.local and self._wrapper is not None:
+                add_side_usage(getattr(self._wrapper, "usage", None), tuple(core.compactions))
 
     # -- the guarantee on each outgoing request -------------------------------------------------
+
+    def run_config(self, **options: Any) -> RunConfig:
+        """A ``RunConfig`` with :meth:`call_model_input_filter` installed (``options`` are
+        passed to it): every request protected, and the agent's model learned for summaries."""
+        from agents.run_config import RunConfig
+
+        if "call_model_input_filter" in options:
+            raise ConfigError(
+                "run_config() installs the session's own call_model_input_filter: pass the "
+                "other RunConfig options only",
+                key="call_model_input_filter",
+            )
+        self.model.learn_run_config(options)
+        return RunConfig(call_model_input_filter=self.call_model_input_filter, **options)
 
     def call_model_input_filter(self, data: CallModelData[Any]) -> ModelInputData:
         """For ``RunConfig(call_model_input_filter=session.call_model_input_filter)``: learns the
@@ -187,6 +227,7 @@ class StoreSession:
         from agents.run_config import ModelInputData
 
         model_data = data.model_data
+        self.model.learn(data.agent)
         self.system_instruction = model_data.instructions
         self.tools = agent_tool_specs(data.agent)
         converted = to_autocompact(model_data.input)
@@ -203,7 +244,7 @@ class StoreSession:
         system = "\n\n".join(
             t for t in (self.system_instruction, converted.system_instruction) if t
         )
-        result: GuardResult = self._guard.guarantee(
+        result: GuardResult = self._guard().guarantee(
             converted.messages, system_instruction=system or None, tools=self.tools, state=state
         )
         if not result.trimmed:

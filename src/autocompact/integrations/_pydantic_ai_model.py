@@ -24,6 +24,7 @@ from autocompact.integrations._pydantic_ai_convert import (
     from_autocompact,
     response_part,
 )
+from autocompact.limits import known_limits
 from autocompact.providers.base import (
     AsyncOnlyProvider,
     ChatRequest,
@@ -44,7 +45,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra installed
     raise MissingDependencyError("pydantic-ai-slim", "pydantic-ai") from exc
 
-__all__ = ["PydanticAIModelProvider", "SummarizerChoice", "summary_service"]
+__all__ = ["PydanticAIModelProvider", "SummarizerChoice", "model_window", "summary_service"]
 
 SummarizerChoice: TypeAlias = Literal["model", "offline"] | Provider | Summarizer
 """``"model"``: the agent's own model; ``"offline"``: the extractive summarizer; or any
@@ -131,4 +132,26 @@ def summary_service(choice: SummarizerChoice, model: Model | None) -> Compressio
     raise ConfigError(
         f"summarizer must be 'model', 'offline', an autocompact provider or a function, "
         f"got {choice!r}"
+    )
+
+
+def model_window(model: object) -> int | None:
+    """The context window of a pydantic-ai model: its profile's ``context_window``, else its
+    name in autocompact's table of known models (``None``: neither knows it)."""
+    if not isinstance(model, Model):
+        return None
+    window = model.profile.get("context_window")
+    if isinstance(window, int) and not isinstance(window, bool) and window > 0:
+        return window
+    name = model.model_name
+    known = known_limits(name) if isinstance(name, str) and name else None
+    return known.context_window if known is not None else None
+
+
+def window_error(where: str) -> ConfigError:
+    """The error for a window that neither the caller nor the model gives."""
+    return ConfigError(
+        f"{where} needs the model's context window: pass context_window=… (tokens), or use a "
+        "model whose profile gives context_window (e.g. profile={'context_window': 128_000})",
+        key="context_window",
     )

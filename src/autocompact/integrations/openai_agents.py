@@ -54,9 +54,9 @@ from autocompact.integrations._openai_agents_convert import (
     agent_tool_specs,
     from_autocompact,
     pending_start,
-    summary_service,
     to_autocompact,
 )
+from autocompact.integrations._openai_agents_model import AgentModel, add_side_usage, forward
 from autocompact.integrations._openai_agents_store import StoreSession
 
 __all__ = [
@@ -74,9 +74,14 @@ class AutocompactSession:
 
     Args:
         underlying: the session that stores the items (any ``Session``).
-        context_window: the model's context window in tokens.
-        summarizer: ``"offline"`` (the extractive summarizer), an autocompact provider, an
-            Agents SDK ``Model``, or a function ``(messages) -> summary``.
+        context_window: the model's context window in tokens; ``None`` (the default): the
+            window the Agents SDK's (else autocompact's) table of known models gives the
+            agent's model, learned by the input filter (``ConfigError`` when neither knows it).
+        summarizer: ``"model"`` (the default: the model the agent runs with, learned by the
+            input filter; thinking off, 20K cap), ``"offline"`` (the extractive summarizer,
+            no model call), an autocompact provider, an Agents SDK ``Model``, or a function
+            ``(messages) -> summary``. The side queries count in the run's
+            ``context_wrapper.usage``.
         system_instruction, tools: counted with the history; learned from each request by
             :meth:`call_model_input_filter` when it is installed.
         state: the breaker's count and calibration to start from.
@@ -89,8 +94,8 @@ class AutocompactSession:
         self,
         underlying: Session,
         *,
-        context_window: int,
-        summarizer: SummarizerChoice = "offline",
+        context_window: int | None = None,
+        summarizer: SummarizerChoice = "model",
         system_instruction: str | None = None,
         tools: Sequence[ToolSpec] = (),
         state: GuardState | None = None,
@@ -108,32 +113,59 @@ class AutocompactSession:
         self.trimmed_requests = 0
         self.filtered_requests = 0
         self._warned = False
-        self._guard = ContextGuard(
-            context_window=context_window,
-            compression=summary_service(summarizer),
-            clear_tool_outputs=clear_tool_outputs,
-            image_token_estimate=image_token_estimate,
-            hooks=hooks,
+        self.model = AgentModel(
+            context_window=context_window, summarizer=summarizer, where="AutocompactSession"
         )
+        self._options: dict[str, Any] = {
+            "clear_tool_outputs": clear_tool_outputs,
+            "image_token_estimate": image_token_estimate,
+            "hooks": hooks,
+        }
+        self._built: tuple[tuple[int, int], ContextGuard] | None = None
+        self._wrapper: Any = None
+
+    @property
+    def _guard(self) -> ContextGuard:
+        """The engine for the window and summarizer known now (built again when they change).
+
+        Raises:
+            ConfigError: the window or the agent's model is not known.
+        """
+        window = self.model.window()
+        service = self.model.service()
+        key = (window, id(service))
+        if self._built is None or self._built[0] != key:
+            guard = ContextGuard(context_window=window, compression=service, **self._options)
+            self._built = (key, guard)
+        return self._built[1]
 
     # -- the Session protocol (delegated) --------------------------------------------------------
+    # Each method takes the runner's ``wrapper`` (the run's context), so that the side queries'
+    # usage reaches ``result.context_wrapper.usage``; it is passed on where the underlying
+    # session takes it too.
 
-    async def get_items(self, limit: int | None = None) -> list[Item]:
+    async def get_items(self, limit: int | None = None, *, wrapper: Any = None) -> list[Item]:
         """The underlying session's items."""
-        return await self.underlying.get_items(limit)
+        if wrapper is not None:
+            self._wrapper = wrapper
+        return list(await forward(self.underlying.get_items, limit, wrapper=wrapper))
 
-    async def add_items(self, items: list[Item]) -> None:
+    async def add_items(self, items: list[Item], *, wrapper: Any = None) -> None:
         """Store items in the underlying session."""
-        await self.underlying.add_items(items)
+        await forward(self.underlying.add_items, items, wrapper=wrapper)
 
-    async def pop_item(self) -> Item | None:
+    async def pop_item(self, *, wrapper: Any = None) -> Item | None:
         """Remove and return the newest item."""
-        return await self.underlying.pop_item()
+        return await forward(self.underlying.pop_item, wrapper=wrapper)
 
-    async def clear_session(self) -> None:
+    async def clear_session(self, *, wrapper: Any = None) -> None:
         """Forget every item (and the breaker's count)."""
-        await self.underlying.clear_session()
+        await forward(self.underlying.clear_session, wrapper=wrapper)
         self.state = GuardState(calibration=self.state.calibration)
+
+    def _count_usage(self, compactions: Sequence[CompressionInfo]) -> None:
+        if not self.model.local and self._wrapper is not None:
+            add_side_usage(getattr(self._wrapper, "usage", None), tuple(compactions))
 
     def run_config(self, **options: Any) -> RunConfig:
         """A ``RunConfig`` with this session's :meth:`call_model_input_filter` installed: the
@@ -145,6 +177,7 @@ class AutocompactSession:
                 "other RunConfig options only",
                 key="call_model_input_filter",
             )
+        self.model.learn_run_config(options)
         return RunConfig(call_model_input_filter=self.call_model_input_filter, **options)
 
     def _check_filter(self) -> None:
@@ -163,7 +196,9 @@ class AutocompactSession:
 
     # -- compaction ------------------------------------------------------------------------------
 
-    async def run_compaction(self, args: dict[str, Any] | None = None) -> None:
+    async def run_compaction(
+        self, args: dict[str, Any] | None = None, *, wrapper: Any = None
+    ) -> None:
         """Compact the stored items when the ladder says so (``{"force": True}``: always).
 
         Calls whose output is not stored yet, and everything after them, are left out of the
@@ -171,6 +206,8 @@ class AutocompactSession:
         """
         if args and "response_id" in args:  # the runner's call after a turn
             self._check_filter()
+        if wrapper is not None:
+            self._wrapper = wrapper
         items = await self.underlying.get_items()
         converted = to_autocompact(items)
         messages = converted.messages
@@ -189,6 +226,7 @@ class AutocompactSession:
             reactive=bool(args and args.get("force")),
         )
         self.compactions.extend(result.compactions)
+        self._count_usage(result.compactions)
         self.state = result.state
         if not result.compacted:
             return
@@ -220,6 +258,7 @@ class AutocompactSession:
         """
         model_data = data.model_data
         self.filtered_requests += 1
+        self.model.learn(data.agent)
         self.system_instruction = model_data.instructions
         self.tools = agent_tool_specs(data.agent)
         converted = to_autocompact(model_data.input)

@@ -65,7 +65,9 @@ from autocompact.integrations._pydantic_ai_convert import (
 from autocompact.integrations._pydantic_ai_model import (
     PydanticAIModelProvider,
     SummarizerChoice,
+    model_window,
     summary_service,
+    window_error,
 )
 from autocompact.integrations._pydantic_ai_store import (
     SessionIdSource,
@@ -288,7 +290,8 @@ class Autocompact(AbstractCapability[Any]):
 
     Args:
         context_window: the model's context window in tokens; ``None`` (the default): the model
-            profile's ``context_window`` (a model without one raises ``ConfigError``).
+            profile's ``context_window``, else the model's name in autocompact's table of known
+            models (a model neither knows raises ``ConfigError``).
         summarizer: ``"model"`` (the agent's own model, thinking off, 20K cap), ``"offline"``
             (the extractive summarizer, no model call), an autocompact provider, or a function
             ``(messages) -> summary``.
@@ -316,20 +319,12 @@ class Autocompact(AbstractCapability[Any]):
 
     def _window_from(self, model: Model) -> None:
         """Take the model profile's ``context_window`` when none was given."""
-        if self.context_window is not None:
-            return
-        window = model.profile.get("context_window")
-        if isinstance(window, int) and not isinstance(window, bool) and window > 0:
-            self.context_window = window
+        if self.context_window is None:
+            self.context_window = model_window(model)
 
     def _engine(self) -> _Engine:
         if self.context_window is None:
-            raise ConfigError(
-                "Autocompact needs the model's context window: pass context_window=… (tokens), "
-                "or use a model whose profile gives context_window (e.g. "
-                "profile={'context_window': 128_000})",
-                key="context_window",
-            )
+            raise window_error("Autocompact")
         return _Engine(
             context_window=self.context_window,
             summarizer=self.summarizer,
@@ -479,8 +474,27 @@ def _processor_parts(
     return engine.arguments(messages, _instructions(messages), tools)
 
 
+class _Engines:
+    """The processors' engine, built for the window given or, with none, for the window of
+    the run's model (its profile, else its name in the table of known models)."""
+
+    def __init__(self, context_window: int | None, where: str, **options: Any) -> None:
+        self.context_window = context_window
+        self.where = where
+        self.options = options
+        self.built: dict[int, _Engine] = {}
+
+    def __call__(self, ctx: RunContext[Any]) -> _Engine:
+        window = self.context_window or model_window(ctx.model)
+        if window is None:
+            raise window_error(self.where)
+        if window not in self.built:
+            self.built[window] = _Engine(context_window=window, **self.options)
+        return self.built[window]
+
+
 def async_history_processor(
-    context_window: int,
+    context_window: int | None = None,
     *,
     summarizer: SummarizerChoice = "model",
     clear_tool_outputs: bool = True,
@@ -489,9 +503,11 @@ def async_history_processor(
 ) -> Callable[[RunContext[Any], list[pm.ModelMessage]], Awaitable[list[pm.ModelMessage]]]:
     """An async history processor for ``ProcessHistory``: the ladder (summaries by the agent's
     own model by default) and the guarantee, whose trimming stays in the history (the reactive
-    retry and a request-only trimming need :class:`Autocompact`)."""
-    engine = _Engine(
-        context_window=context_window,
+    retry and a request-only trimming need :class:`Autocompact`). ``context_window=None``: the
+    model profile's ``context_window``, else the model's name in the table of known models."""
+    engines = _Engines(
+        context_window,
+        "async_history_processor",
         summarizer=summarizer,
         clear_tool_outputs=clear_tool_outputs,
         image_token_estimate=image_token_estimate,
@@ -501,6 +517,7 @@ def async_history_processor(
     async def process(
         ctx: RunContext[Any], messages: list[pm.ModelMessage]
     ) -> list[pm.ModelMessage]:
+        engine = engines(ctx)
         converted, arguments = _processor_parts(ctx, messages, engine)
         model = ctx.model if isinstance(ctx.model, Model) else None
         result = await engine.guard(model).arun(converted.messages, **arguments)
@@ -511,7 +528,7 @@ def async_history_processor(
 
 
 def history_processor(
-    context_window: int,
+    context_window: int | None = None,
     *,
     summarizer: SummarizerChoice = "offline",
     clear_tool_outputs: bool = True,
@@ -519,14 +536,17 @@ def history_processor(
     hooks: Sequence[Hook] = (),
 ) -> Callable[[RunContext[Any], list[pm.ModelMessage]], list[pm.ModelMessage]]:
     """A synchronous history processor for ``ProcessHistory``: the ladder, with summaries by a
-    synchronous autocompact provider or a local summarizer (the extractive one by default)."""
+    synchronous autocompact provider or a local summarizer (the extractive one by default).
+    ``context_window=None``: the model profile's ``context_window``, else the model's name in
+    the table of known models."""
     if summarizer == "model":
         raise ConfigError(
             "the synchronous history processor cannot call the agent's (async) model: use "
             "async_history_processor or the Autocompact capability"
         )
-    engine = _Engine(
-        context_window=context_window,
+    engines = _Engines(
+        context_window,
+        "history_processor",
         summarizer=summarizer,
         clear_tool_outputs=clear_tool_outputs,
         image_token_estimate=image_token_estimate,
@@ -534,6 +554,7 @@ def history_processor(
     )
 
     def process(ctx: RunContext[Any], messages: list[pm.ModelMessage]) -> list[pm.ModelMessage]:
+        engine = engines(ctx)
         converted, arguments = _processor_parts(ctx, messages, engine)
         result = engine.guard(None).run(converted.messages, **arguments)
         _add_usage(ctx, result.compactions, local=engine.local)
