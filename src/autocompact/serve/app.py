@@ -27,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from autocompact.compaction.split import COMPRESSION_PRESERVE_THRESHOLD
 from autocompact.errors import AutocompactError
 from autocompact.limits import known_limits, query_server_limits, resolve_limits
 from autocompact.serve.anthropic_messages import ANTHROPIC_MESSAGES
@@ -66,6 +67,10 @@ class ServeConfig:
         lease_wait: seconds to wait for another worker's compaction of the same conversation.
         lease_seconds: how long a compaction lease lasts (longer than a side query may take; a
             worker killed mid-compaction blocks its conversation's compaction this long).
+        summary_target_tokens: the summary's target size and so the side query's output cap
+            (``None``: the engine's default; a small local model that runs on to its cap is
+            cheaper with a small one).
+        keep_share: the share of the history a compaction keeps verbatim.
     """
 
     upstreams: Mapping[str, str]
@@ -76,6 +81,8 @@ class ServeConfig:
     side_query_timeout: float = 300.0
     lease_wait: float = 60.0
     lease_seconds: float = 330.0
+    summary_target_tokens: int | None = None
+    keep_share: float = COMPRESSION_PRESERVE_THRESHOLD
     owner: str = field(default_factory=lambda: f"serve-{socket.gethostname()}-{os.getpid()}")
 
     def __post_init__(self) -> None:
@@ -92,6 +99,16 @@ class ServeConfig:
                 raise ConfigError(
                     f"the {name} upstream {url!r} is not an http(s) URL", key="upstream"
                 )
+        if self.summary_target_tokens is not None and self.summary_target_tokens < 1:
+            raise ConfigError(
+                f"--summary-target-tokens must be a positive count, got "
+                f"{self.summary_target_tokens}",
+                key="summary_target_tokens",
+            )
+        if not 0 <= self.keep_share < 1:
+            raise ConfigError(
+                f"--keep-share must be in [0, 1), got {self.keep_share}", key="keep_share"
+            )
 
 
 def target_url(base: str, path: str, query: str = "") -> str:
@@ -127,6 +144,8 @@ class ServeApp:
             owner=config.owner,
             lease_wait=config.lease_wait,
             lease_seconds=config.lease_seconds,
+            keep_share=config.keep_share,
+            summary_target_tokens=config.summary_target_tokens,
         )
         self.transport = transport
         self.clock = clock
@@ -401,7 +420,7 @@ class ServeApp:
                 await response.aclose()
             if status < 400:
                 await self._commit(decision, protocol)
-                self.planner.learn(decision, reported_prompt_tokens(content))
+                await self.planner.learn(decision, reported_prompt_tokens(content))
             await self.planner.release(decision)
             self._log(request, decision, status, added)
             return Response(content, status_code=status, headers=headers)
@@ -436,7 +455,9 @@ class ServeApp:
                     await response.aclose()
                     if ok and status < 400:
                         await self._commit(decision, protocol)
-                        self.planner.learn(decision, reported_prompt_tokens(bytes(tail + head)))
+                        await self.planner.learn(
+                            decision, reported_prompt_tokens(bytes(tail + head))
+                        )
                     await self.planner.release(decision)
                     self._log(request, decision, status, added)
 

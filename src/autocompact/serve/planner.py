@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 
 from autocompact import CompressionService
+from autocompact.compaction.split import COMPRESSION_PRESERVE_THRESHOLD
 from autocompact.content import CharStats
 from autocompact.errors import AutocompactError, ContentError
 from autocompact.guard import (
@@ -35,6 +36,13 @@ from autocompact.guard import (
 )
 from autocompact.serve.identity import Identity, identify
 from autocompact.serve.protocol import Converted, WireProtocol
+from autocompact.serve.shared import (
+    SharedState,
+    calibration_moved,
+    current_state,
+    state_messages,
+    state_turn_id,
+)
 from autocompact.serve.substitution import (
     Record,
     best_record,
@@ -53,6 +61,24 @@ logger = logging.getLogger("autocompact.serve")
 _AT_AUTO = (Tier.AUTO, Tier.HARD)
 CACHE_ENTRIES = 1024
 """How many conversations' snapshots and failure states a worker keeps in memory."""
+
+
+_STATE_WRITE_ATTEMPTS = 5
+
+
+def _state_of(shared: SharedState | None) -> GuardState:
+    """The carried state a shared state holds (the initial one when none, or unreadable)."""
+    if shared is None:
+        return GuardState()
+    try:
+        return GuardState.from_dict(shared.state)
+    except ContentError as exc:
+        logger.warning("ignoring a stored state that does not read: %s", exc)
+        return GuardState()
+
+
+def _breaker(state: GuardState) -> tuple[int, int | None]:
+    return state.consecutive_failures, state.hold_until
 
 
 def _remember(cache: OrderedDict[str, Any], key: str, value: Any) -> None:
@@ -77,7 +103,7 @@ class Decision:
         lease: the conversation's lease, to give back when the request is done.
         side_queries: how many summary requests this decision made.
         state: the engine's state for what was sent (what reported usage teaches).
-        state_key: the record that state belongs to (``""``: none).
+        protocol: the wire protocol's name (the store session's meta).
         sent: the character statistics of what was sent (``None``: not read).
     """
 
@@ -90,7 +116,7 @@ class Decision:
     lease: Lease | None = None
     side_queries: int = 0
     state: GuardState | None = None
-    state_key: str = ""
+    protocol: str = ""
     sent: CharStats | None = None
 
     @property
@@ -110,6 +136,7 @@ class Planner:
             mid-compaction holds it this long.
         clock: a monotonic clock.
         sleep: waits between lease attempts.
+        keep_share, summary_target_tokens: the compaction's settings (``ContextGuard``'s).
     """
 
     def __init__(
@@ -121,25 +148,26 @@ class Planner:
         lease_seconds: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        keep_share: float = COMPRESSION_PRESERVE_THRESHOLD,
+        summary_target_tokens: int | None = None,
     ) -> None:
+        self.keep_share = keep_share
+        self.summary_target_tokens = summary_target_tokens
         self.store = store
         self.owner = owner
         self.lease_wait = lease_wait
         self.lease_seconds = lease_seconds
         self.clock = clock
         self.sleep = sleep
-        # Bounded caches: a long-running proxy sees many conversations.
+        # Bounded cache: a long-running proxy sees many conversations.
         self._snapshots: OrderedDict[str, Snapshot] = OrderedDict()
-        # Per conversation: the state the last request left, and the record it belongs to
-        # (a failed compaction's breaker count, the calibration reported usage taught).
-        self._states: OrderedDict[str, tuple[str, GuardState]] = OrderedDict()
         self._limiter = anyio.CapacityLimiter(8)
 
     async def _store(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=self._limiter)
 
-    async def records(self, session_id: str) -> list[Record]:
-        """The conversation's stored records (extending the last snapshot read)."""
+    async def _load(self, session_id: str) -> Snapshot | None:
+        """The conversation as stored now (extending the last snapshot read)."""
 
         def load() -> Snapshot | None:
             cached = self._snapshots.get(session_id)
@@ -147,12 +175,50 @@ class Planner:
                 return None
             return self.store.load(session_id, after=cached)
 
-        snapshot = await self._store(load)
+        snapshot: Snapshot | None = await self._store(load)
+        if snapshot is not None:
+            _remember(self._snapshots, session_id, snapshot)
+        return snapshot
+
+    async def records(self, session_id: str) -> list[Record]:
+        """The conversation's stored records."""
+        return (await self._read(session_id))[0]
+
+    async def _read(self, session_id: str) -> tuple[list[Record], SharedState | None]:
+        """The conversation's stored records and its current shared state."""
+        snapshot = await self._load(session_id)
         if snapshot is None:
-            return []
-        _remember(self._snapshots, session_id, snapshot)
+            return [], None
         found = (record_from_entry(e.turn_id, e.messages) for e in snapshot.entries)
-        return [r for r in found if r is not None]
+        return [r for r in found if r is not None], current_state(snapshot.entries)
+
+    async def _write_state(
+        self,
+        session_id: str,
+        protocol: str,
+        change: Callable[[GuardState], GuardState | None],
+    ) -> None:
+        """Append ``change(current state)`` to the conversation's state chain (module
+        :mod:`autocompact.serve.shared`); when another worker wrote first, read it and again."""
+        meta = {"kind": "autocompact-serve", "protocol": protocol}
+        await self._store(self.store.ensure, session_id, meta)
+        for _ in range(_STATE_WRITE_ATTEMPTS):
+            _, shared = await self._read(session_id)
+            new = change(_state_of(shared))
+            if new is None:
+                return
+            data = new.to_dict()
+            result = await self._store(
+                self.store.append_turn,
+                session_id,
+                state_turn_id(shared.seq if shared is not None else 0),
+                state_messages(data),
+                calibration=data["calibration"],
+                owner=self.owner,
+            )
+            if not result.duplicate:
+                return
+        logger.warning("the shared state of %s moved under every write; not written", session_id)
 
     async def commit(self, decision: Decision, protocol: str) -> None:
         """Store the decision's record (after the upstream accepted the request)."""
@@ -169,13 +235,26 @@ class Planner:
             owner=self.owner,
         )
 
-    def learn(self, decision: Decision, prompt_tokens: int | None) -> None:
-        """Teach the conversation's calibration the upstream's count of what was sent."""
+    async def learn(self, decision: Decision, prompt_tokens: int | None) -> None:
+        """Teach the conversation's calibration, in the store, the upstream's count of what
+        was sent (written only when it moved: :func:`~autocompact.serve.shared.calibration_moved`;
+        a store that fails is logged, the response is not failed for it)."""
         identity, state, sent = decision.identity, decision.state, decision.sent
         if identity is None or state is None or sent is None or not prompt_tokens:
             return
-        learned = learn_from_usage(state, sent, prompt_tokens)
-        _remember(self._states, identity.session_id, (decision.state_key, learned))
+        learned = learn_from_usage(state, sent, prompt_tokens).calibration
+        if not calibration_moved(state.calibration, learned):
+            return
+
+        def change(current: GuardState) -> GuardState | None:
+            if not calibration_moved(current.calibration, learned):
+                return None
+            return replace(current, calibration=learned)
+
+        try:
+            await self._write_state(identity.session_id, decision.protocol, change)
+        except AutocompactError as exc:
+            logger.error("could not store the calibration: %s", exc)
 
     async def release(self, decision: Decision) -> None:
         """Give the decision's lease back."""
@@ -257,20 +336,18 @@ class Planner:
         waited: bool,
     ) -> Decision:
         key = protocol.messages_key
-        record = best_record(await self.records(identity.session_id), hashes, pending)
-        state_key = "" if record is None else record.prefix_hash
-        learned = self._states.get(identity.session_id)
+        records, shared = await self._read(identity.session_id)
+        record = best_record(records, hashes, pending)
+        # The conversation's state, whichever worker left it (module autocompact.serve.shared).
+        state = _state_of(shared)
         if record is None:
-            current, state = list(conv), GuardState()
+            current = list(conv)
             as_sent = raw
         else:
             current = json.loads(record.replacement) + list(conv[record.prefix_len :])
-            state = GuardState.from_dict(record.state)
             as_sent = splice_body(
                 body, key, record.replacement, conv[record.prefix_len :], head=head
             )
-        if learned is not None and learned[0] == state_key:
-            state = learned[1]
         action = "forward" if record is None else "substituted"
         try:
             converted = protocol.convert(body, [*head, *current])
@@ -280,6 +357,8 @@ class Planner:
         guard = ContextGuard(
             context_window=window,
             compression=CompressionService(provider, native_compaction=False),
+            keep_share=self.keep_share,
+            summary_target_tokens=self.summary_target_tokens,
         )
         options: dict[str, Any] = {
             "system_instruction": converted.system,
@@ -299,7 +378,7 @@ class Planner:
             tokens=measured.tokens,
             tier=tier,
             state=state,
-            state_key=state_key,
+            protocol=protocol.name,
             sent=request_stats(
                 converted.messages, system_instruction=converted.system, tools=converted.tools
             ),
@@ -331,8 +410,16 @@ class Planner:
             protocol, converted, base, result, current, conv, pending, head, body
         )
         if decision.record is None:
-            _remember(self._states, identity.session_id, (state_key, result.state))
-            await self._store(self.store.release_lease, lease)
+            try:
+                if result.compactions or _breaker(result.state) != _breaker(state):
+                    # A failed compaction: the breaker's count and hold, for every worker.
+                    await self._write_state(
+                        identity.session_id,
+                        protocol.name,
+                        lambda now: replace(result.state, calibration=now.calibration),
+                    )
+            finally:
+                await self._store(self.store.release_lease, lease)
             return replace(decision, side_queries=provider.calls - calls)
         return replace(decision, lease=lease, side_queries=provider.calls - calls)
 
@@ -370,7 +457,6 @@ class Planner:
         base = replace(
             base,
             state=result.state,
-            state_key=record.prefix_hash if record is not None else base.state_key,
             sent=sent_stats,
         )
         if result.trimmed:

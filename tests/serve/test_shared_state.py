@@ -1,0 +1,88 @@
+"""The conversation's calibration and breaker live in the store: two proxy instances (two
+workers) over one SQLite store learn and count together."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from autocompact.serve import ServeApp, ServeConfig
+
+from .scripted import ScriptedUpstream, running
+from .test_compaction import _long_anthropic
+
+HEADERS = {"x-autocompact-conversation": "shared-state"}
+
+
+@pytest.fixture
+def two_workers(
+    tmp_path: Path, upstream: tuple[ScriptedUpstream, str]
+) -> Iterator[tuple[ScriptedUpstream, str, str, str]]:
+    """Two proxies (workers A and B) over one SQLite store and the scripted upstream."""
+    script, url = upstream
+    config = ServeConfig(
+        upstreams={"anthropic": url},
+        store=f"sqlite:///{tmp_path / 'serve.db'}",
+        context_window=script.window,
+        lease_wait=5.0,
+    )
+    apps = [ServeApp(config), ServeApp(config)]
+    with running(apps[0].asgi) as a, running(apps[1].asgi) as b:
+        yield script, url, a, b
+    for app in apps:
+        app.store.close()
+
+
+def _send(url: str, body: dict[str, Any]) -> httpx.Response:
+    reply = httpx.post(f"{url}/v1/messages", json=body, headers=HEADERS, timeout=30)
+    assert reply.status_code == 200
+    return reply
+
+
+def test_calibration_learnt_on_one_worker_is_used_on_another(
+    two_workers: tuple[ScriptedUpstream, str, str, str], tmp_path: Path
+) -> None:
+    """The upstream's count reported to worker A (bytes/3, above the cold estimate) makes
+    worker B compact a request the cold estimate puts below auto. Control: a proxy over a
+    fresh store forwards that request."""
+    script, upstream, a, b = two_workers
+    assert _send(a, _long_anthropic(12)).headers["x-autocompact-action"] == "forward"
+    body = _long_anthropic(13)
+    assert _send(b, body).headers["x-autocompact-action"] == "compacted"
+    assert script.rejected == 0
+    config = ServeConfig(
+        upstreams={"anthropic": upstream},
+        store=f"sqlite:///{tmp_path / 'fresh.db'}",
+        context_window=script.window,
+    )
+    fresh = ServeApp(config)
+    with running(fresh.asgi) as url:
+        control = _send(url, body)
+    fresh.store.close()
+    assert control.headers["x-autocompact-action"] == "forward"
+
+
+def test_failures_on_one_worker_count_on_another(
+    two_workers: tuple[ScriptedUpstream, str, str, str],
+) -> None:
+    """Summaries that fail on workers A, B, A (empty replies) open the breaker for the
+    conversation on both: B's next request at auto makes no side query and is trimmed under
+    the window. Per-worker counts (1 on B) would have let it try again."""
+    script, _, a, b = two_workers
+    script.summary_reply = ""
+    tried = []
+    for url, turns in ((a, 16), (b, 19), (a, 22)):
+        before = script.summaries_started
+        reply = _send(url, _long_anthropic(turns))
+        assert reply.headers["x-autocompact-compacted"] == "false"
+        tried.append(script.summaries_started - before)
+    assert all(n > 0 for n in tried), tried  # each worker's compaction asked for a summary
+    before = script.summaries_started
+    reply = _send(b, _long_anthropic(25))
+    assert script.summaries_started == before  # the breaker is open on B too
+    assert reply.headers["x-autocompact-action"] == "trimmed"
+    assert script.rejected == 0
