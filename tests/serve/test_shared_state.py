@@ -1,5 +1,6 @@
 """The conversation's calibration and breaker live in the store: two proxy instances (two
-workers) over one SQLite store learn and count together."""
+workers) over one store (SQLite; PostgreSQL when ``AUTOCOMPACT_TEST_POSTGRES_DSN`` is set) learn
+and count together."""
 
 from __future__ import annotations
 
@@ -14,19 +15,21 @@ from autocompact.serve import ServeApp, ServeConfig
 
 from .scripted import ScriptedUpstream, running
 from .test_compaction import _long_anthropic
+from .test_workers import _dsn
 
 HEADERS = {"x-autocompact-conversation": "shared-state"}
 
 
-@pytest.fixture
+@pytest.fixture(params=["sqlite", "postgresql"])
 def two_workers(
-    tmp_path: Path, upstream: tuple[ScriptedUpstream, str]
+    request: pytest.FixtureRequest, tmp_path: Path, upstream: tuple[ScriptedUpstream, str]
 ) -> Iterator[tuple[ScriptedUpstream, str, str, str]]:
-    """Two proxies (workers A and B) over one SQLite store and the scripted upstream."""
+    """Two proxies (workers A and B) over one store and the scripted upstream."""
     script, url = upstream
+    store = f"sqlite:///{tmp_path / 'serve.db'}" if request.param == "sqlite" else _dsn()
     config = ServeConfig(
         upstreams={"anthropic": url},
-        store=f"sqlite:///{tmp_path / 'serve.db'}",
+        store=store,
         context_window=script.window,
         lease_wait=5.0,
     )

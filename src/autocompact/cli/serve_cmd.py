@@ -102,9 +102,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--lease-seconds",
         type=float,
-        default=330.0,
         help="how long a compaction lease lasts (a worker killed mid-compaction holds its "
-        "conversation's lease this long; default 330)",
+        "conversation's lease this long; default: --side-query-timeout plus 30)",
+    )
+    parser.add_argument(
+        "--side-query-timeout",
+        type=float,
+        default=300.0,
+        help="seconds to wait for one summary request (default 300)",
     )
     parser.add_argument(
         "--summary-target-tokens",
@@ -163,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
         "max_body_bytes": args.max_body_bytes,
         "timeout": args.timeout,
         "lease_seconds": args.lease_seconds,
+        "side_query_timeout": args.side_query_timeout,
         "summary_target_tokens": args.summary_target_tokens,
         "keep_share": args.keep_share,
     }
