@@ -134,6 +134,7 @@ def test_forty_turns_through_the_proxy_never_rejected(
                     log.write(
                         f"turn {i}: {action} compacted={raw.headers['x-autocompact-compacted']} "
                         f"tier={raw.headers.get('x-autocompact-tier')} "
+                        f"side_queries={raw.headers.get('x-autocompact-side-queries', '0')} "
                         f"prompt={reply.usage.prompt_tokens if reply.usage else '?'} "
                         f"t={time.monotonic() - start:.0f}s\n"
                     )
