@@ -89,3 +89,42 @@ def test_failures_on_one_worker_count_on_another(
     assert script.summaries_started == before  # the breaker is open on B too
     assert reply.headers["x-autocompact-action"] == "trimmed"
     assert script.rejected == 0
+
+
+class _StateWritesFail:
+    """A store whose state writes fail (everything else is the real store)."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def append_turn(self, session_id: str, turn_id: str, *args: Any, **kwargs: Any) -> Any:
+        from autocompact.errors import SessionStoreError
+
+        if turn_id.startswith("state:"):
+            raise SessionStoreError("the store is down (scripted)", store="scripted")
+        return self._store.append_turn(session_id, turn_id, *args, **kwargs)
+
+
+def test_a_failed_state_write_still_sends_the_guarded_request(
+    tmp_path: Path, upstream: tuple[ScriptedUpstream, str]
+) -> None:
+    """When the breaker's count cannot be stored, the request still goes out as the guard made
+    it (trimmed under the window), not as the client sent it (over the window)."""
+    from autocompact.sessions.stores import open_store
+
+    script, url = upstream
+    script.summary_reply = ""
+    config = ServeConfig(
+        upstreams={"anthropic": url},
+        store=f"sqlite:///{tmp_path / 'serve.db'}",
+        context_window=script.window,
+    )
+    app = ServeApp(config, store=_StateWritesFail(open_store(config.store)))  # type: ignore[arg-type]
+    with running(app.asgi) as proxy:
+        reply = _send(proxy, _long_anthropic(25))
+    app.store.close()
+    assert reply.headers["x-autocompact-action"] == "trimmed"
+    assert script.rejected == 0

@@ -60,7 +60,7 @@ __all__ = ["Decision", "Planner"]
 logger = logging.getLogger("autocompact.serve")
 _AT_AUTO = (Tier.AUTO, Tier.HARD)
 CACHE_ENTRIES = 1024
-"""How many conversations' snapshots and failure states a worker keeps in memory."""
+"""How many conversations' snapshots a worker keeps in memory."""
 
 
 _STATE_WRITE_ATTEMPTS = 5
@@ -418,6 +418,8 @@ class Planner:
                         protocol.name,
                         lambda now: replace(result.state, calibration=now.calibration),
                     )
+            except AutocompactError as exc:  # the request still goes out as the guard made it
+                logger.error("could not store the breaker's count: %s", exc)
             finally:
                 await self._store(self.store.release_lease, lease)
             return replace(decision, side_queries=provider.calls - calls)
