@@ -128,3 +128,49 @@ def test_a_failed_state_write_still_sends_the_guarded_request(
     app.store.close()
     assert reply.headers["x-autocompact-action"] == "trimmed"
     assert script.rejected == 0
+
+
+def test_calibration_is_written_until_it_can_lower_then_when_it_moves() -> None:
+    """A calibration is written back while it has fewer reports than lowering an estimate
+    needs, then only when its factor or its JSON share moved."""
+    from autocompact.estimation import CALIBRATION_MIN_SAMPLES, Calibration
+    from autocompact.serve.shared import calibration_moved
+
+    young = Calibration(factor=0.6, samples=CALIBRATION_MIN_SAMPLES - 1, json_share=0.9)
+    same = Calibration(factor=0.6, samples=CALIBRATION_MIN_SAMPLES, json_share=0.9)
+    assert calibration_moved(young, same)  # it needs the report to lower the estimate
+    grown = Calibration(factor=0.601, samples=CALIBRATION_MIN_SAMPLES + 1, json_share=0.91)
+    assert not calibration_moved(same, grown)  # converged: no write per request
+    assert calibration_moved(same, Calibration(factor=0.7, samples=9, json_share=0.9))
+    assert calibration_moved(same, Calibration(factor=0.6, samples=9, json_share=0.7))
+    assert not calibration_moved(same, Calibration())  # nothing learnt
+
+
+def test_the_state_chain_ignores_a_state_written_from_a_replaced_one() -> None:
+    """The current state is the end of the chain: a record resets it, and a state entry based
+    on an entry that is no longer the end (written while a record came in) is ignored."""
+    import json
+
+    from autocompact.content import Message, TextPart
+    from autocompact.serve.shared import current_state, state_messages
+    from autocompact.sessions.stores.base import Entry
+
+    def entry(seq: int, turn_id: str, messages: tuple[Message, ...]) -> Entry:
+        return Entry(seq=seq, pos=seq, kind="turn", turn_id=turn_id, messages=messages)
+
+    record = {"autocompact_serve_record": 1, "prefix_len": 2, "prefix_hash": "h",
+              "replacement": "[]", "state": {"consecutive_failures": 0}}  # fmt: skip
+    entries = [
+        entry(1, "state:0", state_messages({"consecutive_failures": 1})),
+        entry(2, "state:1", state_messages({"consecutive_failures": 2})),
+        entry(3, "sub:h", (Message(role="user", parts=(TextPart(text=json.dumps(record)),)),)),
+        entry(4, "state:2", state_messages({"consecutive_failures": 3})),  # stale base
+    ]
+    assert current_state(entries[:2]) is not None
+    assert current_state(entries[:2]).state == {"consecutive_failures": 2}  # type: ignore[union-attr]
+    end = current_state(entries)
+    assert end is not None
+    assert end.seq == 3
+    assert end.state == {"consecutive_failures": 0}
+    entries.append(entry(5, "state:3", state_messages({"consecutive_failures": 1})))
+    assert current_state(entries).state == {"consecutive_failures": 1}  # type: ignore[union-attr]

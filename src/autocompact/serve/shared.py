@@ -26,12 +26,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from autocompact.content import Message, TextPart
-from autocompact.estimation import Calibration
+from autocompact.estimation import CALIBRATION_MIN_SAMPLES, Calibration
 from autocompact.serve.substitution import record_from_entry
 from autocompact.sessions.stores.base import Entry
 
 __all__ = [
     "CALIBRATION_TOLERANCE",
+    "SHARE_TOLERANCE",
     "STATE_PREFIX",
     "SharedState",
     "calibration_moved",
@@ -45,6 +46,8 @@ _VERSION = 1
 CALIBRATION_TOLERANCE = 0.02
 """A learnt calibration is written back when its factor moved by more than this share (or it
 was the first sample): a converged calibration costs no store write per request."""
+SHARE_TOLERANCE = 0.05
+"""A learnt calibration is written back when the JSON share it was learnt on moved by more."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,9 +109,21 @@ def current_state(entries: Sequence[Entry]) -> SharedState | None:
 
 
 def calibration_moved(old: Calibration, new: Calibration) -> bool:
-    """Whether ``new`` is worth writing over ``old`` (see :data:`CALIBRATION_TOLERANCE`)."""
+    """Whether ``new`` is worth writing over ``old``: until the calibration has the
+    :data:`~autocompact.estimation.CALIBRATION_MIN_SAMPLES` reports it needs to lower an
+    estimate, always; then when its factor moved by more than :data:`CALIBRATION_TOLERANCE` or
+    the JSON share of the content it was learnt on by more than :data:`SHARE_TOLERANCE` (a
+    factor is applied only to content of the mix it was learnt on)."""
     if new.samples == 0:
         return False
-    if old.samples == 0:
+    if old.samples < CALIBRATION_MIN_SAMPLES:
+        return True
+    if (old.json_share is None) != (new.json_share is None):
+        return True
+    if (
+        old.json_share is not None
+        and new.json_share is not None
+        and abs(new.json_share - old.json_share) > SHARE_TOLERANCE
+    ):
         return True
     return abs(new.factor - old.factor) > CALIBRATION_TOLERANCE * old.factor
