@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from autocompact.compaction.plan import CompressionInfo, CompressionStatus
 from autocompact.compaction.service import CompressionService, drive_flow, drive_flow_async
+from autocompact.compaction.split import COMPRESSION_PRESERVE_THRESHOLD
 from autocompact.content import CharStats, Message, json_length
 from autocompact.engine import CarriedState, ConversationState, Engine, EngineConfig
 from autocompact.errors import ConfigError, ContentError
@@ -118,6 +119,9 @@ class ContextGuard:
         clear_tool_outputs: clear old tool output (no model call) before summarizing.
         image_token_estimate: tokens per image or document.
         hooks: callables that receive every :mod:`autocompact.events` record.
+        keep_share: the share of the history a compaction keeps verbatim.
+        summary_target_tokens: the summary's target size and so its output cap (``None``:
+            the default).
     """
 
     def __init__(
@@ -128,11 +132,15 @@ class ContextGuard:
         clear_tool_outputs: bool = True,
         image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE,
         hooks: Sequence[Hook] = (),
+        keep_share: float = COMPRESSION_PRESERVE_THRESHOLD,
+        summary_target_tokens: int | None = None,
     ) -> None:
         self.context_window = context_window
         self.compression = compression
         self.clear_tool_outputs = clear_tool_outputs
         self.image_token_estimate = image_token_estimate
+        self.keep_share = keep_share
+        self.summary_target_tokens = summary_target_tokens
         self.hooks = tuple(hooks)
 
     def _core(
@@ -196,6 +204,8 @@ class ContextGuard:
             tools=tools,
             image_token_estimate=self.image_token_estimate,
             clear_tool_outputs=self.clear_tool_outputs,
+            keep_share=self.keep_share,
+            summary_target_tokens=self.summary_target_tokens,
         )
 
     def flow(

@@ -84,6 +84,8 @@ class Exchange:
     request: Any
     status: int
     body: bytes
+    raw: bytes = b""
+    """The request's body bytes as received."""
 
     @property
     def is_chat(self) -> bool:
@@ -193,7 +195,9 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         except ValueError:
             request = raw
         with self.server.lock:
-            self.server.exchanges.append(Exchange(self.command, self.path, request, status, body))
+            self.server.exchanges.append(
+                Exchange(self.command, self.path, request, status, body, raw)
+            )
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))

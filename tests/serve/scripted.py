@@ -68,6 +68,8 @@ class ScriptedUpstream:
     drop_stream_after: int | None = None
     delay: float = 0.0
     summary_delay: float = 0.0
+    summary_reply: str = SNAPSHOT
+    """What a summary request is answered with (Anthropic; ``""``: an empty summary)."""
     url: str = ""
 
     def app(self) -> Starlette:
@@ -264,7 +266,7 @@ class ScriptedUpstream:
             self.summaries_started += 1
             await asyncio.sleep(self.summary_delay)
             self.summaries += 1
-            content: list[dict[str, Any]] = [{"type": "text", "text": SNAPSHOT}]
+            content: list[dict[str, Any]] = [{"type": "text", "text": self.summary_reply}]
             stop = "end_turn"
         elif body.get("tools") and not last_is_result:
             tool = {"type": "tool_use", "id": f"toolu_{len(messages)}", "name": "read"}

@@ -102,9 +102,26 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--lease-seconds",
         type=float,
-        default=330.0,
         help="how long a compaction lease lasts (a worker killed mid-compaction holds its "
-        "conversation's lease this long; default 330)",
+        "conversation's lease this long; default: --side-query-timeout plus 30)",
+    )
+    parser.add_argument(
+        "--side-query-timeout",
+        type=float,
+        default=300.0,
+        help="seconds to wait for one summary request (default 300)",
+    )
+    parser.add_argument(
+        "--summary-target-tokens",
+        type=_positive,
+        help="the summary's target size and so the summary request's output cap (default: "
+        "the engine's; a small local model that runs on to its cap is faster with e.g. 400)",
+    )
+    parser.add_argument(
+        "--keep-share",
+        type=float,
+        default=0.3,
+        help="share of the history a compaction keeps verbatim (default 0.3)",
     )
     parser.add_argument("--log-level", default="info", help="log level (default info)")
     parser.set_defaults(handler=run)
@@ -151,6 +168,9 @@ def run(args: argparse.Namespace) -> int:
         "max_body_bytes": args.max_body_bytes,
         "timeout": args.timeout,
         "lease_seconds": args.lease_seconds,
+        "side_query_timeout": args.side_query_timeout,
+        "summary_target_tokens": args.summary_target_tokens,
+        "keep_share": args.keep_share,
     }
     config = _config(data)  # checks the values before any worker starts
     logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")

@@ -27,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from autocompact.compaction.split import COMPRESSION_PRESERVE_THRESHOLD
 from autocompact.errors import AutocompactError
 from autocompact.limits import known_limits, query_server_limits, resolve_limits
 from autocompact.serve.anthropic_messages import ANTHROPIC_MESSAGES
@@ -42,13 +43,15 @@ from autocompact.serve.upstream import UpstreamProvider, forward_headers, respon
 from autocompact.sessions.stores import open_store
 from autocompact.sessions.stores.base import SessionStore
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "ServeApp", "ServeConfig", "create_app"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "LEASE_MARGIN", "ServeApp", "ServeConfig", "create_app"]
 
 logger = logging.getLogger("autocompact.serve")
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 UPSTREAM_NAMES = ("openai", "anthropic")
 _USAGE_WINDOW = 16 * 1024
+LEASE_MARGIN = 30.0
+"""Seconds a compaction lease lasts beyond the side query's timeout by default."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,8 +67,14 @@ class ServeConfig:
         timeout: seconds to wait for the upstream.
         side_query_timeout: seconds to wait for a summary.
         lease_wait: seconds to wait for another worker's compaction of the same conversation.
-        lease_seconds: how long a compaction lease lasts (longer than a side query may take; a
-            worker killed mid-compaction blocks its conversation's compaction this long).
+        lease_seconds: how long a compaction lease lasts (``None``: ``side_query_timeout`` plus
+            :data:`LEASE_MARGIN` seconds, what one side query may take; a worker killed
+            mid-compaction blocks its conversation's compaction this long, while its requests
+            wait ``lease_wait`` and then go out trimmed under the window).
+        summary_target_tokens: the summary's target size and so the side query's output cap
+            (``None``: the engine's default; a small local model that runs on to its cap is
+            cheaper with a small one).
+        keep_share: the share of the history a compaction keeps verbatim.
     """
 
     upstreams: Mapping[str, str]
@@ -75,7 +84,9 @@ class ServeConfig:
     timeout: float = 600.0
     side_query_timeout: float = 300.0
     lease_wait: float = 60.0
-    lease_seconds: float = 330.0
+    lease_seconds: float | None = None
+    summary_target_tokens: int | None = None
+    keep_share: float = COMPRESSION_PRESERVE_THRESHOLD
     owner: str = field(default_factory=lambda: f"serve-{socket.gethostname()}-{os.getpid()}")
 
     def __post_init__(self) -> None:
@@ -92,6 +103,30 @@ class ServeConfig:
                 raise ConfigError(
                     f"the {name} upstream {url!r} is not an http(s) URL", key="upstream"
                 )
+        for name in ("timeout", "side_query_timeout", "lease_wait", "lease_seconds"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                flag = "--" + name.replace("_", "-")
+                raise ConfigError(
+                    f"{flag} must be a positive number of seconds, got {value}", key=name
+                )
+        if self.summary_target_tokens is not None and self.summary_target_tokens < 1:
+            raise ConfigError(
+                f"--summary-target-tokens must be a positive count, got "
+                f"{self.summary_target_tokens}",
+                key="summary_target_tokens",
+            )
+        if not 0 <= self.keep_share < 1:
+            raise ConfigError(
+                f"--keep-share must be in [0, 1), got {self.keep_share}", key="keep_share"
+            )
+
+    @property
+    def lease_length(self) -> float:
+        """How long a compaction lease lasts (see ``lease_seconds``)."""
+        if self.lease_seconds is not None:
+            return self.lease_seconds
+        return self.side_query_timeout + LEASE_MARGIN
 
 
 def target_url(base: str, path: str, query: str = "") -> str:
@@ -126,7 +161,9 @@ class ServeApp:
             self.store,
             owner=config.owner,
             lease_wait=config.lease_wait,
-            lease_seconds=config.lease_seconds,
+            lease_seconds=config.lease_length,
+            keep_share=config.keep_share,
+            summary_target_tokens=config.summary_target_tokens,
         )
         self.transport = transport
         self.clock = clock
@@ -411,7 +448,7 @@ class ServeApp:
                 await response.aclose()
             if status < 400:
                 await self._commit(decision, protocol)
-                self.planner.learn(decision, reported_prompt_tokens(content))
+                await self.planner.learn(decision, reported_prompt_tokens(content))
             await self.planner.release(decision)
             self._log(request, decision, status, added)
             return Response(content, status_code=status, headers=headers)
@@ -446,7 +483,9 @@ class ServeApp:
                     await response.aclose()
                     if ok and status < 400:
                         await self._commit(decision, protocol)
-                        self.planner.learn(decision, reported_prompt_tokens(bytes(tail + head)))
+                        await self.planner.learn(
+                            decision, reported_prompt_tokens(bytes(tail + head))
+                        )
                     await self.planner.release(decision)
                     self._log(request, decision, status, added)
 

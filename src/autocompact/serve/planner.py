@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 
 from autocompact import CompressionService
+from autocompact.compaction.split import COMPRESSION_PRESERVE_THRESHOLD
 from autocompact.content import CharStats
 from autocompact.errors import AutocompactError, ContentError
 from autocompact.guard import (
@@ -36,7 +37,15 @@ from autocompact.guard import (
 from autocompact.serve.fastpath import Sizing, estimate, read
 from autocompact.serve.identity import Identity, identify
 from autocompact.serve.protocol import Converted, WireProtocol
+from autocompact.serve.shared import (
+    SharedState,
+    calibration_moved,
+    current_state,
+    state_messages,
+    state_turn_id,
+)
 from autocompact.serve.substitution import (
+    PrefixChain,
     Record,
     best_record,
     build_replacement,
@@ -53,11 +62,29 @@ __all__ = ["Decision", "Planner"]
 logger = logging.getLogger("autocompact.serve")
 _AT_AUTO = (Tier.AUTO, Tier.HARD)
 CACHE_ENTRIES = 1024
-"""How many conversations' snapshots and failure states a worker keeps in memory."""
+"""How many conversations' snapshots a worker keeps in memory."""
 SIZING_BYTES = 64 * 1024 * 1024
 """The request bytes whose readings a worker keeps (each conversation's last request, the
 decoded messages held about 3-4 times their size in memory) so the next request of the same
 conversation reads only what it adds."""
+
+
+_STATE_WRITE_ATTEMPTS = 5
+
+
+def _state_of(shared: SharedState | None) -> GuardState:
+    """The carried state a shared state holds (the initial one when none, or unreadable)."""
+    if shared is None:
+        return GuardState()
+    try:
+        return GuardState.from_dict(shared.state)
+    except ContentError as exc:
+        logger.warning("ignoring a stored state that does not read: %s", exc)
+        return GuardState()
+
+
+def _breaker(state: GuardState) -> tuple[int, int | None]:
+    return state.consecutive_failures, state.hold_until
 
 
 def _remember(cache: OrderedDict[str, Any], key: str, value: Any) -> None:
@@ -82,7 +109,7 @@ class Decision:
         lease: the conversation's lease, to give back when the request is done.
         side_queries: how many summary requests this decision made.
         state: the engine's state for what was sent (what reported usage teaches).
-        state_key: the record that state belongs to (``""``: none).
+        protocol: the wire protocol's name (the store session's meta).
         sent: the character statistics of what was sent (``None``: not read).
     """
 
@@ -95,30 +122,13 @@ class Decision:
     lease: Lease | None = None
     side_queries: int = 0
     state: GuardState | None = None
-    state_key: str = ""
+    protocol: str = ""
     sent: CharStats | None = None
 
     @property
     def compacted(self) -> bool:
         """Whether the request went out with a substitution or a new compaction."""
         return self.action in ("substituted", "compacted")
-
-
-class _Chain:
-    """A request's chain hashes, computed only as far as a stored record needs them (a
-    conversation with no record hashes nothing)."""
-
-    def __init__(self, conv: Sequence[Any]) -> None:
-        self.conv = conv
-        self.hashes: list[str] = []
-
-    def upto(self, records: Sequence[Record], limit: int) -> list[str]:
-        """The hashes of the first messages, as many as the longest record (at most ``limit``)
-        needs."""
-        need = min(max((r.prefix_len for r in records), default=0), limit, len(self.conv))
-        if need > len(self.hashes):
-            self.hashes = chain_hashes(self.conv[:need])
-        return self.hashes
 
 
 class Planner:
@@ -135,6 +145,7 @@ class Planner:
         fast_path: read a request with no stored substitution straight from its JSON
             (:mod:`autocompact.serve.fastpath`); ``False`` converts every request (the
             benchmark's control).
+        keep_share, summary_target_tokens: the compaction's settings (``ContextGuard``'s).
     """
 
     def __init__(
@@ -147,19 +158,20 @@ class Planner:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         fast_path: bool = True,
+        keep_share: float = COMPRESSION_PRESERVE_THRESHOLD,
+        summary_target_tokens: int | None = None,
     ) -> None:
         self.fast_path = fast_path
+        self.keep_share = keep_share
+        self.summary_target_tokens = summary_target_tokens
         self.store = store
         self.owner = owner
         self.lease_wait = lease_wait
         self.lease_seconds = lease_seconds
         self.clock = clock
         self.sleep = sleep
-        # Bounded caches: a long-running proxy sees many conversations.
+        # Bounded cache: a long-running proxy sees many conversations.
         self._snapshots: OrderedDict[str, Snapshot] = OrderedDict()
-        # Per conversation: the state the last request left, and the record it belongs to
-        # (a failed compaction's breaker count, the calibration reported usage taught).
-        self._states: OrderedDict[str, tuple[str, GuardState]] = OrderedDict()
         self._limiter = anyio.CapacityLimiter(8)
         # Per conversation: the last request's reading, which the next one resumes from.
         self._sizings: OrderedDict[str, Sizing] = OrderedDict()
@@ -168,8 +180,8 @@ class Planner:
     async def _store(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=self._limiter)
 
-    async def records(self, session_id: str) -> list[Record]:
-        """The conversation's stored records (extending the last snapshot read)."""
+    async def _load(self, session_id: str) -> Snapshot | None:
+        """The conversation as stored now (extending the last snapshot read)."""
 
         def load() -> Snapshot | None:
             cached = self._snapshots.get(session_id)
@@ -177,12 +189,50 @@ class Planner:
                 return None
             return self.store.load(session_id, after=cached)
 
-        snapshot = await self._store(load)
+        snapshot: Snapshot | None = await self._store(load)
+        if snapshot is not None:
+            _remember(self._snapshots, session_id, snapshot)
+        return snapshot
+
+    async def records(self, session_id: str) -> list[Record]:
+        """The conversation's stored records."""
+        return (await self._read(session_id))[0]
+
+    async def _read(self, session_id: str) -> tuple[list[Record], SharedState | None]:
+        """The conversation's stored records and its current shared state."""
+        snapshot = await self._load(session_id)
         if snapshot is None:
-            return []
-        _remember(self._snapshots, session_id, snapshot)
+            return [], None
         found = (record_from_entry(e.turn_id, e.messages) for e in snapshot.entries)
-        return [r for r in found if r is not None]
+        return [r for r in found if r is not None], current_state(snapshot.entries)
+
+    async def _write_state(
+        self,
+        session_id: str,
+        protocol: str,
+        change: Callable[[GuardState], GuardState | None],
+    ) -> None:
+        """Append ``change(current state)`` to the conversation's state chain (module
+        :mod:`autocompact.serve.shared`); when another worker wrote first, read it and again."""
+        meta = {"kind": "autocompact-serve", "protocol": protocol}
+        await self._store(self.store.ensure, session_id, meta)
+        for _ in range(_STATE_WRITE_ATTEMPTS):
+            _, shared = await self._read(session_id)
+            new = change(_state_of(shared))
+            if new is None:
+                return
+            data = new.to_dict()
+            result = await self._store(
+                self.store.append_turn,
+                session_id,
+                state_turn_id(shared.seq if shared is not None else 0),
+                state_messages(data),
+                calibration=data["calibration"],
+                owner=self.owner,
+            )
+            if not result.duplicate:
+                return
+        logger.warning("the shared state of %s moved under every write; not written", session_id)
 
     async def commit(self, decision: Decision, protocol: str) -> None:
         """Store the decision's record (after the upstream accepted the request)."""
@@ -199,13 +249,26 @@ class Planner:
             owner=self.owner,
         )
 
-    def learn(self, decision: Decision, prompt_tokens: int | None) -> None:
-        """Teach the conversation's calibration the upstream's count of what was sent."""
+    async def learn(self, decision: Decision, prompt_tokens: int | None) -> None:
+        """Teach the conversation's calibration, in the store, the upstream's count of what
+        was sent (written only when it moved: :func:`~autocompact.serve.shared.calibration_moved`;
+        a store that fails is logged, the response is not failed for it)."""
         identity, state, sent = decision.identity, decision.state, decision.sent
         if identity is None or state is None or sent is None or not prompt_tokens:
             return
-        learned = learn_from_usage(state, sent, prompt_tokens)
-        _remember(self._states, identity.session_id, (decision.state_key, learned))
+        learned = learn_from_usage(state, sent, prompt_tokens).calibration
+        if not calibration_moved(state.calibration, learned):
+            return
+
+        def change(current: GuardState) -> GuardState | None:
+            if not calibration_moved(current.calibration, learned):
+                return None
+            return replace(current, calibration=learned)
+
+        try:
+            await self._write_state(identity.session_id, decision.protocol, change)
+        except AutocompactError as exc:
+            logger.error("could not store the calibration: %s", exc)
 
     async def release(self, decision: Decision) -> None:
         """Give the decision's lease back."""
@@ -249,7 +312,7 @@ class Planner:
         identity = identify(headers, body, conv, protocol.name)
         if protocol.client_compaction(body, messages):
             return Decision(body=raw, action="client-compaction", identity=identity)
-        records, fast = await self._records_and_fast(
+        records, shared, fast = await self._records_and_fast(
             protocol, body, messages, raw, identity, window, reactive
         )
         if fast is not None and not records:
@@ -266,8 +329,9 @@ class Planner:
             head=head,
             conv=conv,
             pending=pending,
-            chain=_Chain(conv),
+            chain=PrefixChain(conv),
             records=records,
+            shared=shared,
             identity=identity,
             window=window,
             provider=provider,
@@ -284,48 +348,60 @@ class Planner:
         identity: Identity,
         window: int,
         reactive: bool,
-    ) -> tuple[list[Record], Decision | None]:
-        """The conversation's records, and the fast decision read meanwhile (the store's
-        answer comes from a worker thread while this one reads the request)."""
+    ) -> tuple[list[Record], SharedState | None, Decision | None]:
+        """The conversation's records and shared state, and the fast decision read meanwhile
+        (the store's answer comes from a worker thread while this one reads the request)."""
         if reactive or not self.fast_path:
-            return await self.records(identity.session_id), None
+            return (*await self._read(identity.session_id), None)
         found: list[Any] = []
 
         async def fetch() -> None:
             try:
-                found.append(await self.records(identity.session_id))
+                found.append(await self._read(identity.session_id))
             except BaseException as exc:  # re-raised below, outside the task group
                 found.append(exc)
 
         async with anyio.create_task_group() as group:
             group.start_soon(fetch)
             await anyio.sleep(0)  # the lookup goes to its thread before the reading starts
-            fast = self._fast(protocol, body, messages, raw, identity, window)
+            sizing = self._reading(protocol, body, messages, raw, identity)
         if isinstance(found[0], BaseException):
             raise found[0]
-        return found[0], fast
+        records, shared = found[0]
+        if sizing is None:
+            return records, shared, None
+        state = _state_of(shared)
+        return records, shared, self._fast(protocol.name, sizing, state, raw, identity, window)
 
-    def _fast(
+    def _reading(
         self,
         protocol: WireProtocol,
         body: dict[str, Any],
         messages: Sequence[Any],
         raw: bytes,
         identity: Identity,
-        window: int,
-    ) -> Decision | None:
-        """The decision for a request below *auto*, read from the decoded JSON
-        (:mod:`autocompact.serve.fastpath`), resuming from the conversation's last reading;
-        ``None``: the full path decides. Used only when the conversation has no record."""
+    ) -> Sizing | None:
+        """The request read from the decoded JSON (:mod:`autocompact.serve.fastpath`), resuming
+        from the conversation's last reading; ``None``: only the full path can read it."""
         key = identity.session_id
         sizing = read(
             protocol.name, body, messages, previous=self._sizings.get(key), weight=len(raw)
         )
-        if sizing is None:
-            return None
-        self._keep_sizing(key, sizing)
-        learned = self._states.get(key)
-        state = learned[1] if learned is not None and learned[0] == "" else GuardState()
+        if sizing is not None:
+            self._keep_sizing(key, sizing)
+        return sizing
+
+    def _fast(
+        self,
+        protocol: str,
+        sizing: Sizing,
+        state: GuardState,
+        raw: bytes,
+        identity: Identity,
+        window: int,
+    ) -> Decision | None:
+        """The decision for a request below *auto* from its reading and the conversation's
+        shared state; ``None``: the full path decides. Used only when it has no record."""
         tokens, sent = estimate(sizing.stats, state)
         tier = tier_of(tokens, compute_thresholds(window))
         if tier in _AT_AUTO:
@@ -338,6 +414,7 @@ class Planner:
             tier=tier,
             state=state,
             sent=sent,
+            protocol=protocol,
         )
 
     def _keep_sizing(self, key: str, sizing: Sizing) -> None:
@@ -362,8 +439,9 @@ class Planner:
         head: Sequence[Any],
         conv: Sequence[Any],
         pending: int,
-        chain: _Chain,
+        chain: PrefixChain,
         records: Sequence[Record],
+        shared: SharedState | None,
         identity: Identity,
         window: int,
         provider: UpstreamProvider,
@@ -372,19 +450,16 @@ class Planner:
     ) -> Decision:
         key = protocol.messages_key
         record = best_record(records, chain.upto(records, pending), pending)
-        state_key = "" if record is None else record.prefix_hash
-        learned = self._states.get(identity.session_id)
+        # The conversation's state, whichever worker left it (module autocompact.serve.shared).
+        state = _state_of(shared)
         if record is None:
-            current, state = list(conv), GuardState()
+            current = list(conv)
             as_sent = raw
         else:
             current = json.loads(record.replacement) + list(conv[record.prefix_len :])
-            state = GuardState.from_dict(record.state)
             as_sent = splice_body(
                 body, key, record.replacement, conv[record.prefix_len :], head=head
             )
-        if learned is not None and learned[0] == state_key:
-            state = learned[1]
         action = "forward" if record is None else "substituted"
         try:
             converted = protocol.convert(body, [*head, *current])
@@ -394,6 +469,8 @@ class Planner:
         guard = ContextGuard(
             context_window=window,
             compression=CompressionService(provider, native_compaction=False),
+            keep_share=self.keep_share,
+            summary_target_tokens=self.summary_target_tokens,
         )
         options: dict[str, Any] = {
             "system_instruction": converted.system,
@@ -413,7 +490,7 @@ class Planner:
             tokens=measured.tokens,
             tier=tier,
             state=state,
-            state_key=state_key,
+            protocol=protocol.name,
             sent=request_stats(
                 converted.messages, system_instruction=converted.system, tools=converted.tools
             ),
@@ -426,15 +503,16 @@ class Planner:
                 protocol, converted, base, measured, current, conv, pending, head, body
             )
         if not waited:
-            fresh = await self.records(identity.session_id)
+            fresh, fresh_shared = await self._read(identity.session_id)
             newer = best_record(fresh, chain.upto(fresh, pending), pending)
             if newer is not None and (record is None or newer.prefix_len > record.prefix_len):
                 # Another worker compacted this conversation while we waited: use its record.
                 await self._store(self.store.release_lease, lease)
                 return await self._plan(
                     protocol=protocol, body=body, raw=raw, head=head, conv=conv,
-                    pending=pending, chain=chain, records=fresh, identity=identity, window=window,
-                    provider=provider, reactive=reactive, waited=True,
+                    pending=pending, chain=chain, records=fresh, shared=fresh_shared,
+                    identity=identity, window=window, provider=provider, reactive=reactive,
+                    waited=True,
                 )  # fmt: skip
         calls = provider.calls
         try:
@@ -446,8 +524,18 @@ class Planner:
             protocol, converted, base, result, current, conv, pending, head, body
         )
         if decision.record is None:
-            _remember(self._states, identity.session_id, (state_key, result.state))
-            await self._store(self.store.release_lease, lease)
+            try:
+                if result.compactions or _breaker(result.state) != _breaker(state):
+                    # A failed compaction: the breaker's count and hold, for every worker.
+                    await self._write_state(
+                        identity.session_id,
+                        protocol.name,
+                        lambda now: replace(result.state, calibration=now.calibration),
+                    )
+            except AutocompactError as exc:  # the request still goes out as the guard made it
+                logger.error("could not store the breaker's count: %s", exc)
+            finally:
+                await self._store(self.store.release_lease, lease)
             return replace(decision, side_queries=provider.calls - calls)
         return replace(decision, lease=lease, side_queries=provider.calls - calls)
 
@@ -485,7 +573,6 @@ class Planner:
         base = replace(
             base,
             state=result.state,
-            state_key=record.prefix_hash if record is not None else base.state_key,
             sent=sent_stats,
         )
         if result.trimmed:

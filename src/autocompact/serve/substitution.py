@@ -26,10 +26,11 @@ from typing import Any
 from autocompact.content import Message, TextPart
 from autocompact.errors import ContentError
 from autocompact.serve.protocol import WireProtocol
-from autocompact.serve.wire import dump
+from autocompact.serve.wire import chain_hashes, dump
 
 __all__ = [
     "RECORD_PREFIX",
+    "PrefixChain",
     "Record",
     "best_record",
     "build_replacement",
@@ -149,3 +150,20 @@ def build_replacement(
     written_count = len(history) - (len(protocol.convert({}, kept).messages) if kept else 0)
     written = protocol.to_wire(history[:written_count], source)
     return dump(written + kept)
+
+
+class PrefixChain:
+    """A request's chain hashes, computed only as far as a stored record needs them (a
+    conversation with no record hashes nothing)."""
+
+    def __init__(self, conv: Sequence[Any]) -> None:
+        self.conv = conv
+        self.hashes: list[str] = []
+
+    def upto(self, records: Sequence[Record], limit: int) -> list[str]:
+        """The hashes of the first messages, as many as the longest record (at most ``limit``)
+        needs."""
+        need = min(max((r.prefix_len for r in records), default=0), limit, len(self.conv))
+        if need > len(self.hashes):
+            self.hashes = chain_hashes(self.conv[:need])
+        return self.hashes
