@@ -49,7 +49,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _agents_upstream import SNAPSHOT_MARK, AgentUpstream, running
+from _agents_upstream import SNAPSHOT_MARK, AgentUpstream
+from autocompact.serve.threaded import serve_in_thread
 
 WINDOWS = {
     "claude-code": 120_000,
@@ -387,7 +388,7 @@ def run_client(name: str, args: argparse.Namespace, root: Path) -> Outcome:
     )
     store_url = f"sqlite:///{root / name / 'serve.db'}"
     phases = ["first", "resume"] if more and name in RESUMABLE else ["first"]
-    with running(upstream.app()) as upstream_url:
+    with serve_in_thread(upstream.app()) as upstream_url:
         for phase in phases:
             proxy: subprocess.Popen[bytes] | None = None
             base = upstream_url

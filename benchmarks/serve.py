@@ -28,20 +28,15 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import socket
 import statistics
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -50,6 +45,7 @@ from starlette.routing import Route
 from autocompact.guard import GuardState
 from autocompact.serve import ServeApp, ServeConfig
 from autocompact.serve.fastpath import estimate, wire_stats
+from autocompact.serve.threaded import serve_in_thread
 
 SNAPSHOT = (
     "<state_snapshot><overall_goal>benchmark</overall_goal><constraints>none</constraints>"
@@ -84,22 +80,6 @@ class Upstream:
 
     def app(self) -> Starlette:
         return Starlette(routes=[Route("/v1/chat/completions", self.chat, methods=["POST"])])
-
-
-@contextmanager
-def running(app: Any) -> Iterator[str]:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(5)
 
 
 def history(tokens: int) -> list[dict[str, Any]]:
@@ -260,7 +240,7 @@ def socket_series(tokens: int, n: int, seconds: float) -> bool:
     est = estimate(stats, GuardState())[0]  # the engine's estimate (the first request checks it)
     small = json.dumps({"model": "m", "messages": history(1_000)}).encode()
     tmp = Path(tempfile.mkdtemp())
-    with running(upstream.app()) as up:
+    with serve_in_thread(upstream.app()) as up:
         idle = ServeApp(
             ServeConfig(
                 upstreams={"openai": up + "/v1"},
@@ -278,8 +258,8 @@ def socket_series(tokens: int, n: int, seconds: float) -> bool:
             )
         )
         with (
-            running(idle.asgi) as p_idle,
-            running(busy.asgi) as p_busy,
+            serve_in_thread(idle.asgi) as p_idle,
+            serve_in_thread(busy.asgi) as p_busy,
             httpx.Client(timeout=120) as client,
         ):
             url = "/v1/chat/completions"

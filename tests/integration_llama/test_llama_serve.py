@@ -24,11 +24,7 @@ logs.
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -45,30 +41,6 @@ TOOL_SENTENCES = 9
 """About 250 tokens of tool output a turn: 40 turns are some 11K tokens of raw history."""
 SUMMARY_TARGET = 48
 """The summary's cap: Gemma 270M runs on to any cap, so a failed summary stays short."""
-
-
-@contextmanager
-def _running(app: Any) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on a free 127.0.0.1 port in a thread; yield its base URL."""
-    import uvicorn
-
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline:
-            raise RuntimeError("the proxy did not start")
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
 
 
 def _records(store: Any) -> list[bytes]:
@@ -90,6 +62,7 @@ def test_forty_turns_through_the_proxy_never_rejected(
     import openai
 
     from autocompact.serve import ServeApp, ServeConfig
+    from autocompact.serve.threaded import serve_in_thread
 
     server = llama_servers.cpp
     start = time.monotonic()
@@ -107,7 +80,7 @@ def test_forty_turns_through_the_proxy_never_rejected(
     messages: list[dict[str, Any]] = []
     turns: list[tuple[str, list[Exchange]]] = []  # the proxy's action, the server's exchanges
     try:
-        with _running(app.asgi) as url:
+        with serve_in_thread(app.asgi) as url:
             client = openai.OpenAI(
                 base_url=url + "/v1", api_key="none", max_retries=0, timeout=REQUEST_TIMEOUT
             )

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from autocompact.serve import ServeApp, ServeConfig
+from autocompact.serve.threaded import serve_in_thread
 
-from .scripted import ScriptedUpstream, running
+from .scripted import ScriptedUpstream
 
 
 @dataclass
@@ -27,7 +28,7 @@ class Proxy:
 def upstream() -> Iterator[tuple[ScriptedUpstream, str]]:
     """The scripted upstream, running."""
     script = ScriptedUpstream()
-    with running(script.app()) as url:
+    with serve_in_thread(script.app()) as url:
         yield script, url
 
 
@@ -42,6 +43,6 @@ def proxy(tmp_path: Path, upstream: tuple[ScriptedUpstream, str]) -> Iterator[Pr
         lease_wait=5.0,
     )
     app = ServeApp(config)
-    with running(app.asgi) as proxy_url:
+    with serve_in_thread(app.asgi) as proxy_url:
         yield Proxy(url=proxy_url, app=app, upstream=script, upstream_url=url)
     app.store.close()

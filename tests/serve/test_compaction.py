@@ -215,8 +215,7 @@ def test_restart_finds_the_record_by_content(proxy: Proxy) -> None:
     """With no conversation signal, a fresh proxy on the same store finds the stored record by
     the prefix hash chain and substitutes it."""
     from autocompact.serve import ServeApp
-
-    from .scripted import running
+    from autocompact.serve.threaded import serve_in_thread
 
     body = _long_anthropic(18)
     first = httpx.post(f"{proxy.url}/v1/messages", json=body, timeout=30)
@@ -226,7 +225,7 @@ def test_restart_finds_the_record_by_content(proxy: Proxy) -> None:
         {"role": "user", "content": "one more"},
     ]
     again = ServeApp(proxy.app.config)
-    with running(again.asgi) as url:
+    with serve_in_thread(again.asgi) as url:
         second = httpx.post(f"{url}/v1/messages", json=body, timeout=30)
     assert second.headers["x-autocompact-action"] == "substituted"
     assert proxy.upstream.summaries == int(first.headers["x-autocompact-side-queries"])
@@ -413,8 +412,7 @@ def test_reported_usage_calibrates_the_estimate(proxy: Proxy, tmp_path: Any) -> 
     the cold estimate puts below auto is compacted once the upstream's count (bytes/3, higher)
     was learned. Control: the same request on a fresh proxy is forwarded."""
     from autocompact.serve import ServeApp, ServeConfig
-
-    from .scripted import running
+    from autocompact.serve.threaded import serve_in_thread
 
     headers = {"x-autocompact-conversation": "calibrated"}
     first = httpx.post(f"{proxy.url}/v1/messages", json=_long_anthropic(12), headers=headers)
@@ -429,7 +427,7 @@ def test_reported_usage_calibrates_the_estimate(proxy: Proxy, tmp_path: Any) -> 
         context_window=8000,
     )
     fresh = ServeApp(config)
-    with running(fresh.asgi) as url:
+    with serve_in_thread(fresh.asgi) as url:
         control = httpx.post(f"{url}/v1/messages", json=body, headers=headers, timeout=30)
     fresh.store.close()
     assert control.headers["x-autocompact-action"] == "forward"

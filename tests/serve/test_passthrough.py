@@ -9,9 +9,10 @@ from pathlib import Path
 import httpx
 
 from autocompact.serve import ServeApp, ServeConfig
+from autocompact.serve.threaded import serve_in_thread
 
 from .conftest import Proxy
-from .scripted import ScriptedUpstream, running
+from .scripted import ScriptedUpstream
 
 
 def _sha(data: bytes) -> str:
@@ -182,7 +183,7 @@ def test_slow_upstream_is_a_504(tmp_path: Path, upstream: tuple[ScriptedUpstream
     )
     app = ServeApp(config)
     body = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
-    with running(app.asgi) as proxy_url:
+    with serve_in_thread(app.asgi) as proxy_url:
         reply = httpx.post(f"{proxy_url}/v1/messages", json=body, timeout=10)
     app.store.close()
     assert reply.status_code == 504

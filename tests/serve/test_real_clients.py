@@ -133,11 +133,11 @@ def test_real_agents_replay_verdict_can_fail() -> None:
 def test_real_agents_server_rejects_over_window_and_altered_thinking() -> None:
     """The benchmark's scripted server rejects a request over its window and a thinking block
     it did not sign as written (the oracles the run relies on can fail)."""
-    from .scripted import running
+    from autocompact.serve.threaded import serve_in_thread
 
     server = _bench("_agents_upstream").AgentUpstream(window=2000, turns=2)
     tools = [{"name": "Bash", "input_schema": {"type": "object"}}]
-    with running(server.app()) as url:
+    with serve_in_thread(server.app()) as url:
         client = anthropic.Anthropic(base_url=url, api_key="k", max_retries=0)
         ask: dict[str, Any] = {"model": "m", "max_tokens": 10, "tools": tools,
                                "thinking": {"type": "enabled", "budget_tokens": 5}}  # fmt: skip

@@ -12,8 +12,9 @@ import httpx
 import pytest
 
 from autocompact.serve import ServeApp, ServeConfig
+from autocompact.serve.threaded import serve_in_thread
 
-from .scripted import ScriptedUpstream, running
+from .scripted import ScriptedUpstream
 from .test_compaction import _long_anthropic
 from .test_workers import _dsn
 
@@ -34,7 +35,7 @@ def two_workers(
         lease_wait=5.0,
     )
     apps = [ServeApp(config), ServeApp(config)]
-    with running(apps[0].asgi) as a, running(apps[1].asgi) as b:
+    with serve_in_thread(apps[0].asgi) as a, serve_in_thread(apps[1].asgi) as b:
         yield script, url, a, b
     for app in apps:
         app.store.close()
@@ -63,7 +64,7 @@ def test_calibration_learnt_on_one_worker_is_used_on_another(
         context_window=script.window,
     )
     fresh = ServeApp(config)
-    with running(fresh.asgi) as url:
+    with serve_in_thread(fresh.asgi) as url:
         control = _send(url, body)
     fresh.store.close()
     assert control.headers["x-autocompact-action"] == "forward"
@@ -123,7 +124,7 @@ def test_a_failed_state_write_still_sends_the_guarded_request(
         context_window=script.window,
     )
     app = ServeApp(config, store=_StateWritesFail(open_store(config.store)))  # type: ignore[arg-type]
-    with running(app.asgi) as proxy:
+    with serve_in_thread(app.asgi) as proxy:
         reply = _send(proxy, _long_anthropic(25))
     app.store.close()
     assert reply.headers["x-autocompact-action"] == "trimmed"

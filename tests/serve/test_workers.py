@@ -21,7 +21,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from .scripted import ScriptedUpstream, running
+from autocompact.serve.threaded import serve_in_thread
+
+from .scripted import ScriptedUpstream
 from .test_compaction import _long_anthropic
 
 DSN_ENV = "AUTOCOMPACT_TEST_POSTGRES_DSN"
@@ -55,7 +57,7 @@ def workers(
     """Eight proxy workers on one PostgreSQL store over the scripted upstream."""
     store = _dsn()
     script = ScriptedUpstream(summary_delay=getattr(request, "param", 0.5))
-    with running(script.app()) as upstream:
+    with serve_in_thread(script.app()) as upstream:
         script.url = upstream
         port = _free_port()
         command = [
@@ -188,7 +190,7 @@ def test_sigkill_mid_compaction_leaves_no_half_state(
         )
     )
     try:
-        with running(app.asgi) as again:
+        with serve_in_thread(app.asgi) as again:
             reply = httpx.post(again + "/v1/messages", json=body, headers=headers, timeout=60)
     finally:
         app.store.close()

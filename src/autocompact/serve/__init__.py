@@ -8,8 +8,10 @@ replacement messages*; every later request carrying that prefix gets the same by
 place. See ``docs/serve.md``.
 
 Modules: :mod:`.app` (routes, forwarding), :mod:`.planner` (the engine's decision and the
-store), :mod:`.identity`, :mod:`.substitution`, :mod:`.wire`, :mod:`.upstream`, and one module per
-wire protocol (:mod:`.openai_chat`, :mod:`.anthropic_messages`, :mod:`.responses`).
+store), :mod:`.fastpath` (a request with nothing to do, read from its JSON), :mod:`.shared` (the
+carried state every worker shares), :mod:`.identity`, :mod:`.substitution`, :mod:`.wire`,
+:mod:`.upstream`, :mod:`.threaded` (the app in a thread, for tests and embedding), and one module
+per wire protocol (:mod:`.openai_chat`, :mod:`.anthropic_messages`, :mod:`.responses`).
 """
 
 from __future__ import annotations
