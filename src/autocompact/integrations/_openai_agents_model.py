@@ -16,6 +16,7 @@ from typing import Any
 
 from agents import Agent, Usage
 from agents.models.interface import Model, ModelProvider
+from agents.run_config import RunConfig
 
 from autocompact.compaction.plan import CompressionInfo
 from autocompact.compaction.service import CompressionService
@@ -77,6 +78,18 @@ class AgentModel:
         """The run's ``model`` and ``model_provider`` (they override the agent's)."""
         self.run_model = options.get("model", self.run_model)
         self.provider = options.get("model_provider", self.provider)
+
+    def run_config(self, input_filter: Any, options: dict[str, Any]) -> RunConfig:
+        """A session's ``run_config()``: ``RunConfig(**options)`` with its input filter installed
+        (a filter of the caller's own is refused: there is one per run), the run's model learned."""
+        if "call_model_input_filter" in options:
+            raise ConfigError(
+                "run_config() installs the session's own call_model_input_filter: pass the "
+                "other RunConfig options only",
+                key="call_model_input_filter",
+            )
+        self.learn_run_config(options)
+        return RunConfig(call_model_input_filter=input_filter, **options)
 
     def learn(self, agent: Agent[Any]) -> None:
         """The model of the agent whose request the input filter sees."""

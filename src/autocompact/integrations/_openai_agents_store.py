@@ -28,7 +28,7 @@ from autocompact.compaction.plan import CompressionInfo, CompressionTrigger
 from autocompact.compaction.service import drive_flow_async
 from autocompact.content import Message
 from autocompact.engine import Engine
-from autocompact.errors import ConfigError, ContentError, SessionStoreError
+from autocompact.errors import ContentError, SessionStoreError
 from autocompact.estimation import Calibration
 from autocompact.events import Hook
 from autocompact.guard import ContextGuard, GuardResult, GuardState
@@ -209,16 +209,7 @@ class StoreSession:
     def run_config(self, **options: Any) -> RunConfig:
         """A ``RunConfig`` with :meth:`call_model_input_filter` installed (``options`` are
         passed to it): every request protected, and the agent's model learned for summaries."""
-        from agents.run_config import RunConfig
-
-        if "call_model_input_filter" in options:
-            raise ConfigError(
-                "run_config() installs the session's own call_model_input_filter: pass the "
-                "other RunConfig options only",
-                key="call_model_input_filter",
-            )
-        self.model.learn_run_config(options)
-        return RunConfig(call_model_input_filter=self.call_model_input_filter, **options)
+        return self.model.run_config(self.call_model_input_filter, options)
 
     def call_model_input_filter(self, data: CallModelData[Any]) -> ModelInputData:
         """For ``RunConfig(call_model_input_filter=session.call_model_input_filter)``: learns the

@@ -34,7 +34,7 @@ from typing import Any
 
 from autocompact.compaction.plan import CompressionInfo
 from autocompact.content import Message
-from autocompact.errors import ConfigError, MissingDependencyError
+from autocompact.errors import MissingDependencyError
 from autocompact.events import Hook
 from autocompact.guard import ContextGuard, GuardResult, GuardState
 from autocompact.providers.base import ToolSpec
@@ -171,14 +171,7 @@ class AutocompactSession:
         """A ``RunConfig`` with this session's :meth:`call_model_input_filter` installed: the
         one construct that protects every request (``Runner.run(agent, text, session=session,
         run_config=session.run_config())``). ``options`` are passed to ``RunConfig``."""
-        if "call_model_input_filter" in options:
-            raise ConfigError(
-                "run_config() installs the session's own call_model_input_filter: pass the "
-                "other RunConfig options only",
-                key="call_model_input_filter",
-            )
-        self.model.learn_run_config(options)
-        return RunConfig(call_model_input_filter=self.call_model_input_filter, **options)
+        return self.model.run_config(self.call_model_input_filter, options)
 
     def _check_filter(self) -> None:
         """Warn once when turns run without the input filter: the session alone compacts only
