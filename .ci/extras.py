@@ -43,10 +43,21 @@ TESTS = {
     ],
     "gemini": ["tests/providers/test_gemini.py"],
     "postgres": ["tests/stores/test_semantics.py", "tests/stores/test_async_stores.py"],
+    "serve": [
+        "tests/serve/test_units.py",
+        "tests/serve/test_passthrough.py",
+        "tests/serve/test_fastpath.py",
+        "tests/serve/test_shared_state.py",
+        "tests/serve/test_compaction.py",
+        "tests/serve/test_real_clients.py",
+    ],
 }
 
 # What the tests themselves need besides the extra (no upper pins: test tools only).
 TEST_TOOLS = ["pytest>=8", "pytest-asyncio>=0.23", "hypothesis>=6.100"]
+# Clients some extras' tests drive (the proxy's tests speak to it through the official SDKs),
+# at the versions the project's own extras allow; not pinned to their lowest.
+TEST_CLIENTS = {"serve": ["openai>=3.0,<4", "anthropic>=2.9,<3"]}
 
 
 def requirements(extra: str) -> list[str]:
@@ -74,7 +85,9 @@ def lowest(extra: str) -> list[str]:
 
 def key(extra: str, mode: str) -> str:
     """A short key for the venv: the Python version, the extra's requirements and the mode."""
-    text = "\n".join([sys.version, mode, *requirements(extra), *TEST_TOOLS])
+    text = "\n".join(
+        [sys.version, mode, *requirements(extra), *TEST_TOOLS, *TEST_CLIENTS.get(extra, [])]
+    )
     return f"{extra}-{mode}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
@@ -84,7 +97,7 @@ def main(argv: list[str]) -> None:
         return
     extra, what, *rest = argv
     if what == "requirements":
-        print("\n".join([*requirements(extra), *TEST_TOOLS]))
+        print("\n".join([*requirements(extra), *TEST_TOOLS, *TEST_CLIENTS.get(extra, [])]))
     elif what == "lowest":
         print("\n".join(lowest(extra)))
     elif what == "tests":
