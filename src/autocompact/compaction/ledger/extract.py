@@ -287,7 +287,7 @@ def _finish(state: _State) -> Ledger:
         common = {t for t, n in templates.items() if n >= _BOILERPLATE}
         for entry in carried:
             if key_words(entry.text) in common:
-                subjects.gone.add(id(entry))  # boilerplate carried over: not kept again
+                subjects.drop(entry)  # boilerplate carried over: not kept again
     for item, template in zip(state.said, templates_said, strict=True):
         rare = item.rare
         score = 2.0 * min(item.specific, 4) + min(rare, 4) + _value_bonus(item)
@@ -307,7 +307,7 @@ def _finish(state: _State) -> Ledger:
                 stale.update(_stale_tokens(fact.value, news[-1].value or news[-1].text))
                 continue
             for gone in found:
-                subjects.gone.add(id(gone))
+                subjects.drop(gone)
                 stale.update(_stale_tokens(gone.value or gone.text, fact.value))
                 if gone.key and facts.get(gone.key) is gone:
                     del facts[gone.key]
@@ -412,7 +412,13 @@ class _Subjects:
     def __init__(self) -> None:
         self.changed = 0  # how many facts of this part say their value changed
         self.by_word: dict[str, list[_Record]] = {}
-        self.gone: set[int] = set()
+        # By id, with the entry held: a dropped entry's id is never reused by a new one (a
+        # replaced rule is freed, and CPython gives its memory to the next entry made).
+        self.gone: dict[int, Entry] = {}
+
+    def drop(self, entry: Entry) -> None:
+        """Mark ``entry`` superseded (kept out of the ledger)."""
+        self.gone[id(entry)] = entry
 
     def add(self, entry: Entry, words: frozenset[str] | None = None) -> None:
         """Index ``entry`` (``words``: its key words, when known) if it may hold a value."""
@@ -435,7 +441,7 @@ class _Subjects:
         news = [e for e in self.matches(entry, words) if e.mark == "changed" and e.position > 0]
         if not news:
             return False
-        self.gone.add(id(entry))
+        self.drop(entry)
         stale.update(_stale_tokens(entry.text, news[-1].value))
         return True
 
