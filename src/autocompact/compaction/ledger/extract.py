@@ -298,7 +298,8 @@ def _finish(state: _State) -> Ledger:
             score += 3.0 if item.user else 0.0
             mark = "changed" if _CHANGE.search(item.text.lower()) else ""
             entry = Entry(item.text, score, item.position, fact.key, fact.value, mark)
-            found = subjects.matches(entry)
+            fact_words = key_words(fact.key)  # its subject: looked up, then indexed
+            found = subjects.matches(entry, fact_words)
             old = facts.get(fact.key)
             if old is not None and norm(old.value) != norm(fact.value) and old not in found:
                 found.append(old)
@@ -312,7 +313,7 @@ def _finish(state: _State) -> Ledger:
                 if gone.key and facts.get(gone.key) is gone:
                     del facts[gone.key]
             facts[fact.key] = entry
-            subjects.add(entry)
+            subjects.add(entry, fact_words)
             continue
         if not item.user:
             if item.text[:3] in _FIRST_PERSON and len(decisions) < 4 * _MAX_DECISIONS:

@@ -242,8 +242,8 @@ def specific_tokens(text: str) -> list[str]:
     found = []
     for index, raw in enumerate(text.split()):
         word = raw.strip(_EDGE)
-        if not word:
-            continue
+        if not word or (word.islower() and word.isalpha()):
+            continue  # a word of small letters matches no pattern (each needs a capital or a mark)
         if _TOKEN_SPECIFIC.fullmatch(word) or (
             index and _NAME.fullmatch(word) and not raw.startswith(("(", "[", '"', "'"))
         ):
