@@ -31,6 +31,7 @@ from autocompact.compaction.ledger.scan import scan
 from autocompact.compaction.ledger.sentences import sentence_list
 from autocompact.compaction.ledger.statements import statements, unglued
 from autocompact.compaction.ledger.text import (
+    Fact,
     content_words,
     drop_code,
     drop_harness_blocks,
@@ -279,7 +280,11 @@ def _finish(state: _State) -> Ledger:
         subjects.add(entry)
     for entry in seeded.goal_changes:
         subjects.add(entry)
-    templates_said = [key_words(item.text) for item in state.said]
+    # A sentence said again (a pasted error, a repeated rule) is read once: its key words and
+    # its statement form are pure functions of its text.
+    by_text = {text: key_words(text) for text in dict.fromkeys(item.text for item in state.said)}
+    templates_said = [by_text[item.text] for item in state.said]
+    fact_forms: dict[str, Fact | None] = {}
     templates = Counter(templates_said)
     carried = (*seeded.constraints, *seeded.notes, *seeded.decisions)
     templates.update(key_words(e.text) for e in carried)
@@ -293,7 +298,10 @@ def _finish(state: _State) -> Ledger:
         score = 2.0 * min(item.specific, 4) + min(rare, 4) + _value_bonus(item)
         if templates[template] >= _BOILERPLATE:
             score -= 6.0  # one template said again and again: small talk or a log line
-        fact = fact_of(item.text)
+        if item.text in fact_forms:
+            fact = fact_forms[item.text]
+        else:
+            fact = fact_forms[item.text] = fact_of(item.text)
         if fact is not None and _specific_value(fact.value, counts, rare_limit):
             score += 3.0 if item.user else 0.0
             mark = "changed" if _CHANGE.search(item.text.lower()) else ""
@@ -357,7 +365,8 @@ def _finish(state: _State) -> Ledger:
             and id(entry) not in subjects.gone
             and specific_tokens(entry.text)
         ):
-            rules.setdefault(rule_key(entry.text), entry._replace(key=rule_key(entry.text)))
+            key = rule_key(entry.text)
+            rules.setdefault(key, entry._replace(key=key))
     current = {t.lower() for e in facts.values() for t in specific_tokens(e.value)}
     stale -= current
 

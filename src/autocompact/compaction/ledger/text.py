@@ -12,6 +12,7 @@ subjects a user might mention.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import NamedTuple
 
 __all__ = [
@@ -237,8 +238,15 @@ def hinted(text: str) -> bool:
 def specific_tokens(text: str) -> list[str]:
     """The specific tokens of ``text``: numbers, versions, paths, identifiers, quoted values,
     words in capitals, and capitalised names inside a sentence."""
+    return list(_specific_tokens(text))
+
+
+# The ledger asks again for the tokens of a value it has just read (a fact's value when it is
+# checked, looked up, indexed and compared with those it replaces): the last texts are kept.
+@lru_cache(maxsize=256)
+def _specific_tokens(text: str) -> tuple[str, ...]:
     if not hinted(text):
-        return []
+        return ()
     found = []
     for index, raw in enumerate(text.split()):
         word = raw.strip(_EDGE)
@@ -248,7 +256,7 @@ def specific_tokens(text: str) -> list[str]:
             index and _NAME.fullmatch(word) and not raw.startswith(("(", "[", '"', "'"))
         ):
             found.append(word.strip("`\"'"))
-    return [token for token in found if token]
+    return tuple(token for token in found if token)
 
 
 def specific_count(text: str) -> int:
