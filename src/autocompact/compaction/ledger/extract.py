@@ -60,7 +60,9 @@ _CHANGE = re.compile(
     r"fixed|fix|corrected|correction|anymore|no longer)\b"
 )
 # A token that names something: letters and digits or marks of a path or an identifier.
-_NAMED = re.compile(r"[A-Za-z]{2}[\w.-]*[\d/_@]|[\d/_@][\w.-]*[A-Za-z]{2}")
+# (A match that opens after a letter has one that opens at that letter too: only a run's first
+# two letters are tried.)
+_NAMED = re.compile(r"(?<![A-Za-z])[A-Za-z]{2}[\w.-]*[\d/_@]|[\d/_@][\w.-]*[A-Za-z]{2}")
 _BOILERPLATE = 4  # a template said this often in one part is no item
 _RECENT_GOALS = 3
 _MIN_SAMPLE_CHARS = 15_000  # less user text than this cannot tell a rare word
