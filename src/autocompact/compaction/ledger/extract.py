@@ -53,6 +53,8 @@ from autocompact.compaction.ledger.status import (
     status_entries,
 )
 from autocompact.compaction.ledger.text import (
+    Fact,
+    carries_stale,
     content_words,
     drop_code,
     drop_harness_blocks,
@@ -63,12 +65,12 @@ from autocompact.compaction.ledger.text import (
     norm,
     specific_marks,
     specific_tokens,
+    stale_tokens,
 )
 from autocompact.content import FunctionCallPart, FunctionResponsePart, Message, TextPart
 
 __all__ = ["build_ledger"]
 
-_EDGE = "()[]{}<>,;:!?.\u2026`\"'"
 _RARE_WORD = re.compile(r"[a-z][a-z'-]{2,}")
 _MAX_CANDIDATE = 400
 _MAX_NOTES = 400
@@ -330,7 +332,11 @@ def _finish(state: _State) -> Ledger:
         subjects.add(entry)
     for entry in seeded.goal_changes:
         subjects.add(entry)
-    templates_said = [key_words(item.text) for item in state.said]
+    # A sentence said again (a pasted error, a repeated rule) is read once: its key words and
+    # its statement form are pure functions of its text.
+    by_text = {text: key_words(text) for text in dict.fromkeys(item.text for item in state.said)}
+    templates_said = [by_text[item.text] for item in state.said]
+    fact_forms: dict[str, Fact | None] = {}
     templates = Counter(templates_said)
     carried = (*seeded.constraints, *seeded.notes, *seeded.decisions)
     templates.update(key_words(e.text) for e in carried)
@@ -338,7 +344,7 @@ def _finish(state: _State) -> Ledger:
         common = {t for t, n in templates.items() if n >= _BOILERPLATE}
         for entry in carried:
             if key_words(entry.text) in common:
-                subjects.gone.add(id(entry))  # boilerplate carried over: not kept again
+                subjects.drop(entry)  # boilerplate carried over: not kept again
     # A carried change of goal that names the goal's subject keeps its precedence (one of a
     # template said again and again is small talk that happens to name it).
     goals = [
@@ -352,26 +358,30 @@ def _finish(state: _State) -> Ledger:
         score = 2.0 * min(item.specific, 4) + min(rare, 4) + _value_bonus(item)
         if templates[template] >= _BOILERPLATE:
             score -= 6.0  # one template said again and again: small talk or a log line
-        fact = fact_of(item.text)
+        if item.text in fact_forms:
+            fact = fact_forms[item.text]
+        else:
+            fact = fact_forms[item.text] = fact_of(item.text)
         if fact is not None and _specific_value(fact.value, counts, rare_limit):
             score += 3.0 if item.user else 0.0
             mark = "changed" if _CHANGE.search(item.text.lower()) else ""
             entry = Entry(item.text, score, item.position, fact.key, fact.value, mark)
-            found = subjects.matches(entry)
+            fact_words = key_words(fact.key)  # its subject: looked up, then indexed
+            found = subjects.matches(entry, fact_words)
             old = facts.get(fact.key)
             if old is not None and norm(old.value) != norm(fact.value) and old not in found:
                 found.append(old)
             news = [e for e in found if e.mark == "changed" and e.position > 0 and not mark]
             if news:  # in this part, a value said to have changed outranks a plain statement
-                stale.update(_stale_tokens(fact.value, news[-1].value or news[-1].text))
+                stale.update(stale_tokens(fact.value, news[-1].value or news[-1].text))
                 continue
             for gone in found:
-                subjects.gone.add(id(gone))
-                stale.update(_stale_tokens(gone.value or gone.text, fact.value))
+                subjects.drop(gone)
+                stale.update(stale_tokens(gone.value or gone.text, fact.value))
                 if gone.key and facts.get(gone.key) is gone:
                     del facts[gone.key]
             facts[fact.key] = entry
-            subjects.add(entry)
+            subjects.add(entry, fact_words)
             continue
         if not item.user:
             if item.text[:3] in _FIRST_PERSON and len(decisions) < 4 * _MAX_DECISIONS:
@@ -397,7 +407,7 @@ def _finish(state: _State) -> Ledger:
             key = rule_key(item.text, template)
             old = rules.get(key)
             if old is not None and norm(old.text) != norm(item.text):
-                stale.update(_stale_tokens(old.text, item.text))
+                stale.update(stale_tokens(old.text, item.text))
             mark = "plain" if plain else ""
             rules[key] = Entry(
                 item.text, score + (0.0 if plain else 2.0), item.position, key, mark=mark
@@ -418,13 +428,14 @@ def _finish(state: _State) -> Ledger:
             and id(entry) not in subjects.gone
             and specific_tokens(entry.text)
         ):
-            rules.setdefault(rule_key(entry.text), entry._replace(key=rule_key(entry.text)))
+            key = rule_key(entry.text)
+            rules.setdefault(key, entry._replace(key=key))
     current = {t.lower() for e in facts.values() for t in specific_tokens(e.value)}
     stale -= current
 
     def fresh(entries: Sequence[Entry]) -> tuple[Entry, ...]:
         gone = subjects.gone
-        return tuple(e for e in entries if id(e) not in gone and not _carries(e.text, stale))
+        return tuple(e for e in entries if id(e) not in gone and not carries_stale(e.text, stale))
 
     return Ledger(
         goal=state.goal or seeded.goal,
@@ -483,7 +494,13 @@ class _Subjects:
     def __init__(self) -> None:
         self.changed = 0  # how many facts of this part say their value changed
         self.by_word: dict[str, list[_Record]] = {}
-        self.gone: set[int] = set()
+        # By id, with the entry held: a dropped entry's id is never reused by a new one (a
+        # replaced rule is freed, and CPython gives its memory to the next entry made).
+        self.gone: dict[int, Entry] = {}
+
+    def drop(self, entry: Entry) -> None:
+        """Mark ``entry`` superseded (kept out of the ledger)."""
+        self.gone[id(entry)] = entry
 
     def add(self, entry: Entry, words: frozenset[str] | None = None) -> None:
         """Index ``entry`` (``words``: its key words, when known) if it may hold a value."""
@@ -506,8 +523,8 @@ class _Subjects:
         news = [e for e in self.matches(entry, words) if e.mark == "changed" and e.position > 0]
         if not news:
             return False
-        self.gone.add(id(entry))
-        stale.update(_stale_tokens(entry.text, news[-1].value))
+        self.drop(entry)
+        stale.update(stale_tokens(entry.text, news[-1].value))
         return True
 
     def matches(self, fact: Entry, words: frozenset[str] | None = None) -> list[Entry]:
@@ -554,24 +571,6 @@ def _specific_value(value: str, counts: Counter[str], rare_limit: int) -> bool:
         and len(value.split()) <= 6
         and any(counts.get(w, 0) <= rare_limit for w in _RARE_WORD.findall(value.lower()))
     )
-
-
-def _stale_tokens(old: str, new: str) -> set[str]:
-    """The specific tokens of an old value the new one no longer has (at least 3 characters or
-    not only digits, so a stray ``2`` never hides a sentence)."""
-    keep = {t.lower() for t in specific_tokens(new)}
-    return {
-        t.lower()
-        for t in specific_tokens(old)
-        if t.lower() not in keep and (len(t) >= 3 or not t.isdigit())
-    }
-
-
-def _carries(text: str, stale: set[str]) -> bool:
-    """Whether ``text`` holds a stale value (as a whole token)."""
-    if not stale:
-        return False
-    return not stale.isdisjoint(w.strip(_EDGE) for w in text.lower().split())
 
 
 def _merged(old: Sequence[Entry], new: Iterable[Entry]) -> tuple[Entry, ...]:

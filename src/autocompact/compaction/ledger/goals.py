@@ -40,7 +40,9 @@ __all__ = [
     "value_follows",
 ]
 
-NAMED = re.compile(r"[A-Za-z]{2}[\w.-]*[\d/_@]|[\d/_@][\w.-]*[A-Za-z]{2}")
+# (A match that opens after a letter has one that opens at that letter too: only a run's first
+# two letters are tried; the same matches, found faster.)
+NAMED = re.compile(r"(?<![A-Za-z])[A-Za-z]{2}[\w.-]*[\d/_@]|[\d/_@][\w.-]*[A-Za-z]{2}")
 """A token that names something: letters and digits or marks of a path or an identifier."""
 NAMED_GOAL = "names goal"
 """The mark of a change of goal that names the goal's subject."""

@@ -57,10 +57,8 @@ def _fold(word: str) -> str:
 def key_words(text: str) -> frozenset[str]:
     """The key words of ``text`` (module docstring)."""
     words = set()
-    for raw in text.lower().split():
-        word = raw.strip(_EDGE)
-        if word in _DROP:
-            continue  # grammar
+    # Each distinct word once, grammar taken out in C (the result is a set: order is no matter).
+    for word in {raw.strip(_EDGE) for raw in text.lower().split()} - _DROP:
         if not word.isalpha() and (_VALUE.search(word) or not word.isascii()):
             continue  # a value (a number, a path, an identifier), not a key word
         if word.endswith("'s"):

@@ -38,7 +38,8 @@ def unglued(lines: list[str]) -> list[str]:
         return lines
     out = []
     for line in lines:
-        glued = _GLUED.match(line) if _labelled(line) else None
+        # ``": "`` / ``"= "`` anywhere (a C-level test) before the bounded test and the pattern.
+        glued = _GLUED.match(line) if (": " in line or "= " in line) and _labelled(line) else None
         while glued is not None:
             out.append(glued.group(1))
             line = glued.group(2)

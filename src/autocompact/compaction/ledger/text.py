@@ -12,12 +12,14 @@ subjects a user might mention.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import NamedTuple
 
 __all__ = [
     "FILLER",
     "GRAMMAR",
     "Form",
+    "carries_stale",
     "content_words",
     "drop_code",
     "drop_harness_blocks",
@@ -31,6 +33,7 @@ __all__ = [
     "specific_count",
     "specific_marks",
     "specific_tokens",
+    "stale_tokens",
     "template_key",
 ]
 
@@ -237,18 +240,25 @@ def hinted(text: str) -> bool:
 def specific_tokens(text: str) -> list[str]:
     """The specific tokens of ``text``: numbers, versions, paths, identifiers, quoted values,
     words in capitals, and capitalised names inside a sentence."""
+    return list(_specific_tokens(text))
+
+
+# The ledger asks again for the tokens of a value it has just read (a fact's value when it is
+# checked, looked up, indexed and compared with those it replaces): the last texts are kept.
+@lru_cache(maxsize=256)
+def _specific_tokens(text: str) -> tuple[str, ...]:
     if not hinted(text):
-        return []
+        return ()
     found = []
     for index, raw in enumerate(text.split()):
         word = raw.strip(_EDGE)
-        if not word:
-            continue
+        if not word or (word.islower() and word.isalpha()):
+            continue  # a word of small letters matches no pattern (each needs a capital or a mark)
         if _TOKEN_SPECIFIC.fullmatch(word) or (
             index and _NAME.fullmatch(word) and not raw.startswith(("(", "[", '"', "'"))
         ):
             found.append(word.strip("`\"'"))
-    return [token for token in found if token]
+    return tuple(token for token in found if token)
 
 
 def specific_count(text: str) -> int:
@@ -341,6 +351,7 @@ _JOINS = (
     " lives in ",
     " runs on ",
 )
+_JOIN = re.compile("|".join(map(re.escape, _JOINS)))  # any of them, in one C-level pass
 _SET_HEADS = frozenset(
     """please set change move bump raise lower switch update make changed moved bumped raised
     lowered switched updated made pinned""".split()  # noqa: SIM905
@@ -374,7 +385,7 @@ def _patterns(body: str) -> list[re.Pattern[str]]:
         out.append(_SET_FACT)
     if head in _USE_HEADS:
         out.append(_USE_FACT)
-    if any(map(body.__contains__, _JOINS)):
+    if _JOIN.search(body) is not None:
         out.append(_IS_FACT)
     if ":" in body or "=" in body:
         out.append(_COLON_FACT)
@@ -417,3 +428,24 @@ def shorten(sentence: str) -> str:
     kept = [w for w in text.split() if w.lower().strip(",;") not in FILLER]
     out = " ".join(kept)
     return out if len(out) < len(sentence) else sentence
+
+
+_TOKEN_EDGE = "()[]{}<>,;:!?.\u2026`\"'"
+
+
+def stale_tokens(old: str, new: str) -> set[str]:
+    """The specific tokens of an old value the new one no longer has (at least 3 characters or
+    not only digits, so a stray ``2`` never hides a sentence)."""
+    keep = {t.lower() for t in specific_tokens(new)}
+    return {
+        t.lower()
+        for t in specific_tokens(old)
+        if t.lower() not in keep and (len(t) >= 3 or not t.isdigit())
+    }
+
+
+def carries_stale(text: str, stale: set[str]) -> bool:
+    """Whether ``text`` holds a stale value (as a whole token)."""
+    if not stale:
+        return False
+    return not stale.isdisjoint(w.strip(_TOKEN_EDGE) for w in text.lower().split())
