@@ -176,6 +176,17 @@ def _result_chars(name: str, response: Any) -> int:
     return _RESULT_OVERHEAD + json_length(name) + json_length(response)
 
 
+def _result_content(result: Any) -> str | list[dict[str, str]]:
+    """A tool result's content as the converters keep it: its text, or its text blocks."""
+    if result is None:
+        return ""
+    if type(result) is list:
+        return _text_blocks(result)
+    if type(result) is not str:
+        raise _Unread
+    return result
+
+
 def _text_blocks(content: list[Any]) -> list[dict[str, str]]:
     """A tool result's list of text blocks as the converters keep it (``None``-free)."""
     out = []
@@ -253,13 +264,7 @@ def _anthropic(
                 text += len(_str(block, "text"))
             elif kind == "tool_result":
                 call_id = _str(block, "tool_use_id")
-                result = block.get("content")
-                if result is None:
-                    result = ""
-                elif type(result) is list:
-                    result = _text_blocks(result)
-                elif type(result) is not str:
-                    raise _Unread
+                result = _result_content(block.get("content"))
                 json_chars += _result_chars(names.get(call_id, UNKNOWN_TOOL_NAME), result)
                 results.append(call_id)
             elif kind == "tool_use":
@@ -399,13 +404,7 @@ def _openai(body: Mapping[str, Any], messages: Sequence[Any], walk: _Walk, start
         walk.started = True
         if role == "tool":
             call_id = _str(message, "tool_call_id")
-            result = message.get("content")
-            if result is None:
-                result = ""
-            elif type(result) is list:
-                result = _text_blocks(result)
-            elif type(result) is not str:
-                raise _Unread
+            result = _result_content(message.get("content"))
             if group is None:
                 group, results = [0], []
             group[0] += _result_chars(names.get(call_id, UNKNOWN_TOOL_NAME), result)
