@@ -27,12 +27,16 @@ __all__ = [
     "int_field",
     "iter_json_lines",
     "load_json",
+    "read_bytes",
     "read_first_lines",
     "read_text",
     "usage_field",
 ]
 
 _GZIP_MAGIC = b"\x1f\x8b"
+# What str.splitlines ends a line at besides "\n": these ASCII bytes, and "\x85", U+2028 and
+# U+2029 (looked for in the lines that are not ASCII only: a search of the UTF-8 bytes is slower).
+_OTHER_ASCII_LINE_ENDS = (b"\r", b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,22 +135,33 @@ def read_first_lines(path: Path, count: int) -> list[str]:
     return lines
 
 
-def read_text(path: Path) -> str:
-    """The whole file as UTF-8 text (gzip'd or not).
+def read_bytes(path: Path) -> bytes:
+    """The whole file's content, decompressed when gzip'd.
 
     Raises:
-        TranscriptFormatError: the file cannot be read, or is not UTF-8 text.
+        TranscriptFormatError: the file cannot be read or is a damaged gzip file.
     """
     try:
         with path.open("rb") as raw:
             magic = raw.read(2)
         if magic == _GZIP_MAGIC:
             with gzip.open(path, "rb") as handle:
-                data = handle.read()
-        else:
-            data = path.read_bytes()
+                return handle.read()
+        return path.read_bytes()
     except (OSError, EOFError) as exc:
         raise TranscriptFormatError(f"cannot read the file: {exc}", path=str(path)) from exc
+
+
+def read_text(path: Path) -> str:
+    """The whole file as UTF-8 text (gzip'd or not).
+
+    Raises:
+        TranscriptFormatError: the file cannot be read, or is not UTF-8 text.
+    """
+    return _decoded(read_bytes(path), path)
+
+
+def _decoded(data: bytes, path: Path) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -160,9 +175,10 @@ def iter_json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` for every non-blank line of a JSONL file.
 
     Raises:
-        TranscriptFormatError: a line is not JSON or not a JSON object (names the line).
+        TranscriptFormatError: the file is not UTF-8 text, or a line is not JSON or not a JSON
+            object (names the line).
     """
-    for number, line in enumerate(read_text(path).splitlines(), start=1):
+    for number, line in enumerate(_text_lines(path), start=1):
         if not line.strip():
             continue
         try:
@@ -176,6 +192,29 @@ def iter_json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 f"expected a JSON object, got {type(value).__name__}", path=str(path), line=number
             )
         yield number, value
+
+
+def _text_lines(path: Path) -> list[str]:
+    """The file's lines exactly as ``str.splitlines`` cuts its UTF-8 text (checked whole).
+
+    Cut as bytes at ``\\n`` and decoded line by line, which is faster than decoding a long
+    UTF-8 text whole and cutting it, unless the content holds another character
+    ``str.splitlines`` ends a line at: then the text is decoded whole and cut as before.
+    """
+    data = read_bytes(path)
+    if any(mark in data for mark in _OTHER_ASCII_LINE_ENDS):
+        return _decoded(data, path).splitlines()
+    try:
+        lines = [line.decode("utf-8") for line in data.split(b"\n")]
+    except UnicodeDecodeError:
+        _decoded(data, path)  # raises the error naming the line
+        raise  # pragma: no cover - a line is not UTF-8 only if the whole is not
+    for line in lines:
+        if not line.isascii() and ("\x85" in line or "\u2028" in line or "\u2029" in line):
+            return _decoded(data, path).splitlines()
+    if lines[-1] == "":  # "a\n" is one line to str.splitlines, two pieces to split
+        lines.pop()
+    return lines
 
 
 def load_json(path: Path) -> Any:
