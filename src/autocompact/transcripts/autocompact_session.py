@@ -17,7 +17,6 @@ from typing import Any
 from autocompact.codec import history_from_dicts, message_from_dict
 from autocompact.content import Message
 from autocompact.errors import ContentError, TranscriptFormatError
-from autocompact.sessions import SCHEMA_VERSION
 from autocompact.transcripts._base import (
     CompactionMarker,
     RecordedCall,
@@ -43,6 +42,10 @@ def read(path: Path) -> Transcript:
         TranscriptFormatError: not a session, a schema newer than this build, or a damaged
             record (naming the file and line).
     """
+    # Here, not at the top: the sessions package (its store, hashing, dates) is needed only to
+    # read a saved session, and ``autocompact replay`` on other formats starts faster without it.
+    from autocompact.sessions import SCHEMA_VERSION
+
     records = iter(iter_json_lines(path))
     first = next(records, None)
     if first is None or first[1].get("type") != "header":
