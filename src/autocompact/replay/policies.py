@@ -58,8 +58,9 @@ class _Step:
 
 def _steps(
     transcript: Transcript, estimated: Sequence[Estimated], options: ReplayOptions
-) -> tuple[tuple[Message, ...], list[_Step]]:
-    """The conversation without recorded summaries, and the growth between calls."""
+) -> tuple[tuple[Message, ...], CharPrefix, list[_Step]]:
+    """The conversation without recorded summaries, its prefix sums, and the growth between
+    calls."""
     conversation: list[Message] = []
     position_map: list[int] = []  # transcript index -> conversation count before it
     for index, message in enumerate(transcript.messages):
@@ -83,7 +84,7 @@ def _steps(
             )
         steps.append(_Step(call.index + 1, growth, stop))
         previous = call
-    return tuple(conversation), steps
+    return tuple(conversation), prefix, steps
 
 
 class _Summaries:
@@ -132,6 +133,7 @@ class _Sim:
         options: ReplayOptions,
         summaries: _Summaries,
         baseline: int,
+        prefix: CharPrefix | None = None,
     ) -> None:
         self.name = name
         self.conversation = conversation
@@ -156,7 +158,8 @@ class _Sim:
         self.events: list[PolicyEvent] = []
         self.fills: list[float] = []
         self.compactions = self.failed = self.oversized = self.refused = 0
-        self.prefix = CharPrefix.of(conversation)
+        # The conversation's prefix sums: the caller's when it made them already.
+        self.prefix = prefix if prefix is not None else CharPrefix.of(conversation)
         # Provider tokens (past the baseline) per plain-estimate token of the last request, as
         # the engine learns it from reported counts (None: nothing reported yet).
         self.ratio: float | None = None
@@ -483,8 +486,7 @@ def simulate_policy(
         raise ConfigError(f"unknown policy {name!r}; expected one of {', '.join(POLICIES)}")
     if estimated is None:
         estimated = list(estimate_calls(transcript, options))
-    conversation, steps = _steps(transcript, estimated, options)
-    prefix = CharPrefix.of(conversation)
+    conversation, prefix, steps = _steps(transcript, estimated, options)
     plain_growth = []
     previous_stop = 0
     for step in steps:
@@ -493,4 +495,4 @@ def simulate_policy(
         previous_stop = step.stop
     summaries = _Summaries(options, POLICIES.index(name))
     baseline = max(0, estimated[0].row.estimate_cold - plain_growth[0]) if estimated else 0
-    return _Sim(name, conversation, options, summaries, baseline).run(steps, plain_growth)
+    return _Sim(name, conversation, options, summaries, baseline, prefix).run(steps, plain_growth)
