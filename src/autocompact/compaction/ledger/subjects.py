@@ -66,12 +66,17 @@ class Subjects:
         record = _Record(entry, words)
         news = entry.mark == "changed" and entry.position > 0
         self.changed += news
+        by_word = self.by_word
         for word in words:
-            postings = self.by_word.setdefault(word, [])
-            if len(postings) < _POSTINGS:
+            postings = by_word.get(word)
+            if postings is None:
+                by_word[word] = [record]
+            elif len(postings) < _POSTINGS:
                 postings.append(record)
-                if news:
-                    self.news.setdefault(word, []).append(record)
+            else:
+                continue  # a word of many statements: no more postings
+            if news:
+                self.news.setdefault(word, []).append(record)
 
     def outdated(self, entry: Entry, stale: set[str], words: frozenset[str]) -> bool:
         """Whether ``entry`` states a value of a subject that a fact of this part says has
