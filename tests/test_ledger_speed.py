@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from autocompact.compaction.ledger.extract import _Subjects
 from autocompact.compaction.ledger.model import Entry
+from autocompact.compaction.ledger.subjects import Subjects
 
 
 def test_a_superseded_entry_is_held_so_a_new_entry_never_takes_its_id() -> None:
     """An entry marked superseded and then let go (a replaced rule) does not make an entry
     created after it count as superseded: CPython gives a freed entry's memory, and so its id,
     to the next one made."""
-    subjects = _Subjects()
+    subjects = Subjects()
     taken = []
     for n in range(200):
         old = Entry(f"Only deploy the exporter on day {n}.", 3.0, 2 * n, f"rule:{n}")

@@ -38,7 +38,7 @@ from autocompact.compaction.ledger.goals import (
     subject_of,
     value_follows,
 )
-from autocompact.compaction.ledger.keys import key_words, rule_key, same_subject, shapes
+from autocompact.compaction.ledger.keys import key_words, rule_key
 from autocompact.compaction.ledger.model import Entry, Ledger
 from autocompact.compaction.ledger.render import parse_ledger
 from autocompact.compaction.ledger.scan import scan
@@ -52,6 +52,7 @@ from autocompact.compaction.ledger.status import (
     started,
     status_entries,
 )
+from autocompact.compaction.ledger.subjects import Subjects
 from autocompact.compaction.ledger.text import (
     Fact,
     carries_stale,
@@ -60,7 +61,6 @@ from autocompact.compaction.ledger.text import (
     drop_harness_blocks,
     fact_of,
     form_of,
-    hinted,
     is_harness,
     norm,
     specific_marks,
@@ -76,7 +76,6 @@ _MAX_CANDIDATE = 400
 _MAX_NOTES = 400
 _MAX_DECISIONS = 12
 _MAX_ACTIONS = 5
-_POSTINGS = 64
 # Words that say a value changed (a closed class of verbs of change and correction).
 _CHANGE = re.compile(
     r"\b(?:changed|moved|bumped|switched|updated|raised|lowered|replaced|renamed|migrated|"
@@ -327,7 +326,7 @@ def _finish(state: _State) -> Ledger:
     notes: list[Entry] = list(seeded.notes)
     decisions: list[Entry] = list(seeded.decisions)
     stale: set[str] = set(seeded.stale)
-    subjects = _Subjects()
+    subjects = Subjects()
     for entry in (*seeded.facts, *seeded.constraints, *seeded.notes, *seeded.decisions):
         subjects.add(entry)
     for entry in seeded.goal_changes:
@@ -461,97 +460,6 @@ def _finish(state: _State) -> Ledger:
         or seeded.next_step,
         stale=frozenset(stale),
     )
-
-
-class _Record:
-    """A statement in the index: its key words; its value shapes and normal form on demand."""
-
-    __slots__ = ("_normal", "_shapes", "entry", "words")
-
-    def __init__(self, entry: Entry, words: frozenset[str]) -> None:
-        self.entry, self.words = entry, words
-        self._shapes: frozenset[str] | None = None
-        self._normal: str | None = None
-
-    def shapes(self) -> frozenset[str]:
-        if self._shapes is None:
-            self._shapes = shapes(specific_tokens(self.entry.value or self.entry.text))
-        return self._shapes
-
-    def normal(self) -> str:
-        if self._normal is None:
-            self._normal = norm(self.entry.value or self.entry.text)
-        return self._normal
-
-
-class _Subjects:
-    """The statements with a value so far, by key word: a new fact supersedes those about its
-    subject (:func:`~autocompact.compaction.ledger.keys.same_subject`) that hold another value.
-    A word of many statements is no subject (it is not looked up past :data:`_POSTINGS`)."""
-
-    __slots__ = ("by_word", "changed", "gone")
-
-    def __init__(self) -> None:
-        self.changed = 0  # how many facts of this part say their value changed
-        self.by_word: dict[str, list[_Record]] = {}
-        # By id, with the entry held: a dropped entry's id is never reused by a new one (a
-        # replaced rule is freed, and CPython gives its memory to the next entry made).
-        self.gone: dict[int, Entry] = {}
-
-    def drop(self, entry: Entry) -> None:
-        """Mark ``entry`` superseded (kept out of the ledger)."""
-        self.gone[id(entry)] = entry
-
-    def add(self, entry: Entry, words: frozenset[str] | None = None) -> None:
-        """Index ``entry`` (``words``: its key words, when known) if it may hold a value."""
-        if not hinted(entry.value or entry.text):
-            return
-        if words is None:  # a fact's key is its subject; a rule's key is a template
-            words = key_words(entry.key if entry.value else entry.text)
-        record = _Record(entry, words)
-        self.changed += entry.mark == "changed" and entry.position > 0
-        for word in words:
-            postings = self.by_word.setdefault(word, [])
-            if len(postings) < _POSTINGS:
-                postings.append(record)
-
-    def outdated(self, entry: Entry, stale: set[str], words: frozenset[str]) -> bool:
-        """Whether ``entry`` states a value of a subject that a fact of this part says has
-        changed (said before it): it is then older news, its values go to ``stale``."""
-        if not self.changed or not entry.text:
-            return False
-        news = [e for e in self.matches(entry, words) if e.mark == "changed" and e.position > 0]
-        if not news:
-            return False
-        self.drop(entry)
-        stale.update(stale_tokens(entry.text, news[-1].value))
-        return True
-
-    def matches(self, fact: Entry, words: frozenset[str] | None = None) -> list[Entry]:
-        """The earlier statements about the subject of ``fact`` (``words``: its key words, when
-        known) that hold another value."""
-        if words is None:
-            words = key_words(fact.key or fact.text)
-        value_shapes: frozenset[str] | None = None
-        new = ""
-        out: list[Entry] = []
-        for word in words:
-            postings = self.by_word.get(word, ())
-            if len(postings) >= _POSTINGS:
-                continue  # a word of many statements names no one subject
-            for record in postings:
-                entry = record.entry
-                if value_shapes is None:
-                    value_shapes = shapes(specific_tokens(fact.value or fact.text))
-                    new = norm(fact.value or fact.text)
-                if (
-                    id(entry) not in self.gone
-                    and same_subject(words, value_shapes, record.words, record.shapes())
-                    and new not in record.normal()
-                    and entry not in out
-                ):
-                    out.append(entry)
-        return out
 
 
 def _value_bonus(item: _Said) -> float:

@@ -56,9 +56,11 @@ def _fold(word: str) -> str:
 
 def key_words(text: str) -> frozenset[str]:
     """The key words of ``text`` (module docstring)."""
-    words = set()
     # Each distinct word once, grammar taken out in C (the result is a set: order is no matter).
-    for word in {raw.strip(_EDGE) for raw in text.lower().split()} - _DROP:
+    found = {raw.strip(_EDGE) for raw in text.lower().split()} - _DROP
+    # Most are plain words (letters only, no plural or possessive to fold): kept as they are.
+    words = {word for word in found if word.isalpha() and word[-1] != "s" and len(word) >= 2}
+    for word in found - words:
         if not word.isalpha() and (_VALUE.search(word) or not word.isascii()):
             continue  # a value (a number, a path, an identifier), not a key word
         if word.endswith("'s"):

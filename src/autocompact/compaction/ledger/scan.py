@@ -34,8 +34,8 @@ _CLASS = bytes(
     else 0x3F
     for b in range(256)
 )
+_SYMBOL = 0x23  # ``#``: a number, a path, an identifier with a symbol (found with bytes.find)
 _MARKS = (
-    re.compile(rb"#+"),  # a number, a path, an identifier with a symbol
     re.compile(rb"A(?<=[a,] A)(?=[aA])"),  # a name or an acronym inside a sentence
     re.compile(rb"A(?<=aA)"),  # camelCase
     re.compile(rb"\.(?<=a\.)(?=a)"),  # a dotted name
@@ -61,7 +61,14 @@ def scan(lines: Sequence[str]) -> tuple[dict[int, int], set[int], list[str]]:
     classes = joined.encode("ascii", "replace").translate(_CLASS)
     ends = _ends([len(line) for line in lines])
     marks: dict[int, int] = {}
-    for pattern in _MARKS:  # each pattern counts once a sentence: on a hit, skip to its end
+    # Each mark counts once a sentence: on a hit, skip to its end. A run of ``#`` counts as
+    # its first one, so a byte search (memchr, in C) finds what the pattern ``#+`` would.
+    at = classes.find(_SYMBOL)
+    while at >= 0:
+        index = bisect_left(ends, at)
+        marks[index] = marks.get(index, 0) + 1
+        at = classes.find(_SYMBOL, ends[index] + 1)
+    for pattern in _MARKS:  # the others open with one literal byte, which `re` skips to in C
         match = pattern.search(classes)
         while match is not None:
             index = bisect_left(ends, match.start())

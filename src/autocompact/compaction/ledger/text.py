@@ -162,16 +162,15 @@ def form_of(sentence: str) -> Form:
     while head < len(words) - 1 and words[head] in _SOFT_LEAD:
         head += 1
     first = words[head]
-    bag = set(words)
-    negated = bool(bag & _NEGATION) or "n't" in lower
+    negated = not _NEGATION.isdisjoint(words) or "n't" in lower
     imperative = (
         first not in _OPENERS
         and not sentence.rstrip().endswith("?")
         and len(words) - head >= 2
         and (sentence[:1].isupper() or head > 0 or not sentence[:1].isalpha())
     ) or first in ("let's", "lets")
-    modal = bool(bag & _MODAL) or " have to " in lower or " has to " in lower
-    bounded = modal or bool(bag & _LIMIT) or bool(bag & _CONDITION)
+    modal = not _MODAL.isdisjoint(words) or " have to " in lower or " has to " in lower
+    bounded = modal or not _LIMIT.isdisjoint(words) or not _CONDITION.isdisjoint(words)
     directive = imperative or negated or bounded
     first_person = first in ("i", "we", "i'd", "we'd", "i'm", "we're")
     return Form(directive, negated, first_person, negated or modal, bounded)
