@@ -389,6 +389,38 @@ def test_resumed_reading_reads_only_what_was_added() -> None:
     assert estimate(again.stats, GuardState()) == expected
 
 
+def test_long_anthropic_history_resumes_from_a_sparse_checkpoint() -> None:
+    """A long Anthropic history keeps a checkpoint after each of its last messages and after
+    every few before them: an edit anywhere (far back, or at the end) still gives the reading
+    a fresh walk gives, to the token."""
+    messages: list[dict[str, Any]] = []
+    for i in range(90):
+        call = {"type": "tool_use", "id": f"u{i}", "name": "Bash", "input": {"n": i}}
+        messages.append({"role": "assistant", "content": [{"type": "text", "text": "t"}, call]})
+        result = {"type": "tool_result", "tool_use_id": f"u{i}", "content": f'o"{i}\n' * i}
+        messages.append({"role": "user", "content": [result]})
+    messages.insert(0, {"role": "user", "content": "go"})
+    first = read("anthropic_messages", _a(*messages), messages)
+    assert first is not None
+    points = first.walk.checkpoints
+    assert points[-1] is not None
+    assert points[len(points) // 2 + 1] is None
+    assert sum(p is not None for p in points) < len(points) // 2
+    for edited in (3, 40, 75, 150, len(messages) - 2, len(messages) - 1):
+        changed = [*messages]
+        changed[edited] = {**changed[edited], "content": [*changed[edited]["content"]]}
+        changed[edited]["content"].append({"type": "text", "text": "edited é\x01"})
+        changed.append({"role": "assistant", "content": "ok"})
+        changed.append({"role": "user", "content": "next"})
+        again = read("anthropic_messages", _a(*changed), changed, previous=first)
+        fresh = read("anthropic_messages", _a(*changed), changed)
+        assert again is not None, edited
+        assert fresh is not None, edited
+        assert again.stats == fresh.stats, edited
+        expected = full_path("anthropic_messages", _a(*changed), GuardState())
+        assert estimate(again.stats, GuardState()) == expected, edited
+
+
 def test_openai_resumes_only_at_message_boundaries() -> None:
     """OpenAI tool results join the next user message: a reading resumes only where no tool
     result is pending, and gives the full path's estimate."""

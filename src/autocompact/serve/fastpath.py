@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autocompact.content import CharStats, json_form, json_length
+from autocompact.content import CharStats, json_length, name_json_length
 from autocompact.convert import UNKNOWN_TOOL_NAME
 from autocompact.estimation import (
     BYTES_PER_TOKEN_JSON,
@@ -49,6 +49,7 @@ from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
 __all__ = ["Sizing", "WireStats", "estimate", "read", "wire_stats"]
 
 _RESULT_OVERHEAD = 21  # len('{"name":,"response":}'): a function response's JSON around its values
+_CALL_OVERHEAD = 17  # len('{"name":,"args":}'): a function call's JSON around its values
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,6 +74,12 @@ class _Unread(Exception):
 
 
 _Checkpoint = tuple[Any, ...]
+# Where a later request may resume: after each of the last _DENSE_TAIL wire messages (an agent
+# resends the history and changes at most its last few), and after every _STRIDE-th one before
+# them (an edit further back re-reads at most _STRIDE messages more). Anthropic requests; an
+# OpenAI request keeps one after every message.
+_DENSE_TAIL = 16
+_STRIDE = 32
 
 
 class _Walk:
@@ -90,7 +97,7 @@ class _Walk:
     def __init__(self) -> None:
         self.text = self.json = self.media = self.count = 0
         # The last message, not yet history: (text, json, media, results, calls, is model).
-        self.last: tuple[int, int, int, tuple[str, ...], tuple[str, ...], bool] = (
+        self.last: tuple[int, int, int, Sequence[str], Sequence[str], bool] = (
             0, 0, 0, (), (), False,
         )  # fmt: skip
         self.prev_model = False  # whether the last history message is a model message
@@ -124,7 +131,7 @@ class _Walk:
         if not clean:
             self.checkpoints.append(None)
             return
-        opened = tuple(self.open.items())
+        opened = tuple(self.open.items()) if self.open else ()
         point = (self.count, self.text, self.json, self.media, self.last, self.prev_model,
                  len(self.pairs), opened)  # fmt: skip
         self.checkpoints.append(point)
@@ -134,25 +141,27 @@ class _Walk:
         text: int,
         json_chars: int,
         media: int,
-        results: list[str],
-        calls: list[str],
+        results: Sequence[str],
+        calls: Sequence[str],
         model: bool,
     ) -> None:
-        """One more content-model message; the one before it becomes history."""
+        """One more content-model message; the one before it becomes history (``results``
+        and ``calls`` are kept as given: the caller does not change them afterwards)."""
         last = self.last
         if self.count:
-            index = self.count - 1
-            open_calls = self.open
-            for call_id in last[3]:  # its results answer earlier calls, then its calls open
-                if open_calls.pop(call_id, None) is None:
-                    raise _Unread
-            for call_id in last[4]:
-                open_calls[call_id] = index
+            if last[3] or last[4]:
+                index = self.count - 1
+                open_calls = self.open
+                for call_id in last[3]:  # its results answer earlier calls, then its calls open
+                    if open_calls.pop(call_id, None) is None:
+                        raise _Unread
+                for call_id in last[4]:
+                    open_calls[call_id] = index
             self.prev_model = last[5]
             self.text += last[0]
             self.json += last[1]
             self.media += last[2]
-        self.last = (text, json_chars, media, tuple(results), tuple(calls), model)
+        self.last = (text, json_chars, media, results, calls, model)
         self.count += 1
 
     def result(self, system: str | None, tools: tuple[ToolSpec, ...]) -> WireStats:
@@ -169,11 +178,13 @@ class _Walk:
 
 
 def _call_chars(name: str, arguments: dict[str, Any]) -> int:
-    return len(json_form({"name": name, "args": arguments}))
+    # len(json_form({"name": name, "args": arguments})) as the content model measures it
+    # ('{"name":' + name + ',"args":' + arguments + '}'), the arguments counted, not encoded.
+    return _CALL_OVERHEAD + name_json_length(name) + json_length(arguments)
 
 
 def _result_chars(name: str, response: Any) -> int:
-    return _RESULT_OVERHEAD + json_length(name) + json_length(response)
+    return _RESULT_OVERHEAD + name_json_length(name) + json_length(response)
 
 
 def _result_content(result: Any) -> str | list[dict[str, str]]:
@@ -239,6 +250,8 @@ def _anthropic(
             texts.append(str(block.get("text", "")))
         system = "\n\n".join(texts)
     names = walk.names
+    add, mark, points = walk.add, walk.mark, walk.checkpoints
+    dense = len(messages) - _DENSE_TAIL  # checkpoints: every message from here, sparse before
     for index in range(start, len(messages)):
         message = messages[index]
         if type(message) is not dict:
@@ -248,34 +261,52 @@ def _anthropic(
         if role != "user" and role != "assistant":
             raise _Unread
         if type(content) is str:
-            walk.add(len(content), 0, 0, [], [], role == "assistant")
-            walk.mark(True)
+            add(len(content), 0, 0, (), (), role == "assistant")
+            if index < dense and index % _STRIDE:
+                points.append(None)
+            else:
+                mark(True)
             continue
         if type(content) is not list:
             raise _Unread
         text = json_chars = media = 0
-        results: list[str] = []
-        calls: list[str] = []
+        results: list[str] | tuple[()] = ()
+        calls: list[str] | tuple[()] = ()
         for block in content:
             if type(block) is not dict:
                 raise _Unread
             kind = block.get("type")
             if kind == "text":
-                text += len(_str(block, "text"))
+                value = block.get("text")
+                if type(value) is not str:
+                    raise _Unread
+                text += len(value)
             elif kind == "tool_result":
-                call_id = _str(block, "tool_use_id")
-                result = _result_content(block.get("content"))
+                call_id = block.get("tool_use_id")
+                if type(call_id) is not str:
+                    raise _Unread
+                result = block.get("content")
+                if type(result) is not str:
+                    result = _result_content(result)
                 json_chars += _result_chars(names.get(call_id, UNKNOWN_TOOL_NAME), result)
-                results.append(call_id)
+                if results:
+                    results.append(call_id)
+                else:
+                    results = [call_id]
             elif kind == "tool_use":
-                call_id = _str(block, "id")
-                name = _str(block, "name")
+                call_id = block.get("id")
+                name = block.get("name")
+                if type(call_id) is not str or type(name) is not str:
+                    raise _Unread
                 arguments = block.get("input", {})
                 if type(arguments) is not dict:
                     raise _Unread
                 walk.name(call_id, name)
                 json_chars += _call_chars(name, arguments)
-                calls.append(call_id)
+                if calls:
+                    calls.append(call_id)
+                else:
+                    calls = [call_id]
             elif kind == "thinking":
                 text += len(_str(block, "thinking"))
                 signature = block.get("signature")
@@ -288,8 +319,11 @@ def _anthropic(
                 media += 1
             else:
                 raise _Unread
-        walk.add(text, json_chars, media, results, calls, role == "assistant")
-        walk.mark(True)
+        add(text, json_chars, media, results, calls, role == "assistant")
+        if index < dense and index % _STRIDE:
+            points.append(None)
+        else:
+            mark(True)
     if type(messages[-1]) is not dict or messages[-1].get("role") != "user":
         raise _Unread
     return walk.result(system, anthropic_tools(body))
