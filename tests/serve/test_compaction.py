@@ -254,6 +254,29 @@ def test_client_compaction_block_forwarded_untouched(proxy: Proxy) -> None:
     assert proxy.upstream.summaries == 0
 
 
+def test_client_compaction_block_found_after_a_fast_reading(proxy: Proxy) -> None:
+    """The proxy searches the messages for a compaction block only when the fast reading did
+    not read them all: a conversation read once, then resent with a compaction block added far
+    back, or with one in its new turn, is the client's compaction each time."""
+    body = _long_anthropic(3)
+    headers = {"x-autocompact-conversation": "blocks"}
+    first = httpx.post(f"{proxy.url}/v1/messages", json=body, headers=headers, timeout=30)
+    assert first.headers["x-autocompact-action"] == "forward"
+    block = {"type": "compaction", "content": "earlier"}
+    back = json.loads(json.dumps(body))
+    back["messages"][1]["content"].insert(0, block)
+    new_turn = json.loads(json.dumps(body))
+    new_turn["messages"][-1] = {"role": "user", "content": [{"type": "text", "text": "go"}]}
+    new_turn["messages"].insert(-1, {"role": "assistant", "content": [block]})
+    for changed in (back, new_turn, body):
+        raw = json.dumps(changed).encode()
+        reply = httpx.post(f"{proxy.url}/v1/messages", content=raw, headers=headers, timeout=30)
+        assert proxy.upstream.received[-1] == raw
+        expected = "forward" if changed is body else "client-compaction"
+        assert reply.headers["x-autocompact-action"] == expected
+    assert proxy.upstream.summaries == 0
+
+
 def test_single_flight(proxy: Proxy) -> None:
     """Two requests of one conversation reaching auto at once make one side query; both are
     sent compacted with the same bytes."""

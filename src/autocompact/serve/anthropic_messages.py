@@ -140,10 +140,13 @@ class AnthropicMessages:
             out.append({**message, "content": kept})
         return out
 
-    def client_compaction(self, body: Mapping[str, Any], messages: Sequence[Any]) -> bool:
-        """A compaction block, a compaction request in ``context_management``, or a summary
-        request of the agent's own."""
-        if _has_compaction_block(messages):
+    def client_compaction(
+        self, body: Mapping[str, Any], messages: Sequence[Any], *, read: bool = False
+    ) -> bool:
+        """A compaction block (not searched for when ``read``: the fast reading read every
+        block), a compaction request in ``context_management``, or a summary request of the
+        agent's own."""
+        if not read and _has_compaction_block(messages):
             return True
         management = body.get("context_management")
         if isinstance(management, Mapping) and "compact" in json.dumps(management):

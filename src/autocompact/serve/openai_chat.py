@@ -101,7 +101,9 @@ class OpenAIChat:
             to_openai_messages(messages, thinking="reasoning_content" if sent_reasoning else "drop")
         )
 
-    def client_compaction(self, body: Mapping[str, Any], messages: Sequence[Any]) -> bool:
+    def client_compaction(
+        self, body: Mapping[str, Any], messages: Sequence[Any], *, read: bool = False
+    ) -> bool:
         """A summary request of the agent's own (its known summary prompts)."""
         return bool(CLIENT_SUMMARY_PROMPTS.search(last_user_text(messages)[:2000]))
 

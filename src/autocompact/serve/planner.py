@@ -310,11 +310,16 @@ class Planner:
         lead = protocol.lead(messages)
         head, conv = messages[:lead], messages[lead:]
         identity = identify(headers, body, conv, protocol.name)
-        if protocol.client_compaction(body, messages):
-            return Decision(body=raw, action="client-compaction", identity=identity)
-        records, shared, fast = await self._records_and_fast(
+        client = Decision(body=raw, action="client-compaction", identity=identity)
+        # The messages are searched for a compaction block only when the fast reading did not
+        # read them all (it reads no block it does not know): one walk over them, not two.
+        if protocol.client_compaction(body, messages, read=True):
+            return client
+        records, shared, fast, read_all = await self._records_and_fast(
             protocol, body, messages, raw, identity, window, reactive
         )
+        if not read_all and protocol.client_compaction(body, messages):
+            return client
         if fast is not None and not records:
             return fast
         try:
@@ -348,11 +353,12 @@ class Planner:
         identity: Identity,
         window: int,
         reactive: bool,
-    ) -> tuple[list[Record], SharedState | None, Decision | None]:
-        """The conversation's records and shared state, and the fast decision read meanwhile
-        (the store's answer comes from a worker thread while this one reads the request)."""
+    ) -> tuple[list[Record], SharedState | None, Decision | None, bool]:
+        """The conversation's records and shared state, the fast decision read meanwhile (the
+        store's answer comes from a worker thread while this one reads the request), and
+        whether the fast reading read every message."""
         if reactive or not self.fast_path:
-            return (*await self._read(identity.session_id), None)
+            return (*await self._read(identity.session_id), None, False)
         found: list[Any] = []
 
         async def fetch() -> None:
@@ -369,9 +375,10 @@ class Planner:
             raise found[0]
         records, shared = found[0]
         if sizing is None:
-            return records, shared, None
+            return records, shared, None, False
         state = _state_of(shared)
-        return records, shared, self._fast(protocol.name, sizing, state, raw, identity, window)
+        fast = self._fast(protocol.name, sizing, state, raw, identity, window)
+        return records, shared, fast, True
 
     def _reading(
         self,

@@ -124,8 +124,14 @@ class WireProtocol(Protocol):
         (signed blocks not found there unchanged are dropped)."""
         ...
 
-    def client_compaction(self, body: Mapping[str, Any], messages: Sequence[Any]) -> bool:
-        """Whether the request is the client's own compaction (forwarded untouched)."""
+    def client_compaction(
+        self, body: Mapping[str, Any], messages: Sequence[Any], *, read: bool = False
+    ) -> bool:
+        """Whether the request is the client's own compaction (forwarded untouched).
+
+        ``read``: the fast reading (:mod:`autocompact.serve.fastpath`) read every message, so
+        none holds a block or item it does not know (a compaction block is one): the messages
+        are not searched for one again, only the rest is checked."""
         ...
 
     def error(self, status: int, kind: str, message: str) -> dict[str, Any]:

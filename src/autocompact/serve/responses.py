@@ -194,9 +194,12 @@ class Responses:
         """Input items (reasoning items written back from their signature, unaltered)."""
         return list(to_responses_input(messages, family=None))
 
-    def client_compaction(self, body: Mapping[str, Any], messages: Sequence[Any]) -> bool:
-        """A ``compaction`` item, or a summary request of the agent's own."""
-        if any(_kind(item).startswith("compaction") for item in messages):
+    def client_compaction(
+        self, body: Mapping[str, Any], messages: Sequence[Any], *, read: bool = False
+    ) -> bool:
+        """A ``compaction`` item (not searched for when ``read``), or a summary request of the
+        agent's own."""
+        if not read and any(_kind(item).startswith("compaction") for item in messages):
             return True
         last = messages[-1] if messages else None
         if not isinstance(last, Mapping) or _kind(last) != "user":
