@@ -1,0 +1,231 @@
+"""What the fast reading of a request keeps while it walks the messages (module
+:mod:`autocompact.serve.fastpath`), and how it measures a tool call and a tool result. Pure.
+
+A tool call is measured as the content model measures a function call part
+(``17 + json_length(name) + json_length(arguments)``: its JSON form
+``{"name":…,"args":…}`` counted, not built), a tool result as a function response part
+(``21 + json_length(name) + json_length(response)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from autocompact.content import CharStats, json_length, name_json_length
+from autocompact.jsonsize import str_json_length
+from autocompact.providers.base import ToolSpec
+
+__all__ = [
+    "DENSE_TAIL",
+    "STRIDE",
+    "Checkpoint",
+    "Unread",
+    "Walk",
+    "WireStats",
+    "call_chars",
+    "media_ok",
+    "need_str",
+    "result_chars",
+    "result_content",
+    "text_blocks",
+]
+
+_RESULT_OVERHEAD = 21  # len('{"name":,"response":}'): a function response's JSON around its values
+_CALL_OVERHEAD = 17  # len('{"name":,"args":}'): a function call's JSON around its values
+
+
+@dataclass(frozen=True, kw_only=True)
+class WireStats:
+    """A request's character statistics, as the content model would measure it.
+
+    Attributes:
+        history: every conversation message but the pending one.
+        pending: the pending message (the last content-model message, a user message).
+        system: the system prompt as the converter joins it.
+        tools: the tool declarations.
+    """
+
+    history: CharStats
+    pending: CharStats
+    system: str | None
+    tools: tuple[ToolSpec, ...]
+
+
+class Unread(Exception):
+    """Something the walk does not read exactly as the converter does: take the full path."""
+
+
+Checkpoint = tuple[Any, ...]
+# Where a later request may resume: after each of the last DENSE_TAIL wire messages (an agent
+# resends the history and changes at most its last few), and after every STRIDE-th one before
+# them (an edit further back re-reads at most STRIDE messages more). Anthropic requests; an
+# OpenAI request keeps one after every message.
+DENSE_TAIL = 16
+STRIDE = 32
+
+
+class Walk:
+    """Content-model messages as they are completed: their statistics summed, their tool
+    calls and results paired as :func:`autocompact.validation.scan_history` pairs the history
+    the guard is given (every message but the pending one, which is not checked; calls the last
+    history message left open allowed when it is a model message); after each wire message, a
+    checkpoint a later request of the conversation resumes from."""
+
+    __slots__ = (
+        "checkpoints", "count", "json", "last", "media", "names", "open", "pairs",
+        "prev_model", "started", "systems", "text",
+    )  # fmt: skip
+
+    def __init__(self) -> None:
+        self.text = self.json = self.media = self.count = 0
+        # The last message, not yet history: (text, json, media, results, calls, is model).
+        self.last: tuple[int, int, int, Sequence[str], Sequence[str], bool] = (
+            0, 0, 0, (), (), False,
+        )  # fmt: skip
+        self.prev_model = False  # whether the last history message is a model message
+        self.open: dict[str, int] = {}  # open call id -> the history message that made it
+        self.names: dict[str, str] = {}
+        self.pairs: list[tuple[str, str]] = []  # every (call id, name), in order
+        self.checkpoints: list[Checkpoint | None] = []
+        self.started = False  # OpenAI: past the leading system messages
+        self.systems: list[str] = []
+
+    def resume(self, previous: Walk, start: int) -> None:
+        """Continue ``previous`` after its first ``start`` wire messages (a checkpoint)."""
+        point = previous.checkpoints[start - 1]
+        assert point is not None
+        (self.count, self.text, self.json, self.media, self.last, self.prev_model, names,
+         opened) = point  # fmt: skip
+        self.pairs = previous.pairs[:names]
+        self.names = dict(self.pairs)
+        self.open = dict(opened)
+        self.checkpoints = previous.checkpoints[:start]
+        self.started = True
+        self.systems = previous.systems
+
+    def name(self, call_id: str, name: str) -> None:
+        self.names[call_id] = name
+        self.pairs.append((call_id, name))
+
+    def mark(self, clean: bool) -> None:
+        """A checkpoint after one more wire message (``clean``: a content-model message
+        boundary, nothing pending)."""
+        if not clean:
+            self.checkpoints.append(None)
+            return
+        opened = tuple(self.open.items()) if self.open else ()
+        point = (self.count, self.text, self.json, self.media, self.last, self.prev_model,
+                 len(self.pairs), opened)  # fmt: skip
+        self.checkpoints.append(point)
+
+    def add(
+        self,
+        text: int,
+        json_chars: int,
+        media: int,
+        results: Sequence[str],
+        calls: Sequence[str],
+        model: bool,
+    ) -> None:
+        """One more content-model message; the one before it becomes history (``results``
+        and ``calls`` are kept as given: the caller does not change them afterwards)."""
+        last = self.last
+        if self.count:
+            if last[3] or last[4]:
+                index = self.count - 1
+                open_calls = self.open
+                for call_id in last[3]:  # its results answer earlier calls, then its calls open
+                    if open_calls.pop(call_id, None) is None:
+                        raise Unread
+                for call_id in last[4]:
+                    open_calls[call_id] = index
+            self.prev_model = last[5]
+            self.text += last[0]
+            self.json += last[1]
+            self.media += last[2]
+        self.last = (text, json_chars, media, results, calls, model)
+        self.count += 1
+
+    def result(self, system: str | None, tools: tuple[ToolSpec, ...]) -> WireStats:
+        if self.count == 0 or self.last[5]:
+            raise Unread  # the pending message must be a user message
+        if self.open:
+            last_history = self.count - 2
+            if not self.prev_model or any(i != last_history for i in self.open.values()):
+                raise Unread  # a call never answered
+        history = CharStats(text_chars=self.text, json_chars=self.json, media_parts=self.media)
+        text, json_chars, media = self.last[:3]
+        pending = CharStats(text_chars=text, json_chars=json_chars, media_parts=media)
+        return WireStats(history=history, pending=pending, system=system, tools=tools)
+
+
+def call_chars(name: str, arguments: dict[str, Any]) -> int:
+    """``len(json_form({"name": name, "args": arguments}))`` as the content model measures it
+    (``'{"name":' + name + ',"args":' + arguments + '}'``), the arguments counted, not encoded."""
+    return _CALL_OVERHEAD + name_json_length(name) + _arguments_length(arguments)
+
+
+def _arguments_length(arguments: dict[str, Any]) -> int:
+    """``json_length(arguments)``: the object's braces, a colon per member and commas between
+    them, each key's and member's JSON length (a string, most of them: paths, commands, file
+    contents, counted straight by :func:`~autocompact.jsonsize.str_json_length`)."""
+    if not arguments:
+        return 2
+    total = 1 + 2 * len(arguments)
+    for key, member in arguments.items():
+        total += name_json_length(key)  # argument names repeat, as tool names do
+        total += str_json_length(member) if type(member) is str else json_length(member)
+    return total
+
+
+def result_chars(name: str, response: Any) -> int:
+    size = str_json_length(response) if type(response) is str else json_length(response)
+    return _RESULT_OVERHEAD + name_json_length(name) + size
+
+
+def result_content(result: Any) -> str | list[dict[str, str]]:
+    """A tool result's content as the converters keep it: its text, or its text blocks."""
+    if result is None:
+        return ""
+    if type(result) is list:
+        return text_blocks(result)
+    if type(result) is not str:
+        raise Unread
+    return result
+
+
+def text_blocks(content: list[Any]) -> list[dict[str, str]]:
+    """A tool result's list of text blocks as the converters keep it (``None``-free)."""
+    out = []
+    for block in content:
+        if type(block) is not dict or block.get("type") != "text":
+            raise Unread  # media in a tool result, or a malformed block: the full path
+        text = block.get("text")
+        if type(text) is not str:
+            raise Unread
+        out.append({"type": "text", "text": text})
+    return out
+
+
+def need_str(block: Mapping[str, Any], key: str) -> str:
+    value = block.get(key)
+    if type(value) is not str:
+        raise Unread
+    return value
+
+
+def media_ok(block: Mapping[str, Any]) -> None:
+    """An Anthropic image or document source the converter accepts."""
+    source = block.get("source")
+    if type(source) is not dict:
+        raise Unread
+    kind = source.get("type")
+    if kind == "base64":
+        need_str(source, "media_type")
+        need_str(source, "data")
+    elif kind == "url":
+        need_str(source, "url")
+    else:
+        raise Unread
