@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autocompact import CompressionService
 from autocompact.content import (
@@ -440,3 +442,51 @@ def test_openai_resumes_only_at_message_boundaries() -> None:
     again = read("openai_chat", body, grown, previous=first)
     assert again is not None
     assert estimate(again.stats, GuardState()) == full_path("openai_chat", body, GuardState())
+
+
+_TEXT = st.text(st.characters(codec=None, categories=None), max_size=40) | st.sampled_from(
+    ['a"b\\c', "\x00\x1f\x7f\n\t", "\ud800x\udfff", "é€😀", "\u2028"]
+)
+_LEAF = st.one_of(
+    _TEXT,
+    st.integers(-(10**30), 10**30),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.none(),
+)
+_VALUE = st.recursive(
+    _LEAF,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_TEXT, inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(_TEXT, st.dictionaries(_TEXT, _VALUE, max_size=5), _TEXT | st.none()),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_any_tool_call_and_result_read_as_the_full_path_does(
+    turns: list[tuple[str, dict[str, Any], str | None]],
+) -> None:
+    """Tool calls with any arguments (any characters, escapes, control characters, lone
+    surrogates, NaN and infinities, deep values) and any result text: the fast reading gives
+    the full path's estimate and statistics to the token, in both protocols."""
+    history: list[Message] = [Message.user("go")]
+    for i, (name, arguments, result) in enumerate(turns):
+        call = FunctionCallPart(id=f"c{i}", name=name or "n", arguments=arguments)
+        history.append(Message(role="model", parts=(call,)))
+        response = FunctionResponsePart(id=f"c{i}", name=name or "n", response=result or "")
+        history.append(Message(role="user", parts=(response,)))
+    history.append(Message.user("next"))
+    bodies = {
+        "anthropic_messages": {"model": "m", "messages": to_anthropic_messages(history)},
+        "openai_chat": {"model": "m", "messages": to_openai_messages(history, None)},
+    }
+    for protocol, body in bodies.items():
+        body = json.loads(json.dumps(body))  # as decoded from the wire
+        expected = full_path(protocol, body, STATES["raised"])
+        assert fast_path(protocol, body, STATES["raised"]) == expected, protocol
