@@ -120,10 +120,13 @@ PART = st.one_of(
 def test_fresh_history_equals_the_general_path(messages: list[tuple[str, list[Any]]]) -> None:
     """history_from_dicts builds and measures exactly what message_from_dict does, per message."""
     from autocompact.codec import message_from_dict
+    from autocompact.estimation import content_stats
 
     data = [{"role": role, "parts": parts} for role, parts in messages]
     fast = history_from_dicts(data)
     general = [message_from_dict(item, index=i) for i, item in enumerate(data)]
+    assert content_stats(fast) == content_stats(general)  # before any part is built
+    assert [m.stats for m in fast] == [m.stats for m in general]
     assert fast == general
     for got, want in zip(fast, general, strict=True):
         assert got.stats == want.stats

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from autocompact.errors import ContentError
 from autocompact.jsonsize import plain_json_length, str_json_length, utf8_json_length
@@ -345,7 +345,12 @@ class Message:
 
     role: Role
     parts: tuple[Part, ...]
-    _stats: CharStats | None = field(default=None, init=False, repr=False, compare=False)
+    # The statistics once measured (None: not yet). A message codec.history_from_dicts left
+    # undecoded holds here ``(build, text_chars, json_chars, *fields)`` instead, its ``parts``
+    # slot empty: ``build(source, stats)`` makes its one part when first asked (__getattr__).
+    _stats: CharStats | tuple[Any, ...] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if self.role not in ("user", "model"):
@@ -358,6 +363,26 @@ class Message:
             object.__setattr__(self, "parts", tuple(self.parts))
         for part in self.parts:
             _check_part(part, self.role)
+
+    if not TYPE_CHECKING:  # (for the type checker, attributes stay only the declared ones)
+
+        def __getattr__(self, name: str) -> Any:
+            # Only reached when the normal lookup fails: the part of a message that
+            # codec.history_from_dicts checked and measured without building it (a first
+            # estimate needs only the statistics), built here on first use as the codec would
+            # have built it, sharing the message's statistics. Every reader of ``parts``
+            # (equality, hashing, repr, pickling, replace) sees it as if built at once.
+            source = self._stats if name == "parts" else None
+            if type(source) is tuple:
+                stats = CharStats(text_chars=source[1], json_chars=source[2])
+                parts = (source[0](source, stats),)
+                try:  # another thread may have built it first: keep that one
+                    return object.__getattribute__(self, "parts")
+                except AttributeError:
+                    object.__setattr__(self, "_stats", stats)  # before parts (see stats)
+                    object.__setattr__(self, "parts", parts)
+                    return parts
+            return object.__getattribute__(self, name)  # raises as the normal lookup did
 
     @classmethod
     def user(cls, *content: str | Part) -> Message:
@@ -373,15 +398,19 @@ class Message:
     def stats(self) -> CharStats:
         """Character statistics of the whole message, computed once."""
         cached = self._stats
-        if cached is None:
-            parts = self.parts
-            if len(parts) == 1:
-                cached = parts[0].stats
-            else:
-                cached = _EMPTY
-                for part in parts:
-                    cached = cached + part.stats
-            object.__setattr__(self, "_stats", cached)
+        if isinstance(cached, CharStats):
+            return cached
+        parts = self.parts  # (an undecoded message's part is built with its statistics)
+        cached = self._stats
+        if isinstance(cached, CharStats):
+            return cached
+        if len(parts) == 1:
+            cached = parts[0].stats
+        else:
+            cached = _EMPTY
+            for part in parts:
+                cached = cached + part.stats
+        object.__setattr__(self, "_stats", cached)
         return cached
 
     @property
