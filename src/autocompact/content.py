@@ -13,6 +13,7 @@ cached on the instance, so the pre-send estimate never serializes the same JSON 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
@@ -372,16 +373,18 @@ class Message:
             # estimate needs only the statistics), built here on first use as the codec would
             # have built it, sharing the message's statistics. Every reader of ``parts``
             # (equality, hashing, repr, pickling, replace) sees it as if built at once.
-            source = self._stats if name == "parts" else None
-            if type(source) is tuple:
-                stats = CharStats(text_chars=source[1], json_chars=source[2])
-                parts = (source[0](source, stats),)
-                try:  # another thread may have built it first: keep that one
-                    return object.__getattribute__(self, "parts")
-                except AttributeError:
-                    object.__setattr__(self, "_stats", stats)  # before parts (see stats)
-                    object.__setattr__(self, "parts", parts)
-                    return parts
+            if name == "parts":
+                with _DECODING:  # one thread builds it; the others then read what it built
+                    source = self._stats
+                    if type(source) is tuple:
+                        stats = _new(CharStats)
+                        _STATS_TEXT(stats, source[1])
+                        _STATS_JSON(stats, source[2])
+                        _STATS_MEDIA(stats, 0)
+                        parts = (source[0](source, stats),)
+                        _MESSAGE_STATS(self, stats)
+                        _MESSAGE_PARTS(self, parts)
+                        return parts
             return object.__getattribute__(self, name)  # raises as the normal lookup did
 
     @classmethod
@@ -435,6 +438,15 @@ class Message:
             only = parts[0]
             return (only,) if isinstance(only, FunctionResponsePart) else ()
         return tuple([p for p in parts if isinstance(p, FunctionResponsePart)])
+
+
+_new = object.__new__
+_DECODING = threading.RLock()
+# The slots' own descriptors (half the cost of object.__setattr__ on a frozen dataclass).
+_STATS_TEXT, _STATS_JSON, _STATS_MEDIA = (
+    getattr(CharStats, n).__set__ for n in ("text_chars", "json_chars", "media_parts")
+)
+_MESSAGE_STATS, _MESSAGE_PARTS = (getattr(Message, n).__set__ for n in ("_stats", "parts"))
 
 
 def _need_str(value: object, name: str, *, optional: bool = False) -> None:
