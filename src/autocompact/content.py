@@ -373,19 +373,24 @@ class Message:
             # estimate needs only the statistics), built here on first use as the codec would
             # have built it, sharing the message's statistics. Every reader of ``parts``
             # (equality, hashing, repr, pickling, replace) sees it as if built at once.
-            if name == "parts":
-                with _DECODING:  # one thread builds it; the others then read what it built
-                    source = self._stats
-                    if type(source) is tuple:
-                        stats = _new(CharStats)
-                        _STATS_TEXT(stats, source[1])
-                        _STATS_JSON(stats, source[2])
-                        _STATS_MEDIA(stats, 0)
-                        parts = (source[0](source, stats),)
-                        _MESSAGE_STATS(self, stats)
-                        _MESSAGE_PARTS(self, parts)
-                        return parts
+            if name == "parts" and type(self._stats) is tuple:
+                return self._decode()
             return object.__getattribute__(self, name)  # raises as the normal lookup did
+
+    def _decode(self) -> tuple[Part, ...]:
+        """Build the part of a message history_from_dicts left undecoded (see ``_stats``)."""
+        with _DECODING:  # one thread builds it; the others then read what it built
+            source = self._stats
+            if type(source) is tuple:
+                stats = _new(CharStats)
+                _STATS_TEXT(stats, source[1])
+                _STATS_JSON(stats, source[2])
+                _STATS_MEDIA(stats, 0)
+                parts = (source[0](source, stats),)
+                _MESSAGE_STATS(self, stats)  # (before parts: a reader of parts finds both)
+                _MESSAGE_PARTS(self, parts)
+                return parts
+        return self.parts
 
     @classmethod
     def user(cls, *content: str | Part) -> Message:
@@ -403,10 +408,12 @@ class Message:
         cached = self._stats
         if isinstance(cached, CharStats):
             return cached
-        parts = self.parts  # (an undecoded message's part is built with its statistics)
-        cached = self._stats
-        if isinstance(cached, CharStats):
-            return cached
+        if type(cached) is tuple:  # undecoded: its part is built with its statistics
+            self._decode()
+            cached = self._stats
+            if isinstance(cached, CharStats):
+                return cached
+        parts = self.parts
         if len(parts) == 1:
             cached = parts[0].stats
         else:
