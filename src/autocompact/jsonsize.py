@@ -24,6 +24,9 @@ _NOT_ESCAPED = bytes(b for b in range(256) if b not in _ESCAPED)
 # Written as a two-character escape (\", \\, \b, \f, \n, \r, \t); every other control
 # character is written \u00XX (six characters).
 _SHORT_ESCAPES = b'"\\\b\f\n\r\t'
+# Maps each long-escaped byte elsewhere and every other byte to itself: ``translate`` with it
+# (no deletions, so no table to build) returns the same object when there is none (usual).
+_LONG_MOVED = bytes(0xFF if b < 0x20 and b not in _SHORT_ESCAPES else b for b in range(256))
 _CONTINUATION = bytes(range(0x80, 0xC0))
 _NOT_CONTINUATION = bytes(b for b in range(256) if b not in _CONTINUATION)
 
@@ -36,9 +39,11 @@ def str_json_length(value: str) -> int:
     """
     raw = value.encode("ascii") if value.isascii() else value.encode("utf-8", "surrogatepass")
     escaped = raw.translate(None, _NOT_ESCAPED)  # only the bytes JSON escapes (usually few)
-    if escaped:
-        return len(value) + 2 + len(escaped) + 4 * len(escaped.translate(None, _SHORT_ESCAPES))
-    return len(value) + 2
+    if not escaped:
+        return len(value) + 2
+    if escaped.translate(_LONG_MOVED) is escaped:  # only two-character escapes
+        return len(value) + 2 + len(escaped)
+    return len(value) + 2 + len(escaped) + 4 * len(escaped.translate(None, _SHORT_ESCAPES))
 
 
 def utf8_json_length(raw: bytes) -> int:
@@ -55,8 +60,8 @@ def utf8_json_length(raw: bytes) -> int:
 def _escape_extra(raw: bytes) -> int:
     """How many characters escaping adds to the JSON string of these UTF-8 bytes."""
     escaped = raw.translate(None, _NOT_ESCAPED)  # only the bytes JSON escapes (usually few)
-    if not escaped:
-        return 0
+    if not escaped or escaped.translate(_LONG_MOVED) is escaped:  # two-character ones only
+        return len(escaped)
     return len(escaped) + 4 * len(escaped.translate(None, _SHORT_ESCAPES))
 
 
