@@ -78,40 +78,36 @@ def plain_json_length(value: object) -> int:
     escaped width depends on that character alone). An object's own members (tool arguments:
     strings, numbers, flags) are counted here, without a call each.
     """
-    if type(value) is not dict:
-        if type(value) is str:
-            return str_json_length(value)
-        strings: list[str] = []
-        try:
-            total = _length(value, strings.append)
-        except (RecursionError, ValueError):  # too deep here; an int too long for str()
-            return -1
-        if total < 0:
-            return -1
-    else:
-        strings = []
-        push = strings.append
-        total = 1 + 2 * len(value) if value else 2  # braces, a colon each, commas between
-        for key, member in value.items():
-            if type(key) is not str:
+    if type(value) is str:
+        return str_json_length(value)
+    strings: list[str] = []
+    push = strings.append
+    try:
+        if type(value) is not dict or not value:
+            total = _length(value, push)
+            if total < 0:
                 return -1
-            push(key)
-            if type(member) is str:
-                push(member)
-            elif member is True or member is None:
-                total += 4
-            elif member is False:
-                total += 5
-            elif type(member) is int:
-                total += len(int.__repr__(member))
-            else:
-                try:
+        else:
+            total = 1 + 2 * len(value)  # the braces, a colon per member, commas between them
+            for key, member in value.items():
+                if type(key) is not str:
+                    return -1
+                push(key)
+                if type(member) is str:
+                    push(member)
+                elif member is True or member is None:
+                    total += 4
+                elif member is False:
+                    total += 5
+                elif type(member) is int:
+                    total += len(int.__repr__(member))
+                else:
                     length = _length(member, push)
-                except (RecursionError, ValueError):
-                    return -1
-                if length < 0:
-                    return -1
-                total += length
+                    if length < 0:
+                        return -1
+                    total += length
+    except (RecursionError, ValueError):  # too deep here; an int too long for str()
+        return -1
     if not strings:
         return total
     return total + 2 * len(strings) + str_json_length("".join(strings)) - 2
