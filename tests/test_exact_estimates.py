@@ -195,3 +195,28 @@ def test_recorded_sessions_estimate_unchanged_to_the_token() -> None:
                 elif isinstance(part, FunctionCallPart):
                     expected = _oracle({"name": part.name, "args": part.arguments})
                     assert part.stats.json_chars == expected, name
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason=f"recorded sessions not found at {DATA}")
+def test_recorded_sessions_from_plain_dicts_estimate_unchanged() -> None:
+    """Each recorded session as plain dicts: history_from_dicts gives the same statistics and
+    estimate before any part is built, and then the general path's messages and statistics."""
+    from autocompact.codec import history_from_dicts, history_to_dicts, message_from_dict
+
+    for name, path in sorted((str(p.relative_to(DATA)), p) for p in DATA.rglob("*.jsonl.gz")):
+        dicts = json.loads(json.dumps(history_to_dicts(_messages(path))))
+        fresh = history_from_dicts(dicts)
+        stats = content_stats(fresh)
+        got = (
+            len(fresh),
+            stats.text_chars,
+            stats.json_chars,
+            stats.media_parts,
+            estimate_content_tokens(fresh),
+        )
+        assert got == BEFORE[name], name
+        general = [message_from_dict(d, index=i) for i, d in enumerate(dicts)]
+        assert [m.stats for m in fresh] == [m.stats for m in general], name
+        assert fresh == general, name
+        for got_message, want in zip(fresh, general, strict=True):
+            assert [p.stats for p in got_message.parts] == [p.stats for p in want.parts], name

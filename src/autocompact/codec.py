@@ -48,48 +48,70 @@ __all__ = ["history_from_dicts", "history_to_dicts", "message_from_dict", "messa
 # constructor. The codec checks every field's type before calling these.
 
 _new = object.__new__
-_set = object.__setattr__
 
 
 def decoded_text(text: str) -> TextPart:
     """A text part from a checked JSON field."""
     part = _new(TextPart)
-    _set(part, "text", text)
-    _set(part, "kind", "text")
-    _set(part, "_stats", None)
+    _TEXT_TEXT(part, text)
+    _TEXT_KIND(part, "text")
+    _TEXT_STATS(part, None)
     return part
 
 
 def decoded_call(ident: str, name: str, arguments: Mapping[str, Any]) -> FunctionCallPart:
     """A function call from checked JSON fields, measured when first asked."""
     part = _new(FunctionCallPart)
-    _set(part, "id", ident)
-    _set(part, "name", name)
-    _set(part, "arguments", arguments)
-    _set(part, "kind", "function_call")
-    _set(part, "_stats", None)
+    _CALL_ID(part, ident)
+    _CALL_NAME(part, name)
+    _CALL_ARGUMENTS(part, arguments)
+    _CALL_KIND(part, "function_call")
+    _CALL_STATS(part, None)
     return part
 
 
 def decoded_response(ident: str, name: str, response: Any, is_error: bool) -> FunctionResponsePart:
     """A function response from checked JSON fields, measured when first asked."""
     part = _new(FunctionResponsePart)
-    _set(part, "id", ident)
-    _set(part, "name", name)
-    _set(part, "response", response)
-    _set(part, "is_error", is_error)
-    _set(part, "kind", "function_response")
-    _set(part, "_stats", None)
+    _RESPONSE_ID(part, ident)
+    _RESPONSE_NAME(part, name)
+    _RESPONSE_RESPONSE(part, response)
+    _RESPONSE_IS_ERROR(part, is_error)
+    _RESPONSE_KIND(part, "function_response")
+    _RESPONSE_STATS(part, None)
     return part
 
 
 def decoded_message(role: Role, parts: tuple[Part, ...]) -> Message:
     """A message from a checked role and parts the codec built."""
     message = _new(Message)
-    _set(message, "role", role)
-    _set(message, "parts", parts)
-    _set(message, "_stats", None)
+    _MESSAGE_ROLE(message, role)
+    _MESSAGE_PARTS(message, parts)
+    _MESSAGE_STATS(message, None)
     return message
+
+
+def _setter(cls: type, name: str) -> Callable[[object, object], None]:
+    # The slot's own descriptor: setting a field of a frozen slots dataclass through it costs
+    # about half what object.__setattr__ does (no lookup of the name, no frozen check).
+    setter: Callable[[object, object], None] = getattr(cls, name).__set__
+    return setter
+
+
+_TEXT_TEXT, _TEXT_KIND, _TEXT_STATS = (_setter(TextPart, n) for n in ("text", "kind", "_stats"))
+_CALL_ID, _CALL_NAME, _CALL_ARGUMENTS, _CALL_KIND, _CALL_STATS = (
+    _setter(FunctionCallPart, n) for n in ("id", "name", "arguments", "kind", "_stats")
+)
+_RESPONSE_ID, _RESPONSE_NAME, _RESPONSE_RESPONSE, _RESPONSE_IS_ERROR = (
+    _setter(FunctionResponsePart, n) for n in ("id", "name", "response", "is_error")
+)
+_RESPONSE_KIND, _RESPONSE_STATS = (_setter(FunctionResponsePart, n) for n in ("kind", "_stats"))
+_THINKING_TEXT, _THINKING_SIGNATURE, _THINKING_REDACTED, _THINKING_KIND, _THINKING_STATS = (
+    _setter(ThinkingPart, n) for n in ("text", "signature", "redacted", "kind", "_stats")
+)
+_MESSAGE_ROLE, _MESSAGE_PARTS, _MESSAGE_STATS = (
+    _setter(Message, n) for n in ("role", "parts", "_stats")
+)
 
 
 _KINDS: dict[str, type[Part]] = {
@@ -332,73 +354,106 @@ def history_from_dicts(items: Sequence[object], *, decoded: bool = False) -> lis
     :func:`message_from_dict`)."""
     if decoded:
         return [message_from_dict(item, index=i, decoded=True) for i, item in enumerate(items)]
-    # Plain dicts (another framework's messages, a request) are usually estimated next: the
-    # common one-part messages are built and measured here in one step, without the calls of
-    # the general path (issue 25). Anything else takes message_from_dict, which names what is
-    # wrong; what is built here equals what it builds, statistics included.
+    # Plain dicts (another framework's messages, a request) are usually estimated next. The
+    # common one-part messages are checked and measured here in one step, without the calls of
+    # the general path (issue 25), and their part is built when first asked (Message.__getattr__:
+    # the first estimate needs only the statistics), from the checked fields kept in the
+    # message, not from the caller's dict. Anything else takes message_from_dict, which names
+    # what is wrong. What is built here equals what it builds, statistics included (one
+    # CharStats shared by the message and its part, as Message.stats shares it).
     out: list[Message] = []
     append = out.append
+    new = _new
     for index, item in enumerate(items):
         if type(item) is dict:
-            parts = item.get("parts")
-            role = item.get("role")
-            if type(parts) is list and len(parts) == 1 and (role == "user" or role == "model"):
-                message = _one_part_message(role, parts[0])
-                if message is not None:
-                    append(message)
-                    continue
+            source: tuple[Any, ...] | None = None
+            try:  # (a missing key: the general path names it)
+                parts, role = item["parts"], item["role"]
+                data: Any = parts[0] if type(parts) is list and len(parts) == 1 else None
+                one = type(data) is dict and (role == "user" or role == "model")
+                kind = data["kind"] if one else None
+                if kind == "function_response":
+                    response, ident, name = data["response"], data["id"], data["name"]
+                    is_error = data.get("is_error", False)
+                    if (
+                        type(response) is str
+                        and type(ident) is str
+                        and type(name) is str
+                        and type(is_error) is bool
+                    ):
+                        chars = 21 + name_json_length(name) + str_json_length(response)
+                        source = (_response_part, 0, chars, ident, name, response, is_error)
+                elif kind == "function_call":
+                    arguments, ident, name = data["arguments"], data["id"], data["name"]
+                    if type(arguments) is dict and type(ident) is str and type(name) is str:
+                        # Not plain JSON (-1): measured_call proves it serializes, or names it.
+                        length = plain_json_length(arguments)
+                        if length >= 0:
+                            chars = 17 + name_json_length(name) + length
+                            source = (_call_part, 0, chars, ident, name, arguments)
+                elif kind == "text":
+                    text = data["text"]
+                    if type(text) is str:
+                        source = (_text_part, len(text), 0, text)
+                elif kind == "thinking":
+                    text, signature = data["text"], data.get("signature")
+                    redacted = data.get("redacted", False)
+                    if (
+                        type(text) is str
+                        and (signature is None or type(signature) is str)
+                        and type(redacted) is bool
+                    ):
+                        source = (_thinking_part, len(text), 0, text, signature, redacted)
+            except KeyError:
+                source = None
+            if source is not None:
+                message = new(Message)
+                _MESSAGE_ROLE(message, role)
+                _MESSAGE_STATS(message, source)  # undecoded: see Message._stats
+                append(message)
+                continue
         append(message_from_dict(item, index=index))
     return out
 
 
-def _one_part_message(role: Role, data: object) -> Message | None:
-    """A measured one-part message of a common kind, well formed; else ``None``."""
-    if type(data) is not dict:
-        return None
-    kind = data.get("kind")
-    if kind == "text":
-        text = data.get("text")
-        if type(text) is not str:
-            return None
-        stats = CharStats(text_chars=len(text))
-        part: Part = _new(TextPart)
-        _set(part, "text", text)
-        _set(part, "kind", "text")
-    elif kind == "function_response":
-        ident, name, is_error = data.get("id"), data.get("name"), data.get("is_error", False)
-        response = data.get("response")
-        if not (
-            type(ident) is str
-            and type(name) is str
-            and type(response) is str
-            and type(is_error) is bool
-        ):
-            return None
-        stats = CharStats(json_chars=21 + name_json_length(name) + str_json_length(response))
-        part = _new(FunctionResponsePart)
-        _set(part, "id", ident)
-        _set(part, "name", name)
-        _set(part, "response", response)
-        _set(part, "is_error", is_error)
-        _set(part, "kind", "function_response")
-    elif kind == "function_call":
-        ident, name, arguments = data.get("id"), data.get("name"), data.get("arguments")
-        if not (type(ident) is str and type(name) is str and type(arguments) is dict):
-            return None
-        length = plain_json_length(arguments)
-        if length < 0:  # not plain JSON: measured_call proves it serializes, or names it
-            return None
-        stats = CharStats(json_chars=17 + name_json_length(name) + length)
-        part = _new(FunctionCallPart)
-        _set(part, "id", ident)
-        _set(part, "name", name)
-        _set(part, "arguments", arguments)
-        _set(part, "kind", "function_call")
-    else:
-        return None
-    _set(part, "_stats", stats)
-    message = _new(Message)
-    _set(message, "role", role)
-    _set(message, "parts", (part,))
-    _set(message, "_stats", stats)  # a one-part message's statistics are its part's
-    return message
+# The part of a message history_from_dicts left undecoded: ``build(source, stats)`` with the
+# fields it checked (``source[3:]``), called by Message.__getattr__ on first use.
+
+
+def _text_part(source: tuple[Any, ...], stats: CharStats) -> Part:
+    part = _new(TextPart)
+    _TEXT_TEXT(part, source[3])
+    _TEXT_KIND(part, "text")
+    _TEXT_STATS(part, stats)
+    return part
+
+
+def _response_part(source: tuple[Any, ...], stats: CharStats) -> Part:
+    part = _new(FunctionResponsePart)
+    _RESPONSE_ID(part, source[3])
+    _RESPONSE_NAME(part, source[4])
+    _RESPONSE_RESPONSE(part, source[5])
+    _RESPONSE_IS_ERROR(part, source[6])
+    _RESPONSE_KIND(part, "function_response")
+    _RESPONSE_STATS(part, stats)
+    return part
+
+
+def _call_part(source: tuple[Any, ...], stats: CharStats) -> Part:
+    part = _new(FunctionCallPart)
+    _CALL_ID(part, source[3])
+    _CALL_NAME(part, source[4])
+    _CALL_ARGUMENTS(part, source[5])
+    _CALL_KIND(part, "function_call")
+    _CALL_STATS(part, stats)
+    return part
+
+
+def _thinking_part(source: tuple[Any, ...], stats: CharStats) -> Part:
+    part = _new(ThinkingPart)
+    _THINKING_TEXT(part, source[3])
+    _THINKING_SIGNATURE(part, source[4])
+    _THINKING_REDACTED(part, source[5])
+    _THINKING_KIND(part, "thinking")
+    _THINKING_STATS(part, stats)
+    return part

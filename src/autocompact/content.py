@@ -13,9 +13,10 @@ cached on the instance, so the pre-send estimate never serializes the same JSON 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from autocompact.errors import ContentError
 from autocompact.jsonsize import plain_json_length, str_json_length, utf8_json_length
@@ -345,7 +346,12 @@ class Message:
 
     role: Role
     parts: tuple[Part, ...]
-    _stats: CharStats | None = field(default=None, init=False, repr=False, compare=False)
+    # The statistics once measured (None: not yet). A message codec.history_from_dicts left
+    # undecoded holds here ``(build, text_chars, json_chars, *fields)`` instead, its ``parts``
+    # slot empty: ``build(source, stats)`` makes its one part when first asked (__getattr__).
+    _stats: CharStats | tuple[Any, ...] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if self.role not in ("user", "model"):
@@ -358,6 +364,33 @@ class Message:
             object.__setattr__(self, "parts", tuple(self.parts))
         for part in self.parts:
             _check_part(part, self.role)
+
+    if not TYPE_CHECKING:  # (for the type checker, attributes stay only the declared ones)
+
+        def __getattr__(self, name: str) -> Any:
+            # Only reached when the normal lookup fails: the part of a message that
+            # codec.history_from_dicts checked and measured without building it (a first
+            # estimate needs only the statistics), built here on first use as the codec would
+            # have built it, sharing the message's statistics. Every reader of ``parts``
+            # (equality, hashing, repr, pickling, replace) sees it as if built at once.
+            if name == "parts" and type(self._stats) is tuple:
+                return self._decode()
+            return object.__getattribute__(self, name)  # raises as the normal lookup did
+
+    def _decode(self) -> tuple[Part, ...]:
+        """Build the part of a message history_from_dicts left undecoded (see ``_stats``)."""
+        with _DECODING:  # one thread builds it; the others then read what it built
+            source = self._stats
+            if type(source) is tuple:
+                stats = _new(CharStats)
+                _STATS_TEXT(stats, source[1])
+                _STATS_JSON(stats, source[2])
+                _STATS_MEDIA(stats, 0)
+                parts = (source[0](source, stats),)
+                _MESSAGE_STATS(self, stats)  # (before parts: a reader of parts finds both)
+                _MESSAGE_PARTS(self, parts)
+                return parts
+        return self.parts
 
     @classmethod
     def user(cls, *content: str | Part) -> Message:
@@ -373,15 +406,21 @@ class Message:
     def stats(self) -> CharStats:
         """Character statistics of the whole message, computed once."""
         cached = self._stats
-        if cached is None:
-            parts = self.parts
-            if len(parts) == 1:
-                cached = parts[0].stats
-            else:
-                cached = _EMPTY
-                for part in parts:
-                    cached = cached + part.stats
-            object.__setattr__(self, "_stats", cached)
+        if isinstance(cached, CharStats):
+            return cached
+        if type(cached) is tuple:  # undecoded: its part is built with its statistics
+            self._decode()
+            cached = self._stats
+            if isinstance(cached, CharStats):
+                return cached
+        parts = self.parts
+        if len(parts) == 1:
+            cached = parts[0].stats
+        else:
+            cached = _EMPTY
+            for part in parts:
+                cached = cached + part.stats
+        object.__setattr__(self, "_stats", cached)
         return cached
 
     @property
@@ -406,6 +445,15 @@ class Message:
             only = parts[0]
             return (only,) if isinstance(only, FunctionResponsePart) else ()
         return tuple([p for p in parts if isinstance(p, FunctionResponsePart)])
+
+
+_new = object.__new__
+_DECODING = threading.RLock()
+# The slots' own descriptors (half the cost of object.__setattr__ on a frozen dataclass).
+_STATS_TEXT, _STATS_JSON, _STATS_MEDIA = (
+    getattr(CharStats, n).__set__ for n in ("text_chars", "json_chars", "media_parts")
+)
+_MESSAGE_STATS, _MESSAGE_PARTS = (getattr(Message, n).__set__ for n in ("_stats", "parts"))
 
 
 def _need_str(value: object, name: str, *, optional: bool = False) -> None:

@@ -49,7 +49,13 @@ def content_stats(contents: Contents) -> CharStats:
     """Sum of the cached character statistics of messages and/or parts."""
     text = json_chars = media = 0
     for item in contents:
-        stats = item.stats
+        stats = item._stats  # measured already (the usual case), else measured now
+        if isinstance(stats, tuple):  # a message history_from_dicts left undecoded: its counts
+            text += stats[1]
+            json_chars += stats[2]
+            continue
+        if stats is None:
+            stats = item.stats
         text += stats.text_chars
         json_chars += stats.json_chars
         media += stats.media_parts

@@ -12,6 +12,8 @@ serializes it instead, so its length and errors stay exactly the encoder's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 __all__ = ["plain_json_length", "str_json_length", "utf8_json_length"]
 
 # What ``json.dumps(..., ensure_ascii=False)`` escapes in a string: ``"`` and ``\`` and the
@@ -22,6 +24,9 @@ _NOT_ESCAPED = bytes(b for b in range(256) if b not in _ESCAPED)
 # Written as a two-character escape (\", \\, \b, \f, \n, \r, \t); every other control
 # character is written \u00XX (six characters).
 _SHORT_ESCAPES = b'"\\\b\f\n\r\t'
+# Maps each long-escaped byte elsewhere and every other byte to itself: ``translate`` with it
+# (no deletions, so no table to build) returns the same object when there is none (usual).
+_LONG_MOVED = bytes(0xFF if b < 0x20 and b not in _SHORT_ESCAPES else b for b in range(256))
 _CONTINUATION = bytes(range(0x80, 0xC0))
 _NOT_CONTINUATION = bytes(b for b in range(256) if b not in _CONTINUATION)
 
@@ -33,7 +38,12 @@ def str_json_length(value: str) -> int:
     for a control character written ``\\u00XX``), counted in one C pass over its UTF-8 bytes.
     """
     raw = value.encode("ascii") if value.isascii() else value.encode("utf-8", "surrogatepass")
-    return len(value) + 2 + _escape_extra(raw)
+    escaped = raw.translate(None, _NOT_ESCAPED)  # only the bytes JSON escapes (usually few)
+    if not escaped:
+        return len(value) + 2
+    if escaped.translate(_LONG_MOVED) is escaped:  # only two-character escapes
+        return len(value) + 2 + len(escaped)
+    return len(value) + 2 + len(escaped) + 4 * len(escaped.translate(None, _SHORT_ESCAPES))
 
 
 def utf8_json_length(raw: bytes) -> int:
@@ -50,53 +60,89 @@ def utf8_json_length(raw: bytes) -> int:
 def _escape_extra(raw: bytes) -> int:
     """How many characters escaping adds to the JSON string of these UTF-8 bytes."""
     escaped = raw.translate(None, _NOT_ESCAPED)  # only the bytes JSON escapes (usually few)
-    if not escaped:
-        return 0
+    if not escaped or escaped.translate(_LONG_MOVED) is escaped:  # two-character ones only
+        return len(escaped)
     return len(escaped) + 4 * len(escaped.translate(None, _SHORT_ESCAPES))
 
 
-# Object keys repeat ("file_path", "command", ...): their JSON lengths are remembered.
-_KEY_LENGTHS: dict[str, int] = {}
-_KEY_LIMIT = 4096
 _INFINITIES = (float("inf"), float("-inf"))
 
 
 def plain_json_length(value: object) -> int:
     """``len(json_form(value))`` for a plain JSON value, counted without building it; ``-1``
-    when ``value`` holds anything else (the caller then serializes it)."""
-    try:
-        return _length(value)
-    except (RecursionError, ValueError):  # too deep here; an int too long for str()
-        return -1
+    when ``value`` holds anything else (the caller then serializes it).
 
-
-def _length(value: object) -> int:
+    The punctuation and the non-string members are counted in a walk over the value; its
+    strings (keys included) are collected on the way and counted together, their escapes in
+    one C pass over them all (the JSON length of strings is additive: each character's
+    escaped width depends on that character alone). An object's own members (tool arguments:
+    strings, numbers, flags) are counted here, without a call each.
+    """
     if type(value) is str:
         return str_json_length(value)
+    strings: list[str] = []
+    push = strings.append
+    try:
+        if type(value) is not dict or not value:
+            total = _length(value, push)
+            if total < 0:
+                return -1
+        else:
+            total = 1 + 2 * len(value)  # the braces, a colon per member, commas between them
+            for key, member in value.items():
+                if type(key) is not str:
+                    return -1
+                push(key)
+                if type(member) is str:
+                    push(member)
+                elif member is True or member is None:
+                    total += 4
+                elif member is False:
+                    total += 5
+                elif type(member) is int:
+                    total += len(int.__repr__(member))
+                else:
+                    length = _length(member, push)
+                    if length < 0:
+                        return -1
+                    total += length
+    except (RecursionError, ValueError):  # too deep here; an int too long for str()
+        return -1
+    if not strings:
+        return total
+    return total + 2 * len(strings) + str_json_length("".join(strings)) - 2
+
+
+def _length(value: object, push: Callable[[str], None]) -> int:
+    """The JSON length of ``value`` less its strings' (each pushed), ``-1`` if not plain."""
     if type(value) is dict:
         if not value:
             return 2
         total = 1 + 2 * len(value)  # the braces, a colon per member, commas between them
-        keys = _KEY_LENGTHS
         for key, member in value.items():
             if type(key) is not str:
                 return -1
-            key_length = keys.get(key)
-            if key_length is None:
-                key_length = str_json_length(key)
-                if len(keys) < _KEY_LIMIT:
-                    keys[key] = key_length
-            length = _length(member)
+            push(key)
+            if type(member) is str:
+                push(member)
+                continue
+            length = _length(member, push)
             if length < 0:
                 return -1
-            total += key_length + length
+            total += length
         return total
+    if type(value) is str:
+        push(value)
+        return 0
     if type(value) is list or type(value) is tuple:
         if not value:
             return 2
         total = 1 + len(value)  # the brackets and the commas between members
         for member in value:
-            length = _length(member)
+            if type(member) is str:
+                push(member)
+                continue
+            length = _length(member, push)
             if length < 0:
                 return -1
             total += length

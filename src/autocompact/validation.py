@@ -86,7 +86,7 @@ def scan_history(history: object, *, name: str = "history") -> tuple[list[Messag
         if type(message) is not Message and not isinstance(message, Message):
             _not_a_message(name, index, message)
         stats = message._stats
-        if stats is None:
+        if stats is None or isinstance(stats, tuple):
             stats = message.stats
         text += stats.text_chars
         json_chars += stats.json_chars
