@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 
 from autocompact.compaction.ledger import tools
 from autocompact.compaction.ledger.goals import (
-    NAMED,
     NAMED_GOAL,
     best,
     code_like,
     goal_changes,
     goal_index,
+    has_name,
     latest,
     names,
     subject_of,
@@ -92,7 +92,7 @@ _FIRST_PERSON = frozenset({"I'l", "I w", "We ", "We'", "I'm", "I d", "I c", "I u
 _MIN_CONTENT = 2  # content words a rule without anything specific needs
 _ACTION_RANK = {"read": 0, "edited": 1, "written": 1, "deleted": 1}
 # What every match of ``NAMED`` holds (each of its forms opens or ends with one): a text without
-# any is tested in one scan of a character class.
+# any is told in one scan of a character class, without the reversed copy ``has_name`` reads.
 _NAMED_HINT = re.compile(r"[\d/_@]")
 
 
@@ -495,7 +495,7 @@ def _finish(state: _State) -> Ledger:
 def _value_bonus(item: _Said) -> float:
     """A statement that names something (a path, a host, an identifier: letters with digits or
     marks) outranks one that holds only a bare count, or nothing specific."""
-    if _NAMED_HINT.search(item.text) is not None and NAMED.search(item.text) is not None:
+    if _NAMED_HINT.search(item.text) is not None and has_name(item.text):
         return 3.0
     return 0.0 if item.specific else -1.0
 

@@ -433,7 +433,7 @@ def _statement(value: str) -> bool:
 
 
 def _bodies(text: str) -> tuple[str, ...]:
-    label = _LABEL.match(text)
+    label = _LABEL.match(text) if ":" in text else None
     return (text[label.end() :], text) if label else (text,)
 
 
