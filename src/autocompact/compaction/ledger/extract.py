@@ -200,7 +200,7 @@ def _sample_counts(state: _State, messages: Sequence[Message]) -> None:
 
 def _user_text(state: _State, text: str) -> None:
     text = drop_code(drop_harness_blocks(text))
-    if not text.strip():
+    if not text or text.isspace():  # (``not text.strip()``, without the copy)
         return
     lines = statements(unglued(sentence_list(text)))
     if not lines:
