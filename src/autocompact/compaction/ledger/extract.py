@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 
 from autocompact.compaction.ledger import tools
 from autocompact.compaction.ledger.goals import (
-    NAMED,
     NAMED_GOAL,
     best,
     code_like,
     goal_changes,
     goal_index,
+    has_name,
     latest,
     names,
     subject_of,
@@ -54,6 +54,7 @@ from autocompact.compaction.ledger.status import (
 )
 from autocompact.compaction.ledger.subjects import Subjects
 from autocompact.compaction.ledger.text import (
+    GRAMMAR,
     Fact,
     carries_stale,
     content_words,
@@ -61,8 +62,10 @@ from autocompact.compaction.ledger.text import (
     drop_harness_blocks,
     fact_of,
     form_of,
+    has_specific,
     is_harness,
     norm,
+    rare_count,
     specific_marks,
     specific_tokens,
     stale_tokens,
@@ -88,6 +91,9 @@ _SAMPLE_CHARS = 300_000  # the user text read to count words, at most (about)
 _FIRST_PERSON = frozenset({"I'l", "I w", "We ", "We'", "I'm", "I d", "I c", "I u", "Let"})
 _MIN_CONTENT = 2  # content words a rule without anything specific needs
 _ACTION_RANK = {"read": 0, "edited": 1, "written": 1, "deleted": 1}
+# What every match of ``NAMED`` holds (each of its forms opens or ends with one): a text without
+# any is told in one scan of a character class, without the reversed copy ``has_name`` reads.
+_NAMED_HINT = re.compile(r"[\d/_@]")
 
 
 class _Said:
@@ -134,6 +140,7 @@ class _State:
     counts: Counter[str] = field(default_factory=Counter)
     rare_limit: int = -1
     common: set[str] = field(default_factory=set)  # words seen more than ``rare_limit`` times
+    known: frozenset[str] = frozenset()  # ``common`` and the words of grammar
     last_reply: Entry | None = None
     calls: dict[str, FunctionCallPart] = field(default_factory=dict)
 
@@ -188,11 +195,12 @@ def _sample_counts(state: _State, messages: Sequence[Message]) -> None:
         state.counts.update(_RARE_WORD.findall(text.lower()))
     state.rare_limit = 2 if stride == 1 else 1 if stride <= 3 else 0
     state.common = {w for w, n in state.counts.items() if n > state.rare_limit}
+    state.known = GRAMMAR.union(state.common)
 
 
 def _user_text(state: _State, text: str) -> None:
     text = drop_code(drop_harness_blocks(text))
-    if not text.strip():
+    if not text or text.isspace():  # (``not text.strip()``, without the copy)
         return
     lines = statements(unglued(sentence_list(text)))
     if not lines:
@@ -208,19 +216,31 @@ def _user_text(state: _State, text: str) -> None:
         if state.goal is None and state.seeded is None
         else -1
     )
+    last = -1  # the last sentence read (the next step falls back on it), and its position
+    last_position = 0
     for index, line in enumerate(lines):
-        if len(line) < 4 or is_harness(line) or index == taken:
+        if len(line) < 4 or index == taken or is_harness(line):
             continue
         state.position += 1
         position = state.position
+        if not (
+            opens
+            or index in marks
+            or index in strong
+            or index == goal
+            or (subject is not None and index + 1 in marks)
+        ):
+            # Nothing specific, no rule, no goal and no value after it: only read.
+            last, last_position = index, position
+            continue
         if index == goal:
             state.goal = Entry(line, 100.0, position)
             state.goal_subject = subject_of(state.goal)
             opens = False
             continue
         if len(line) >= _MAX_CANDIDATE:  # the splitter read no further: end on a whole word
-            line = line[: line.rfind(" ")] + " …" if " " in line else line
-        state.last_user_line, state.last_user_position = line, position
+            line = _whole_words(line)
+        last, last_position = index, position
         specific = marks.get(index, 0)
         if specific and code_like(line):
             continue  # pasted code or a traceback line: not a statement
@@ -240,18 +260,28 @@ def _user_text(state: _State, text: str) -> None:
                 )
             )
         elif opens or index in strong:
-            words = content_words(lower_lines[index])
             if state.rare_limit >= 0:
-                rare = len(words - state.common)
+                rare = rare_count(lower_lines[index], state.known)
                 rare = rare if rare >= 2 else 0
             # Nothing specific: a rule or a change of goal only with words rare in the
             # session, or, in a part too short to tell, with a few words of content.
-            if rare or (state.rare_limit < 0 and len(words) >= _MIN_CONTENT):
+            if rare or (
+                state.rare_limit < 0 and len(content_words(lower_lines[index])) >= _MIN_CONTENT
+            ):
                 state.said.append(
                     _Said(line, position, user=True, opens_turn=opens, specific=specific)
                 )
                 state.said[-1].rare = rare
         opens = False
+    if last >= 0:
+        line = lines[last]
+        state.last_user_line = _whole_words(line) if len(line) >= _MAX_CANDIDATE else line
+        state.last_user_position = last_position
+
+
+def _whole_words(line: str) -> str:
+    """A sentence the splitter cut, ended on a whole word."""
+    return line[: line.rfind(" ")] + " …" if " " in line else line
 
 
 def _assistant_text(state: _State, text: str, *, replied: bool) -> None:
@@ -425,9 +455,9 @@ def _finish(state: _State) -> Ledger:
             entry not in recent_goals
             and entry.mark != NAMED_GOAL
             and id(entry) not in subjects.gone
-            and specific_tokens(entry.text)
+            and has_specific(entry.text)
         ):
-            key = rule_key(entry.text)
+            key = rule_key(entry.text, by_text.get(entry.text))
             rules.setdefault(key, entry._replace(key=key))
     current = {t.lower() for e in facts.values() for t in specific_tokens(e.value)}
     stale -= current
@@ -465,14 +495,14 @@ def _finish(state: _State) -> Ledger:
 def _value_bonus(item: _Said) -> float:
     """A statement that names something (a path, a host, an identifier: letters with digits or
     marks) outranks one that holds only a bare count, or nothing specific."""
-    if NAMED.search(item.text) is not None:
+    if _NAMED_HINT.search(item.text) is not None and has_name(item.text):
         return 3.0
     return 0.0 if item.specific else -1.0
 
 
 def _specific_value(value: str, counts: Counter[str], rare_limit: int) -> bool:
     """A value worth a key: a specific token, or a few words one of which is rare."""
-    if specific_tokens(value):
+    if has_specific(value):
         return True
     return (
         rare_limit >= 0

@@ -71,9 +71,13 @@ def key_words(text: str) -> frozenset[str]:
     return frozenset(words)
 
 
+_LETTERS = re.compile(r"[A-Za-z]+")
+_DIGITS = re.compile(r"\d+")
+
+
 def shape(value: str) -> str:
     """A value with each run of letters written ``a`` and each run of digits ``9``."""
-    return re.sub(r"\d+", "9", re.sub(r"[A-Za-z]+", "a", value))
+    return _DIGITS.sub("9", _LETTERS.sub("a", value))
 
 
 def shapes(values: Iterable[str]) -> frozenset[str]:

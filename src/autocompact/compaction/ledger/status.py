@@ -47,6 +47,9 @@ def finished(command: str, output: str) -> list[tuple[str, str]]:
             if message is not None:
                 subject = (message.group(1) or message.group(2)).strip().splitlines()[0]
                 out.append((f"commit:{subject}", f"committed: {subject}"))
+    lower = command.lower()
+    if not any(verb in lower for verb in _CLOSING):
+        return [(key, text[:200]) for key, text in out]  # no closing subcommand in any segment
     for segment in _SEGMENTS.split(command):
         ids = _closed_ids(segment.split())
         if ids:
@@ -58,6 +61,8 @@ def started(command: str) -> list[str]:
     """The ids a successful ``command`` marks in progress: a tracker's ``<sub> <ids>
     --status in_progress`` (an option ``--status`` or ``--state`` whose value says progress)."""
     out: list[str] = []
+    if "--stat" not in command:
+        return out  # neither option is given
     for segment in _SEGMENTS.split(command):
         words = segment.split()
         value = _option(words, ("--status", "--state"))

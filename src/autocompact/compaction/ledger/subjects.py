@@ -81,8 +81,8 @@ class Subjects:
     def outdated(self, entry: Entry, stale: set[str], words: frozenset[str]) -> bool:
         """Whether ``entry`` states a value of a subject that a fact of this part says has
         changed (said before it): it is then older news, its values go to ``stale``."""
-        if not self.changed or not entry.text:
-            return False
+        if not self.changed or not entry.text or self.news.keys().isdisjoint(words):
+            return False  # (a word without postings of news finds none of them)
         news = self.matches(entry, words, self.news)  # only the changed facts are judged
         if not news:
             return False
@@ -105,15 +105,15 @@ class Subjects:
         new = ""
         out: list[Entry] = []
         by_word, gone = self.by_word, self.gone
-        judged: set[int] = set()  # a record under two of the words is judged once
+        judged: set[_Record] = set()  # a record under two of the words is judged once
         for word in words:
             postings = by_word.get(word)
             if not postings or len(postings) >= _POSTINGS:
                 continue  # a word of many statements names no one subject
             for record in postings if among is None else among.get(word, ()):
-                if id(record) in judged:
+                if record in judged:
                     continue
-                judged.add(id(record))
+                judged.add(record)
                 entry = record.entry
                 if id(entry) in gone:
                     continue
@@ -121,9 +121,15 @@ class Subjects:
                     value_shapes = shapes(specific_tokens(fact.value or fact.text))
                     new = norm(fact.value or fact.text)
                 # same_subject inlined, the value shapes read only when one word is shared
+                # and the new value has any
                 shared = len(words & record.words)
                 if (
-                    (shared >= 2 or (shared and not value_shapes.isdisjoint(record.shapes())))
+                    (
+                        shared >= 2
+                        or (
+                            shared and value_shapes and not value_shapes.isdisjoint(record.shapes())
+                        )
+                    )
                     and new not in record.normal()
                     and entry not in out
                 ):

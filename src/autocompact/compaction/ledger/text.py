@@ -25,10 +25,12 @@ __all__ = [
     "drop_harness_blocks",
     "fact_of",
     "form_of",
+    "has_specific",
     "hinted",
     "is_harness",
     "maybe_strong",
     "norm",
+    "rare_count",
     "shorten",
     "specific_count",
     "specific_marks",
@@ -198,6 +200,16 @@ def content_words(lower: str) -> set[str]:
     return set(_bare(lower).split()) - _GRAMMAR
 
 
+def rare_count(lower: str, known: frozenset[str]) -> int:
+    """How many distinct words of a lower-cased sentence are not ``known`` (``len(content_words
+    (lower) - common)`` with ``known`` the common words and :data:`GRAMMAR`): most sentences
+    have none, told by one C-level pass over its words without building a set."""
+    words = _bare(lower).split()
+    if known.issuperset(words):
+        return 0
+    return len(set(words) - known)
+
+
 # -- specificity --------------------------------------------------------------------------------
 
 # A specific token (one blank-separated word, edge punctuation off): a number, a path, an
@@ -212,12 +224,15 @@ _EDGE = "()[]{}<>,;:!?.\u2026"
 _HINT_CHARS = re.compile(r"[\d/_@#=`\"$€£\\-]")
 
 
-# A fast count of what makes a sentence specific (each pattern opens with one character class,
-# which ``re`` scans in C): runs of digits and symbols, a name or an acronym inside a sentence,
-# a capital inside a word, a dot or a hyphen inside a word.
+# A fast count of what makes a sentence specific: runs of digits and symbols, a name or an
+# acronym inside a sentence, a capital inside a word, a dot or a hyphen inside a word. The
+# pattern opens with one class of every character a match can open with, which ``re`` skips to
+# in C (an alternation of forms that each open with a class is tried at every position, about
+# four times slower); the character it took tells the forms apart (the classes are disjoint).
+_SYMBOLS = r"\d/_@#=`$€£\\"
 _SPECIFIC_MARKS = re.compile(
-    r"[\d/_@#=`$€£\\]+|[A-Z](?<=[a-z,;:] [A-Z])(?=[a-z]{2}|[A-Z])|[A-Z](?<=[a-z][A-Z])"
-    r"|[.-](?<=[a-z][.-])(?=[a-z])"
+    rf"[{_SYMBOLS}A-Z.-](?:(?<=[{_SYMBOLS}])[{_SYMBOLS}]*|(?<=[a-z,;:] [A-Z])(?=[a-z]{{2}}|[A-Z])"
+    r"|(?<=[a-z][A-Z])|(?<=[a-z][.-])(?=[a-z]))"
 )
 
 
@@ -258,6 +273,26 @@ def _specific_tokens(text: str) -> tuple[str, ...]:
         ):
             found.append(word.strip("`\"'"))
     return tuple(token for token in found if token)
+
+
+_BLANK_RUN = re.compile(r"\S+")  # the words of ``str.split()``, found one at a time
+
+
+def has_specific(text: str) -> bool:
+    """``bool(specific_tokens(text))``, read no further than the first specific token."""
+    if not hinted(text):
+        return False
+    for index, found in enumerate(_BLANK_RUN.finditer(text)):
+        raw = found.group()
+        word = raw.strip(_EDGE)
+        if not word or (word.islower() and word.isalpha()):
+            continue
+        if (
+            _TOKEN_SPECIFIC.fullmatch(word)
+            or (index and _NAME.fullmatch(word) and not raw.startswith(("(", "[", '"', "'")))
+        ) and word.strip("`\"'"):
+            return True
+    return False
 
 
 def specific_count(text: str) -> int:
@@ -401,7 +436,7 @@ def _statement(value: str) -> bool:
 
 
 def _bodies(text: str) -> tuple[str, ...]:
-    label = _LABEL.match(text)
+    label = _LABEL.match(text) if ":" in text else None
     return (text[label.end() :], text) if label else (text,)
 
 

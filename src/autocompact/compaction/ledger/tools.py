@@ -94,6 +94,14 @@ _RESULT_LINE = re.compile(
 _COMMAND_HEAD = re.compile(r"^(?:(?:cd\s+\S+|\w+=\S*|export\s+\S+)\s*(?:&&|;)?\s*)*")
 
 
+def _past_head(command: str) -> str:
+    """``command`` past its ``cd``, ``export`` and variables: the pattern matches at the start
+    only (empty when there are none), so one ``match`` does what a ``sub`` does without reading
+    the rest of a long command."""
+    match = _COMMAND_HEAD.match(command)
+    return command[match.end() :] if match is not None else command
+
+
 def tool_key(name: str) -> str:
     """A tool's name, lower case, letters and digits only."""
     return _NON_ALNUM.sub("", name.lower())
@@ -162,7 +170,7 @@ def brief(call: FunctionCallPart | None, name: str) -> str:
 
 def kind_of(command: str) -> str:
     """``tests``, ``lint`` or ``build`` for a run of that kind, else ``""``."""
-    lower = _COMMAND_HEAD.sub("", command.lower())[:80]  # the runner, not its arguments
+    lower = _past_head(command.lower())[:80]  # the runner, not its arguments
     for kind, pattern in _KINDS:
         if pattern.search(lower):
             return kind
@@ -182,7 +190,7 @@ def error_key(call: FunctionCallPart | None, name: str) -> str:
 
 def command_key(command: str) -> str:
     """The key of a command's errors: its first two words, past ``cd`` and variables."""
-    return "cmd:" + " ".join(_COMMAND_HEAD.sub("", command).split()[:2])
+    return "cmd:" + " ".join(_past_head(command).split(None, 2)[:2])
 
 
 def error_line(text: str) -> str:
