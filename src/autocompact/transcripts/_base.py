@@ -145,11 +145,21 @@ def read_bytes(path: Path) -> bytes:
         with path.open("rb") as raw:
             magic = raw.read(2)
         if magic == _GZIP_MAGIC:
-            with gzip.open(path, "rb") as handle:
-                return handle.read()
+            return _gunzip(path)
         return path.read_bytes()
     except (OSError, EOFError) as exc:
         raise TranscriptFormatError(f"cannot read the file: {exc}", path=str(path)) from exc
+
+
+def _gunzip(path: Path) -> bytes:
+    """A gzip'd file's content: decompressed in one piece (``gzip.decompress``, the same bytes
+    as reading a ``GzipFile`` through: every member, zero padding between them skipped), or, when
+    that fails, read through a ``GzipFile`` again, so a damaged file fails as it always did."""
+    try:
+        return gzip.decompress(path.read_bytes())
+    except Exception:  # read again below: that raises what reading always raised
+        with gzip.open(path, "rb") as handle:
+            return handle.read()
 
 
 def read_text(path: Path) -> str:
@@ -178,7 +188,17 @@ def iter_json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         TranscriptFormatError: the file is not UTF-8 text, or a line is not JSON or not a JSON
             object (names the line).
     """
-    for number, line in enumerate(_text_lines(path), start=1):
+    # A line that begins with "{" is read by the parser json.loads uses, without the three
+    # calls json.loads makes around it, and taken when the object read ends exactly at the end
+    # of the line: then json.loads of the line reads the same characters to the same object. Any
+    # other line (blank, spaces around the object, a damaged line) is read by json.loads, below.
+    # The parser runs four frames below this one (_deeper three times, _scanned), as it does
+    # under json.loads (jsonsafe.loads, json.loads, decode, raw_decode): it runs out of stack on
+    # deep nesting at the same depth either way.
+    for number, line in _deeper(_deeper(_deeper(_scanned(_text_lines(path))))):
+        if isinstance(line, dict):
+            yield number, line
+            continue
         if not line.strip():
             continue
         try:
@@ -192,6 +212,30 @@ def iter_json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 f"expected a JSON object, got {type(value).__name__}", path=str(path), line=number
             )
         yield number, value
+
+
+_SCAN = json.JSONDecoder().scan_once  # the parser of json.loads: no hooks, strict
+
+
+def _scanned(lines: list[str]) -> Iterator[tuple[int, dict[str, Any] | str]]:
+    """``(line number, object)`` for each line the parser reads whole to an object, ``(line
+    number, line)`` for the others (see :func:`iter_json_lines`)."""
+    for number, line in enumerate(lines, start=1):
+        if line.startswith("{"):
+            try:
+                value, stop = _SCAN(line, 0)
+            except Exception:  # json.loads reads the line below: that names the error
+                pass
+            else:
+                if stop == len(line):
+                    yield number, value
+                    continue
+        yield number, line
+
+
+def _deeper(inner: Iterator[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
+    """``inner``'s items, one generator frame deeper (see :func:`iter_json_lines`)."""
+    yield from inner
 
 
 def _text_lines(path: Path) -> list[str]:
