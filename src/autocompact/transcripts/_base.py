@@ -248,16 +248,25 @@ def _text_lines(path: Path) -> list[str]:
     data = read_bytes(path)
     if any(mark in data for mark in _OTHER_ASCII_LINE_ENDS):
         return _decoded(data, path).splitlines()
+    # The pieces between "\n"s (found by bytes.find, faster on long lines than bytes.split),
+    # without the empty one after a final "\n": "a\n" is one line to str.splitlines.
+    lines = []
+    find = data.find
+    size = len(data)
+    pos = 0
     try:
-        lines = [line.decode("utf-8") for line in data.split(b"\n")]
+        while pos < size:
+            end = find(b"\n", pos)
+            if end < 0:
+                end = size
+            lines.append(data[pos:end].decode("utf-8"))
+            pos = end + 1
     except UnicodeDecodeError:
         _decoded(data, path)  # raises the error naming the line
         raise  # pragma: no cover - a line is not UTF-8 only if the whole is not
     for line in lines:
         if not line.isascii() and ("\x85" in line or "\u2028" in line or "\u2029" in line):
             return _decoded(data, path).splitlines()
-    if lines[-1] == "":  # "a\n" is one line to str.splitlines, two pieces to split
-        lines.pop()
     return lines
 
 
