@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -214,7 +214,8 @@ def iter_json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         yield number, value
 
 
-_SCAN = json.JSONDecoder().scan_once  # the parser of json.loads: no hooks, strict
+# The parser json.loads runs (through JSONDecoder.raw_decode): no hooks, strict.
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def _scanned(lines: list[str]) -> Iterator[tuple[int, dict[str, Any] | str]]:

@@ -99,7 +99,7 @@ def _least_share(texts: Sequence[str]) -> float:
     if chars == 0:
         return 1.0
     runs = "\n".join(sample).split()
-    least = len(runs) + sum(map(floordiv, map(len, runs), repeat(8)))
+    least: int = len(runs) + sum(map(floordiv, map(len, runs), repeat(8)))
     return least / (chars / 4)
 
 
