@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from contextvars import ContextVar
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,53 @@ def test_recorded_sessions_summarize_alike(path: Path) -> None:
                 expected = _always_counted(part, max_tokens)
                 got = extractive_summary(part, max_tokens=max_tokens)
                 assert got == expected, (path.name, start, stop, max_tokens)
+
+
+def _session(path: Path, count: int = 120) -> tuple[Message, ...]:
+    return read_transcript(path).messages[:count]
+
+
+@pytest.mark.skipif(not RECORDED, reason="../shared/data is not present")
+def test_a_known_ledger_serves_only_the_same_messages() -> None:
+    """The ledger the flow built is read by a summary of the same message objects (in any
+    container), and ignored for any other messages."""
+    first, other = _session(RECORDED[0]), _session(RECORDED[3], 60)
+    expected, expected_other = (_always_counted(m, 3_200) for m in (first, other))
+    token = extractive.known_ledger(first, build_ledger(first))
+    try:
+        assert extractive_summary(list(first), max_tokens=3_200) == expected
+        assert extractive_summary(other, max_tokens=3_200) == expected_other
+        assert extractive_summary(first[:-1], max_tokens=3_200) == _always_counted(
+            first[:-1], 3_200
+        )
+    finally:
+        token.var.reset(token)
+    # A ledger registered for these very messages is the one read (here a wrong one, to see it).
+    token = extractive.known_ledger(first, build_ledger(other))
+    try:
+        assert extractive_summary(first, max_tokens=3_200) != expected
+    finally:
+        token.var.reset(token)
+    assert extractive_summary(first, max_tokens=3_200) == expected
+
+
+@pytest.mark.skipif(not RECORDED, reason="../shared/data is not present")
+@pytest.mark.parametrize("path", RECORDED[:4], ids=lambda p: p.name)
+def test_the_flow_summarizes_alike_with_its_ledger(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compaction with the extractive summarizer gives the same result whether the summary
+    reads the flow's ledger or builds its own."""
+    from autocompact.compaction import CompressionService, CompressOptions, plan
+
+    history = _session(path, 400)
+    options = CompressOptions(context_window=64_000, force=True)
+    service = CompressionService(None, summarizer=extractive_summary)
+    reading = service.compress(history, options)
+    monkeypatch.setattr(plan, "known_ledger", lambda messages, ledger: _unused.set(None))
+    building = service.compress(history, options)
+    assert reading.info == building.info
+    assert reading.history == building.history
+
+
+_unused: ContextVar[None] = ContextVar("unused", default=None)

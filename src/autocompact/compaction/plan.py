@@ -27,6 +27,7 @@ from autocompact.compaction.clearing import (
     ClearingResult,
     clear_tool_outputs,
 )
+from autocompact.compaction.extractive import known_ledger
 from autocompact.compaction.ledger import (
     Ledger,
     audit_summary,
@@ -158,7 +159,11 @@ def compress_flow(
     )
     done = replace(done, ledger=ledger, local=summarizer is not None)
     if summarizer is not None:
-        text = call_summarizer(summarizer, to_compress, cap)
+        known = known_ledger(to_compress, ledger)  # the extractive summary need not build it again
+        try:
+            text = call_summarizer(summarizer, to_compress, cap)
+        finally:
+            known.var.reset(known)
         completion = Completion(
             message=Message.model(text),
             usage=Usage(output_tokens=estimate_text_tokens(text)),
