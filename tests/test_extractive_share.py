@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autocompact.compaction import extractive
+from autocompact.compaction import extractive, sidequery
 from autocompact.compaction.extractive import _SPARE, _least_share, _texts, extractive_summary
 from autocompact.compaction.ledger import build_ledger, render_ledger
 from autocompact.compaction.ledger import tokens as ledger_tokens
@@ -134,13 +134,13 @@ def test_the_flow_summarizes_alike_with_its_ledger(
 ) -> None:
     """A compaction with the extractive summarizer gives the same result whether the summary
     reads the flow's ledger or builds its own."""
-    from autocompact.compaction import CompressionService, CompressOptions, plan
+    from autocompact.compaction import CompressionService, CompressOptions
 
     history = _session(path, 400)
     options = CompressOptions(context_window=64_000, force=True)
     service = CompressionService(None, summarizer=extractive_summary)
     reading = service.compress(history, options)
-    monkeypatch.setattr(plan, "known_ledger", lambda messages, ledger: _unused.set(None))
+    monkeypatch.setattr(sidequery, "known_ledger", lambda messages, ledger: _unused.set(None))
     building = service.compress(history, options)
     assert reading.info == building.info
     assert reading.history == building.history

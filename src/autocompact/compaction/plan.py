@@ -27,7 +27,6 @@ from autocompact.compaction.clearing import (
     ClearingResult,
     clear_tool_outputs,
 )
-from autocompact.compaction.extractive import known_ledger
 from autocompact.compaction.ledger import (
     Ledger,
     audit_summary,
@@ -159,11 +158,7 @@ def compress_flow(
     )
     done = replace(done, ledger=ledger, local=summarizer is not None)
     if summarizer is not None:
-        known = known_ledger(to_compress, ledger)  # the extractive summary need not build it again
-        try:
-            text = call_summarizer(summarizer, to_compress, cap)
-        finally:
-            known.var.reset(known)
+        text = call_summarizer(summarizer, to_compress, cap, ledger=ledger)
         completion = Completion(
             message=Message.model(text),
             usage=Usage(output_tokens=estimate_text_tokens(text)),
