@@ -8,6 +8,7 @@ Each command lives in its own module under ``autocompact.cli`` and exposes
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import sys
 import traceback
@@ -102,7 +103,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = [a for a in arguments if a != "--debug"]
     command = _command_of(arguments)
     known = {summary[0] for summary in SUMMARIES.values()}
-    parser = build_parser(command if command is None or command in known else _EVERY)
+    # The command's modules are imported here: a burst of objects that live as long as the
+    # process, in which the cyclic collector's passes find nothing to free.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        parser = build_parser(command if command is None or command in known else _EVERY)
+    finally:
+        if collecting:
+            gc.enable()
     args = parser.parse_args(arguments)
     handler = getattr(args, "handler", None)
     if handler is None:

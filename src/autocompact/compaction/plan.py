@@ -158,7 +158,7 @@ def compress_flow(
     )
     done = replace(done, ledger=ledger, local=summarizer is not None)
     if summarizer is not None:
-        text = call_summarizer(summarizer, to_compress, cap)
+        text = call_summarizer(summarizer, to_compress, cap, ledger=ledger)
         completion = Completion(
             message=Message.model(text),
             usage=Usage(output_tokens=estimate_text_tokens(text)),

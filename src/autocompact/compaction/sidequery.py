@@ -16,6 +16,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from autocompact.compaction.extractive import known_ledger
+from autocompact.compaction.ledger import Ledger
 from autocompact.compaction.prompts import (
     SUMMARY_ACKNOWLEDGEMENT,
     SUMMARY_FINAL_INSTRUCTION,
@@ -229,13 +231,28 @@ def summary_cap(
     return min(COMPACT_MAX_OUTPUT_TOKENS, target) if target else COMPACT_MAX_OUTPUT_TOKENS
 
 
-def call_summarizer(summarizer: Callable[..., str], messages: Sequence[Message], cap: int) -> str:
-    """The local summary, passing the cap as ``max_tokens`` when the summarizer accepts it."""
+def call_summarizer(
+    summarizer: Callable[..., str],
+    messages: Sequence[Message],
+    cap: int,
+    *,
+    ledger: Ledger | None = None,
+) -> str:
+    """The local summary, passing the cap as ``max_tokens`` when the summarizer accepts it.
+
+    ``ledger``, when given, is ``build_ledger(messages)``: an extractive summary of these same
+    messages made during the call reads it instead of building it again.
+    """
     try:
         accepts = "max_tokens" in inspect.signature(summarizer).parameters
     except (TypeError, ValueError):  # a builtin or C callable without a signature
         accepts = False
-    return summarizer(messages, max_tokens=cap) if accepts else summarizer(messages)
+    known = known_ledger(messages, ledger) if ledger is not None else None
+    try:
+        return summarizer(messages, max_tokens=cap) if accepts else summarizer(messages)
+    finally:
+        if known is not None:
+            known.var.reset(known)
 
 
 def truncated(completion: Completion, cap: int = COMPACT_MAX_OUTPUT_TOKENS) -> bool:

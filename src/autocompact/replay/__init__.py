@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from autocompact.replay.estimation import EstimationPass, estimate_calls, iter_rows
-from autocompact.replay.policies import simulate_policy
+from autocompact.replay.policies import simulate_policies, simulate_policy
 from autocompact.replay.records import (
     ESTIMATORS,
     POLICIES,
@@ -96,10 +96,7 @@ def replay(
         name: summarize_errors([(row.estimate(name), row.reported) for row in scored])
         for name in ESTIMATORS
     }
-    policies: dict[str, PolicyResult] = {
-        name: simulate_policy(name, transcript, options, estimated=result.items)
-        for name in POLICIES
-    }
+    policies = simulate_policies(transcript, options, result.items)
     return FileReport(
         file=transcript.path,
         format=transcript.format,

@@ -44,7 +44,7 @@ from autocompact.replay.records import (
 from autocompact.thresholds import DEFAULT_PCT, compute_thresholds
 from autocompact.transcripts import Transcript
 
-__all__ = ["simulate_policy"]
+__all__ = ["simulate_policies", "simulate_policy"]
 
 
 @dataclass(frozen=True)
@@ -486,13 +486,38 @@ def simulate_policy(
         raise ConfigError(f"unknown policy {name!r}; expected one of {', '.join(POLICIES)}")
     if estimated is None:
         estimated = list(estimate_calls(transcript, options))
-    conversation, prefix, steps = _steps(transcript, estimated, options)
-    plain_growth = []
-    previous_stop = 0
-    for step in steps:
-        added = prefix.stats(previous_stop, step.stop)
-        plain_growth.append(estimate_stats_tokens(added, options.image_token_estimate))
-        previous_stop = step.stop
+    return _simulate(name, _Growth(transcript, estimated, options), options)
+
+
+def simulate_policies(
+    transcript: Transcript, options: ReplayOptions, estimated: Sequence[Estimated]
+) -> dict[str, PolicyResult]:
+    """Every policy of :data:`POLICIES` over the same recorded growth, measured once."""
+    growth = _Growth(transcript, estimated, options)
+    return {name: _simulate(name, growth, options) for name in POLICIES}
+
+
+class _Growth:
+    """What every policy replays: the conversation without recorded summaries, its prefix sums,
+    the steps, the plain growth before each call and the baseline (read only by the runs)."""
+
+    __slots__ = ("baseline", "conversation", "plain_growth", "prefix", "steps")
+
+    def __init__(
+        self, transcript: Transcript, estimated: Sequence[Estimated], options: ReplayOptions
+    ) -> None:
+        self.conversation, self.prefix, self.steps = _steps(transcript, estimated, options)
+        self.plain_growth: list[int] = []
+        previous_stop = 0
+        for step in self.steps:
+            added = self.prefix.stats(previous_stop, step.stop)
+            self.plain_growth.append(estimate_stats_tokens(added, options.image_token_estimate))
+            previous_stop = step.stop
+        first = self.plain_growth[0] if self.plain_growth else 0
+        self.baseline = max(0, estimated[0].row.estimate_cold - first) if estimated else 0
+
+
+def _simulate(name: PolicyName, growth: _Growth, options: ReplayOptions) -> PolicyResult:
     summaries = _Summaries(options, POLICIES.index(name))
-    baseline = max(0, estimated[0].row.estimate_cold - plain_growth[0]) if estimated else 0
-    return _Sim(name, conversation, options, summaries, baseline, prefix).run(steps, plain_growth)
+    sim = _Sim(name, growth.conversation, options, summaries, growth.baseline, growth.prefix)
+    return sim.run(growth.steps, growth.plain_growth)

@@ -47,6 +47,8 @@ FORMAT = "claude-code"
 
 _ONLY_HERE = frozenset({"progress", "file-history-snapshot", "queue-operation", "summary"})
 _SYNTHETIC_MODEL = "<synthetic>"
+# The kinds of line read(): any other is passed over. A tuple, compared with ==, as read() does.
+_READ = ("user", "assistant", "queue-operation", "system")
 
 
 def looks_like(head: Sequence[Mapping[str, Any]]) -> bool:
@@ -72,7 +74,9 @@ def read(path: Path) -> Transcript:
         TranscriptFormatError: a line is not JSON, or a conversation line has no usable
             ``message`` (the error names the file and line).
     """
-    lines = list(iter_json_lines(path))
+    # Every line is read (a damaged one is an error wherever it is); only the kinds read below
+    # are kept (progress lines, most of a log, are let go as soon as they are read).
+    lines = [line for line in iter_json_lines(path) if line[1].get("type") in _READ]
     conversation = [obj for _, obj in lines if obj.get("type") in ("user", "assistant")]
     sidechain_file = bool(conversation) and all(obj.get("isSidechain") for obj in conversation)
 
