@@ -242,7 +242,7 @@ def trim_request(
             if _accepted(result, scale, target, window):
                 return result
             candidates.append(result)
-    return _fallback(untrimmed, candidates, scale, window)
+    return _fallback(untrimmed, candidates, scale, window, image_token_estimate)
 
 
 def _accepted(result: TrimResult, scale: ProviderScale, target: float, window: int | None) -> bool:
@@ -261,6 +261,7 @@ def _fallback(
     candidates: Sequence[TrimResult],
     scale: ProviderScale,
     window: int | None,
+    image_token_estimate: int,
 ) -> TrimResult:
     """Nothing that keeps the task gets below the target: the whole request when it fits the
     window (or when leaving turns out would not make it smaller), else the fewest turns left
@@ -271,6 +272,12 @@ def _fallback(
                 return result
     shortest = min(candidates, key=lambda r: r.plain_after, default=untrimmed)
     if shortest.plain_after >= untrimmed.plain_after:
+        return untrimmed
+    # The sums above round each message up; a request that saves no more than that rounding
+    # (a note as long as the turns it replaces) is no smaller as one request: keep it whole.
+    if estimate_content_tokens(shortest.messages, image_token_estimate) >= (
+        estimate_content_tokens(untrimmed.messages, image_token_estimate)
+    ):
         return untrimmed
     return shortest
 
