@@ -33,9 +33,12 @@ missed, unless ``--report-only``):
 - linear time: the time per request at the largest count is at most ``--max-growth`` times
   that at the smallest (default 2.0: linear time gives about 1.0, the quadratic cliff issue 10
   found gave 10);
-- "2,000 requests well under a second": 2,000 requests (measured when 2,000 is among the counts,
-  else at the largest count's time per request) take at most ``--max-seconds`` of CPU (default
-  0.75).
+- "2,000 requests of 3K characters in under a second of CPU" (issue 22, which made the
+  summarizer read every sentence for its state ledger): 2,000 requests (measured when 2,000 is
+  among the counts, else at the largest count's time per request) take at most
+  ``--max-seconds`` of CPU (default 1.0). Issue 10 asked for "well under a second" before the
+  ledger existed and this script gated at 0.75 s then; chat now takes about 0.79 s on a quiet
+  machine, so pass ``--max-seconds 0.75`` to hold it to that older margin.
 """
 
 from __future__ import annotations
@@ -317,9 +320,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--max-seconds",
         type=float,
-        default=0.75,
+        default=1.0,
         help=f"fail when {TARGET_REQUESTS:,} requests of either kind (measured, or at the largest "
-        "count's time per request) take more CPU seconds than this (default 0.75)",
+        "count's time per request) take more CPU seconds than this (default 1.0)",
     )
     parser.add_argument(
         "--report-only", action="store_true", help="print the tables and verdicts; never fail"
