@@ -75,38 +75,18 @@ def plain_json_length(value: object) -> int:
     The punctuation and the non-string members are counted in a walk over the value; its
     strings (keys included) are collected on the way and counted together, their escapes in
     one C pass over them all (the JSON length of strings is additive: each character's
-    escaped width depends on that character alone). An object's own members (tool arguments:
-    strings, numbers, flags) are counted here, without a call each.
+    escaped width depends on that character alone). An object's scalar members (tool
+    arguments: strings, numbers, flags) are counted in its loop, without a call each.
     """
     if type(value) is str:
         return str_json_length(value)
     strings: list[str] = []
     push = strings.append
     try:
-        if type(value) is not dict or not value:
-            total = _length(value, push)
-            if total < 0:
-                return -1
-        else:
-            total = 1 + 2 * len(value)  # the braces, a colon per member, commas between them
-            for key, member in value.items():
-                if type(key) is not str:
-                    return -1
-                push(key)
-                if type(member) is str:
-                    push(member)
-                elif member is True or member is None:
-                    total += 4
-                elif member is False:
-                    total += 5
-                elif type(member) is int:
-                    total += len(int.__repr__(member))
-                else:
-                    length = _length(member, push)
-                    if length < 0:
-                        return -1
-                    total += length
+        total = _length(value, push)
     except (RecursionError, ValueError):  # too deep here; an int too long for str()
+        return -1
+    if total < 0:
         return -1
     if not strings:
         return total
@@ -125,11 +105,17 @@ def _length(value: object, push: Callable[[str], None]) -> int:
             push(key)
             if type(member) is str:
                 push(member)
-                continue
-            length = _length(member, push)
-            if length < 0:
-                return -1
-            total += length
+            elif member is True or member is None:
+                total += 4
+            elif member is False:
+                total += 5
+            elif type(member) is int:
+                total += len(int.__repr__(member))
+            else:
+                length = _length(member, push)
+                if length < 0:
+                    return -1
+                total += length
         return total
     if type(value) is str:
         push(value)
