@@ -170,6 +170,18 @@ def _messages(path: Path) -> list[Message]:
     return out
 
 
+def _figures(messages: list[Message]) -> tuple[int, int, int, int, int]:
+    """What BEFORE records of a session: messages, the three statistics, the estimate."""
+    stats = content_stats(messages)
+    return (
+        len(messages),
+        stats.text_chars,
+        stats.json_chars,
+        stats.media_parts,
+        estimate_content_tokens(messages),
+    )
+
+
 @pytest.mark.skipif(not DATA.is_dir(), reason=f"recorded sessions not found at {DATA}")
 def test_recorded_sessions_estimate_unchanged_to_the_token() -> None:
     """Every recorded session's statistics and estimate equal those measured before issue 25,
@@ -178,15 +190,7 @@ def test_recorded_sessions_estimate_unchanged_to_the_token() -> None:
     assert set(files) == set(BEFORE)
     for name, path in files.items():
         messages = _messages(path)
-        stats = content_stats(messages)
-        got = (
-            len(messages),
-            stats.text_chars,
-            stats.json_chars,
-            stats.media_parts,
-            estimate_content_tokens(messages),
-        )
-        assert got == BEFORE[name], name
+        assert _figures(messages) == BEFORE[name], name
         for message in messages:
             for part in message.parts:
                 if isinstance(part, FunctionResponsePart):
@@ -206,15 +210,7 @@ def test_recorded_sessions_from_plain_dicts_estimate_unchanged() -> None:
     for name, path in sorted((str(p.relative_to(DATA)), p) for p in DATA.rglob("*.jsonl.gz")):
         dicts = json.loads(json.dumps(history_to_dicts(_messages(path))))
         fresh = history_from_dicts(dicts)
-        stats = content_stats(fresh)
-        got = (
-            len(fresh),
-            stats.text_chars,
-            stats.json_chars,
-            stats.media_parts,
-            estimate_content_tokens(fresh),
-        )
-        assert got == BEFORE[name], name
+        assert _figures(fresh) == BEFORE[name], name
         general = [message_from_dict(d, index=i) for i, d in enumerate(dicts)]
         assert [m.stats for m in fresh] == [m.stats for m in general], name
         assert fresh == general, name
