@@ -15,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autocompact.compaction import extractive, sidequery
-from autocompact.compaction.extractive import _SPARE, _least_share, _texts, extractive_summary
+from autocompact.compaction.extractive import _SPARE, _texts, extractive_summary
 from autocompact.compaction.ledger import build_ledger, render_ledger
-from autocompact.compaction.ledger import tokens as ledger_tokens
 from autocompact.compaction.ledger.render import FRAME
+from autocompact.compaction.ledger.tokens import least_token_share as _least_share
 from autocompact.compaction.ledger.tokens import token_share
 from autocompact.content import Message
 from autocompact.estimation import BYTES_PER_TOKEN, estimate_content_chars
@@ -39,10 +39,6 @@ def _always_counted(messages: Sequence[Message], max_tokens: int) -> str:
     tokens = int(max_tokens * min(1.0, token_share(_texts(messages))) * _SPARE)
     text = render_ledger(build_ledger(messages), limit, tokens=tokens)
     return text if len(text) <= limit else "<state_snapshot>\n</state_snapshot>"
-
-
-def test_the_sample_is_that_of_token_share() -> None:
-    assert extractive._SAMPLE_CHARS == ledger_tokens._SAMPLE_CHARS
 
 
 @settings(max_examples=300, deadline=None)

@@ -19,13 +19,11 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from contextvars import ContextVar, Token
-from itertools import repeat
-from operator import floordiv
 
 from autocompact.compaction.extractive.terms import key_terms, shorten_middle
 from autocompact.compaction.ledger import Ledger, build_ledger, render_ledger
 from autocompact.compaction.ledger.render import FRAME
-from autocompact.compaction.ledger.tokens import token_share
+from autocompact.compaction.ledger.tokens import least_token_share, token_share
 from autocompact.content import Message, json_form
 from autocompact.errors import ConfigError
 from autocompact.estimation import BYTES_PER_TOKEN, estimate_content_chars
@@ -37,7 +35,6 @@ MIN_SUMMARY_TOKENS = 16
 """The smallest ``max_tokens`` accepted: room for the frame and one short line."""
 _EMPTY = "<state_snapshot>\n</state_snapshot>"
 _SPARE = 0.95
-_SAMPLE_CHARS = 60_000  # the sample token_share reads (tests check they are the same)
 # The ledger the compaction flow built of the messages it hands the summarizer, while it waits
 # for the summary (:func:`known_ledger`): a summary of those same messages reads it instead of
 # building it again.
@@ -97,7 +94,7 @@ def extractive_summary(
     # at most FRAME + 1). So when len(text) + 1 is within the fewest tokens the cap can be, each
     # line kept without the cap fits the token room at its turn too, and the lines are the same.
     text = render_ledger(ledger, limit)
-    if len(text) + 1 > int(max_tokens * min(1.0, _least_share(texts)) * _SPARE):
+    if len(text) + 1 > int(max_tokens * min(1.0, least_token_share(texts)) * _SPARE):
         tokens = int(max_tokens * min(1.0, token_share(texts)) * _SPARE)
         text = render_ledger(ledger, limit, tokens=tokens)
     return text if len(text) <= limit else _EMPTY
@@ -107,26 +104,6 @@ def _same_messages(known: Sequence[Message], messages: Sequence[Message]) -> boo
     """Whether ``messages`` are the very message objects of ``known``, in order (the flow's
     local summarizer gets them in a new list: ``portable_history`` keeps the objects)."""
     return len(known) == len(messages) and all(map(operator.is_, known, messages))
-
-
-def _least_share(texts: Sequence[str]) -> float:
-    """A lower bound of ``token_share(texts)`` that does not count the sample's tokens.
-
-    The same sample, every ``total // 60,000 + 1``-th text. conservative_tokens counts every
-    piece of text between blanks (a word, a group of digits, a mark) as at least one token and
-    one more for each 8 characters, and the pieces of a run of characters between blanks add
-    up to at least one token and one more for each 8 of its characters.
-    """
-    total = sum(map(len, texts))
-    if total == 0:
-        return 1.0
-    sample = texts[:: total // _SAMPLE_CHARS + 1]
-    chars = sum(map(len, sample))
-    if chars == 0:
-        return 1.0
-    runs = "\n".join(sample).split()
-    least: int = len(runs) + sum(map(floordiv, map(len, runs), repeat(8)))
-    return least / (chars / 4)
 
 
 def _texts(messages: Sequence[Message]) -> list[str]:

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from itertools import repeat
+from operator import floordiv
 
-__all__ = ["conservative_tokens", "token_share"]
+__all__ = ["conservative_tokens", "least_token_share", "token_share"]
 
 _PIECE = re.compile(r"[a-z]+|[A-Z][a-z]+|[A-Z]+|\d{1,3}|[^\sA-Za-z\d]")
 _SAMPLE_CHARS = 60_000
@@ -40,12 +42,33 @@ def token_share(texts: Sequence[str]) -> float:
     """:func:`conservative_tokens` over characters / 4, for an even sample of ``texts`` (about
     :data:`_SAMPLE_CHARS` read, so a long history costs no more than a short one); 1.0 for no
     text."""
-    total = sum(map(len, texts))
-    if total == 0:
-        return 1.0
-    stride = total // _SAMPLE_CHARS + 1
-    sample = texts[::stride]
+    sample = _sample(texts)
     chars = sum(map(len, sample))
     if chars == 0:
         return 1.0
     return conservative_tokens("\n".join(sample)) / (chars / 4)
+
+
+def least_token_share(texts: Sequence[str]) -> float:
+    """A lower bound of :func:`token_share` that does not count the sample's tokens.
+
+    The same sample: :func:`conservative_tokens` counts every piece of text between blanks (a
+    word, a group of digits, a mark) as at least one token and one more for each 8 characters,
+    so the pieces of a run of characters between blanks add up to at least one token and one
+    more for each 8 of its characters.
+    """
+    sample = _sample(texts)
+    chars = sum(map(len, sample))
+    if chars == 0:
+        return 1.0
+    runs = "\n".join(sample).split()
+    least: int = len(runs) + sum(map(floordiv, map(len, runs), repeat(8)))
+    return least / (chars / 4)
+
+
+def _sample(texts: Sequence[str]) -> Sequence[str]:
+    """Every ``total // _SAMPLE_CHARS + 1``-th text (all of them for a short history)."""
+    total = sum(map(len, texts))
+    if total == 0:
+        return ()
+    return texts[:: total // _SAMPLE_CHARS + 1]
