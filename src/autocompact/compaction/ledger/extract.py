@@ -142,7 +142,10 @@ class _State:
     common: set[str] = field(default_factory=set)  # words seen more than ``rare_limit`` times
     known: frozenset[str] = frozenset()  # ``common`` and the words of grammar
     last_reply: Entry | None = None
-    calls: dict[str, FunctionCallPart] = field(default_factory=dict)
+    # Each call by id, with its command and file action (read once, when it is made).
+    calls: dict[str, tuple[FunctionCallPart, str | None, tuple[str, str] | None]] = field(
+        default_factory=dict
+    )
 
     def tick(self) -> int:
         self.position += 1
@@ -166,7 +169,6 @@ def build_ledger(messages: Sequence[Message]) -> Ledger:
             _user_text(state, text)
             continue
         for call in message.function_calls:
-            state.calls[call.id] = call
             _call(state, call)
         text = message.text.strip()
         if text:
@@ -300,6 +302,7 @@ def _assistant_text(state: _State, text: str, *, replied: bool) -> None:
 
 def _call(state: _State, call: FunctionCallPart) -> None:
     action = tools.file_action(call)
+    state.calls[call.id] = (call, tools.command_of(call), action)
     if action is not None:
         verb, path = action
         if path.startswith("/"):
@@ -315,13 +318,17 @@ def _call(state: _State, call: FunctionCallPart) -> None:
 
 
 def _response(state: _State, part: FunctionResponsePart) -> None:
-    call = state.calls.get(part.id)
+    made = state.calls.get(part.id)
     text = tools.response_text(part.response)
     if "doesn't want to proceed" in text:  # a rejection: what the user said is user text
         _user_text(state, text)
         return
-    key = tools.error_key(call, part.name)
-    command = tools.command_of(call) if call is not None else None
+    if made is None:
+        call, command = None, None
+        key = tools.error_key(None, part.name)
+    else:
+        call, command, action = made
+        key = tools.read_error_key(call, command, action)
     kind = tools.kind_of(command) if command else ""
     position = state.tick()
     if part.is_error:

@@ -26,6 +26,7 @@ __all__ = [
     "file_action",
     "kind_of",
     "project_root",
+    "read_error_key",
     "response_text",
     "result_line",
     "todos_of",
@@ -182,9 +183,15 @@ def error_key(call: FunctionCallPart | None, name: str) -> str:
     if call is None:
         return tool_key(name)
     command = command_of(call)
+    return read_error_key(call, command, file_action(call) if command is None else None)
+
+
+def read_error_key(
+    call: FunctionCallPart, command: str | None, action: tuple[str, str] | None
+) -> str:
+    """:func:`error_key` of a call whose ``command_of`` and ``file_action`` are known."""
     if command is not None:
         return command_key(command)
-    action = file_action(call)
     return f"{tool_key(call.name)}:{action[1] if action else ''}"
 
 
