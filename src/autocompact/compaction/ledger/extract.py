@@ -391,14 +391,21 @@ def _finish(state: _State) -> Ledger:
     ]
     for item, template in zip(state.said, templates_said, strict=True):
         rare = item.rare
-        score = 2.0 * min(item.specific, 4) + min(rare, 4) + _value_bonus(item)
-        if templates[template] >= _BOILERPLATE:
-            score -= 6.0  # one template said again and again: small talk or a log line
         if item.text in fact_forms:
             fact = fact_forms[item.text]
         else:
             fact = fact_forms[item.text] = fact_of(item.text)
-        if fact is not None and _specific_value(fact.value, counts, rare_limit):
+        is_fact = fact is not None and _specific_value(fact.value, counts, rare_limit)
+        if not (
+            is_fact
+            or item.user
+            or (item.text[:3] in _FIRST_PERSON and len(decisions) < 4 * _MAX_DECISIONS)
+        ):
+            continue  # an assistant's sentence that is no fact and no decision: not scored
+        score = 2.0 * min(item.specific, 4) + min(rare, 4) + _value_bonus(item)
+        if templates[template] >= _BOILERPLATE:
+            score -= 6.0  # one template said again and again: small talk or a log line
+        if fact is not None and is_fact:
             score += 3.0 if item.user else 0.0
             mark = "changed" if _CHANGE.search(item.text.lower()) else ""
             entry = Entry(item.text, score, item.position, fact.key, fact.value, mark)
@@ -419,11 +426,10 @@ def _finish(state: _State) -> Ledger:
             facts[fact.key] = entry
             subjects.add(entry, fact_words)
             continue
-        if not item.user:
-            if item.text[:3] in _FIRST_PERSON and len(decisions) < 4 * _MAX_DECISIONS:
-                decisions.append(Entry(item.text, score, item.position))
-                if not subjects.outdated(decisions[-1], stale, template):
-                    subjects.add(decisions[-1], template)
+        if not item.user:  # a decision (the others were passed over above)
+            decisions.append(Entry(item.text, score, item.position))
+            if not subjects.outdated(decisions[-1], stale, template):
+                subjects.add(decisions[-1], template)
             continue
         # Without anything specific, a sentence counts only with words rare in the session (or
         # when the part is too short to tell), and as a rule or a change of goal.

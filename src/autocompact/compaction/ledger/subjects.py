@@ -43,7 +43,7 @@ class Subjects:
     subject (:func:`~autocompact.compaction.ledger.keys.same_subject`) that hold another value.
     A word of many statements is no subject (it is not looked up past :data:`_POSTINGS`)."""
 
-    __slots__ = ("by_word", "changed", "gone", "news")
+    __slots__ = ("by_word", "changed", "gone", "judged", "news")
 
     def __init__(self) -> None:
         self.changed = 0  # how many facts of this part say their value changed
@@ -52,6 +52,9 @@ class Subjects:
         # By id, with the entry held: a dropped entry's id is never reused by a new one (a
         # replaced rule is freed, and CPython gives its memory to the next entry made).
         self.gone: dict[int, Entry] = {}
+        # The last statement judged, with its value's shapes and normal form: it is most often
+        # the one indexed next, whose record then needs not read them again.
+        self.judged: tuple[Entry, frozenset[str], str] | None = None
 
     def drop(self, entry: Entry) -> None:
         """Mark ``entry`` superseded (kept out of the ledger)."""
@@ -64,6 +67,9 @@ class Subjects:
         if words is None:  # a fact's key is its subject; a rule's key is a template
             words = key_words(entry.key if entry.value else entry.text)
         record = _Record(entry, words)
+        judged = self.judged
+        if judged is not None and judged[0] is entry:
+            record._shapes, record._normal = judged[1], judged[2]
         news = entry.mark == "changed" and entry.position > 0
         self.changed += news
         by_word = self.by_word
@@ -120,6 +126,7 @@ class Subjects:
                 if value_shapes is None:
                     value_shapes = shapes(specific_tokens(fact.value or fact.text))
                     new = norm(fact.value or fact.text)
+                    self.judged = (fact, value_shapes, new)
                 # same_subject inlined, the value shapes read only when one word is shared
                 # and the new value has any
                 shared = len(words & record.words)
