@@ -49,11 +49,21 @@ def _holds(folded: str, entry: Entry) -> bool:
     wanted = entry.value or entry.text
     if _folded(norm(wanted)) in folded:
         return True
-    anchors = [t.lower() for t in specific_tokens(wanted)]
+    # Every anchor is in the summary, and there is one: the first one missing tells (the
+    # longer words are read only when every specific token is there).
+    anchored = False
+    for token in specific_tokens(wanted):
+        if token.strip():
+            if _folded(token.lower()) not in folded:
+                return False
+            anchored = True
     if not entry.value:
-        anchors += [w for w in _WORD.findall(wanted.lower()) if w not in FILLER]
-    anchors = [_folded(a) for a in anchors if a.strip()]
-    return bool(anchors) and all(a in folded for a in anchors)
+        for word in _WORD.findall(wanted.lower()):
+            if word not in FILLER:
+                if _folded(word) not in folded:
+                    return False
+                anchored = True
+    return anchored
 
 
 def missing(summary: str, ledger: Ledger) -> list[Entry]:
