@@ -38,7 +38,7 @@ from autocompact.compaction.ledger.goals import (
     subject_of,
     value_follows,
 )
-from autocompact.compaction.ledger.keys import key_words, rule_key
+from autocompact.compaction.ledger.keys import KeyWords, rule_key
 from autocompact.compaction.ledger.model import Entry, Ledger
 from autocompact.compaction.ledger.render import parse_ledger
 from autocompact.compaction.ledger.scan import scan
@@ -370,6 +370,7 @@ def _finish(state: _State) -> Ledger:
         subjects.add(entry)
     # A sentence said again (a pasted error, a repeated rule) is read once: its key words and
     # its statement form are pure functions of its text.
+    key_words = KeyWords()
     by_text = {text: key_words(text) for text in dict.fromkeys(item.text for item in state.said)}
     templates_said = [by_text[item.text] for item in state.said]
     fact_forms: dict[str, Fact | None] = {}

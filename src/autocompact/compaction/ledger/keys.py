@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from itertools import repeat
 
 from autocompact.compaction.ledger.text import FILLER, GRAMMAR
 
-__all__ = ["key_words", "named", "rule_key", "same_subject", "shape", "shapes"]
+__all__ = ["KeyWords", "key_words", "named", "rule_key", "same_subject", "shape", "shapes"]
 
 # Closed classes a key never holds, besides ``text``'s grammar: prepositions and particles,
 # adverbs of time and degree, and the verbs of saying and changing that open an update.
@@ -69,6 +70,40 @@ def key_words(text: str) -> frozenset[str]:
         if len(folded) >= 2 and folded not in _DROP:
             words.add(folded)
     return frozenset(words)
+
+
+def _key_word(token: str) -> str | None:
+    """The key word of one token of :func:`key_words` (lower-cased, edges stripped), if any."""
+    if token in _DROP:
+        return None
+    if token.isalpha() and token[-1] != "s" and len(token) >= 2:
+        return token
+    if not token.isalpha() and (_VALUE.search(token) or not token.isascii()):
+        return None  # a value (a number, a path, an identifier), not a key word
+    if token.endswith("'s"):
+        token = token[:-2]
+    folded = _fold(token) if token.endswith("s") or "'" in token else token
+    return folded if len(folded) >= 2 and folded not in _DROP else None
+
+
+class KeyWords:
+    """:func:`key_words` over many texts, each distinct word read once: the texts of one
+    session say the same words again and again (a call's memory, dropped with it)."""
+
+    __slots__ = ("_of",)
+
+    def __init__(self) -> None:
+        self._of: dict[str, str | None] = {}
+
+    def __call__(self, text: str) -> frozenset[str]:
+        """``key_words(text)``."""
+        tokens = set(map(str.strip, text.lower().split(), repeat(_EDGE)))
+        of = self._of
+        for token in tokens.difference(of):  # (a set less a dict: its members looked up)
+            of[token] = _key_word(token)
+        words = set(map(of.__getitem__, tokens))
+        words.discard(None)
+        return frozenset(words)  # type: ignore[arg-type]  # None discarded
 
 
 _LETTERS = re.compile(r"[A-Za-z]+")
