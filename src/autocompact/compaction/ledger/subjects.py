@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from autocompact.compaction.ledger.keys import key_words, shapes
 from autocompact.compaction.ledger.model import Entry
-from autocompact.compaction.ledger.text import hinted, norm, specific_tokens, stale_tokens
+from autocompact.compaction.ledger.text import hinted, marked_tokens, norm, stale_tokens
 
 __all__ = ["Subjects"]
 
@@ -29,7 +29,7 @@ class _Record:
 
     def shapes(self) -> frozenset[str]:
         if self._shapes is None:
-            self._shapes = shapes(specific_tokens(self.entry.value or self.entry.text))
+            self._shapes = shapes(marked_tokens(self.entry.value or self.entry.text))
         return self._shapes
 
     def normal(self) -> str:
@@ -124,7 +124,7 @@ class Subjects:
                 if id(entry) in gone:
                     continue
                 if value_shapes is None:
-                    value_shapes = shapes(specific_tokens(fact.value or fact.text))
+                    value_shapes = shapes(marked_tokens(fact.value or fact.text))
                     new = norm(fact.value or fact.text)
                     self.judged = (fact, value_shapes, new)
                 # same_subject inlined, the value shapes read only when one word is shared

@@ -28,6 +28,7 @@ __all__ = [
     "has_specific",
     "hinted",
     "is_harness",
+    "marked_tokens",
     "maybe_strong",
     "norm",
     "rare_count",
@@ -273,6 +274,27 @@ def _specific_tokens(text: str) -> tuple[str, ...]:
         ):
             found.append(word.strip("`\"'"))
     return tuple(token for token in found if token)
+
+
+# A word (blank-separated) that holds a digit or one of ``/@._-``, from its start (the
+# lookbehind fails at once inside a word; the first run cannot hold one of them, so it ends).
+_MARKED_WORD = re.compile(r"(?<!\S)[^\s\d/@._-]*[\d/@._-]\S*")
+
+
+def marked_tokens(text: str) -> list[str]:
+    """The specific tokens of the words of ``text`` that hold a digit or one of ``/@._-``: all
+    those that can tell a kind of value (:func:`~autocompact.compaction.ledger.keys.shapes`
+    reads the same of them as of :func:`specific_tokens`), in order; the other words are not
+    read. (A word with one of them makes ``text`` :func:`hinted`; a capitalised name is none of
+    them.)"""
+    found = []
+    for raw in _MARKED_WORD.findall(text):
+        word = raw.strip(_EDGE)
+        if word and _TOKEN_SPECIFIC.fullmatch(word):
+            token = word.strip("`\"'")
+            if token:
+                found.append(token)
+    return found
 
 
 _BLANK_RUN = re.compile(r"\S+")  # the words of ``str.split()``, found one at a time
