@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from autocompact.compaction.ledger.model import Entry, Ledger
 from autocompact.compaction.ledger.render import CLOSE
-from autocompact.compaction.ledger.text import FILLER, norm, specific_tokens
+from autocompact.compaction.ledger.text import FILLER, each_specific_token, norm
 
 __all__ = ["Audit", "audit_summary", "missing"]
 
@@ -52,7 +52,7 @@ def _holds(folded: str, entry: Entry) -> bool:
     # Every anchor is in the summary, and there is one: the first one missing tells (the
     # longer words are read only when every specific token is there).
     anchored = False
-    for token in specific_tokens(wanted):
+    for token in each_specific_token(wanted):
         if token.strip():
             if _folded(token.lower()) not in folded:
                 return False

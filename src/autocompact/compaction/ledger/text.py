@@ -12,6 +12,7 @@ subjects a user might mention.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -23,6 +24,7 @@ __all__ = [
     "content_words",
     "drop_code",
     "drop_harness_blocks",
+    "each_specific_token",
     "fact_of",
     "form_of",
     "has_specific",
@@ -315,6 +317,24 @@ def has_specific(text: str) -> bool:
         ) and word.strip("`\"'"):
             return True
     return False
+
+
+def each_specific_token(text: str) -> Iterator[str]:
+    """The tokens of :func:`specific_tokens`, one at a time: a caller that stops early reads
+    no further."""
+    if not hinted(text):
+        return
+    for index, found in enumerate(_BLANK_RUN.finditer(text)):
+        raw = found.group()
+        word = raw.strip(_EDGE)
+        if not word or (word.islower() and word.isalpha()):
+            continue
+        if _TOKEN_SPECIFIC.fullmatch(word) or (
+            index and _NAME.fullmatch(word) and not raw.startswith(("(", "[", '"', "'"))
+        ):
+            token = word.strip("`\"'")
+            if token:
+                yield token
 
 
 def specific_count(text: str) -> int:
