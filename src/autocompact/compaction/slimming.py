@@ -39,10 +39,20 @@ def slim_for_summary(
 
 
 def _slim_message(message: Message, limit: int) -> Message:
+    for part in message.parts:  # most messages have nothing to slim: told without a copy
+        if isinstance(part, _SLIMMED) and (
+            not isinstance(part, FunctionResponsePart) or part.stats.json_chars > limit
+        ):
+            break
+    else:
+        return message
     new_parts = tuple(_slim_part(p, limit) for p in message.parts)
     if all(new is old for new, old in zip(new_parts, message.parts, strict=True)):
         return message
     return Message(role=message.role, parts=new_parts)
+
+
+_SLIMMED = (FunctionResponsePart, ImagePart, DocumentPart)  # the kinds of part slimmed
 
 
 def _slim_part(part: Part, limit: int) -> Part:
