@@ -85,12 +85,15 @@ def space_breakdown(
         if index < 2 and is_summary_message(message):
             summary += estimate_content_tokens([message], image_token_estimate)
             continue
-        traffic = tuple(
-            p for p in message.parts if isinstance(p, FunctionCallPart | FunctionResponsePart)
-        )
-        rest = tuple(
-            p for p in message.parts if not isinstance(p, FunctionCallPart | FunctionResponsePart)
-        )
+        parts = message.parts
+        if len(parts) == 1:  # the common case: one kind, no generators
+            if isinstance(parts[0], FunctionCallPart | FunctionResponsePart):
+                tool += estimate_content_tokens(parts)
+            else:
+                other += estimate_content_tokens(parts, image_token_estimate)
+            continue
+        traffic = tuple(p for p in parts if isinstance(p, FunctionCallPart | FunctionResponsePart))
+        rest = tuple(p for p in parts if not isinstance(p, FunctionCallPart | FunctionResponsePart))
         if traffic:
             tool += estimate_content_tokens(traffic)
         if rest:
