@@ -133,6 +133,7 @@ class _State:
     todo_position: int = 0
     done: list[Entry] = field(default_factory=list)  # finished work the tools show
     errors: dict[str, Entry] = field(default_factory=dict)
+    open_errors: set[str] = field(default_factory=set)  # the keys of those still open
     results: dict[str, Entry] = field(default_factory=dict)
     actions: list[Entry] = field(default_factory=list)
     last_user_line: str = ""
@@ -336,10 +337,13 @@ def _response(state: _State, part: FunctionResponsePart) -> None:
         state.errors[key] = Entry(
             f"{tools.brief(call, part.name)} failed: {line}", 60.0, position, key, kind, "open"
         )
-    else:
-        for old_key, error in list(state.errors.items()):
-            if error.mark == "open" and (old_key == key or (kind and error.value == kind)):
+        state.open_errors.add(key)
+    elif state.open_errors:  # (a fixed error stays fixed: only the open ones are read)
+        for old_key in list(state.open_errors):
+            error = state.errors[old_key]
+            if old_key == key or (kind and error.value == kind):
                 state.errors[old_key] = error._replace(mark="fixed")
+                state.open_errors.discard(old_key)
     work = finished(command, text) if command is not None and not part.is_error else []
     for _, line in work:
         state.done.append(Entry(f"[{DONE}] {line}", 20.0, position, DONE, mark=DONE))
