@@ -158,10 +158,23 @@ def build_ledger(messages: Sequence[Message]) -> Ledger:
     state = _State()
     _sample_counts(state, messages)
     for index, message in enumerate(messages):
+        parts = message.parts
+        if len(parts) == 1:  # the common case: one part, told by its kind alone
+            part = parts[0]
+            if isinstance(part, FunctionResponsePart):
+                if message.role == "user":
+                    _response(state, part)
+                continue
+            if isinstance(part, FunctionCallPart):
+                if message.role != "user":
+                    _call(state, part)
+                continue
+            if not isinstance(part, TextPart):
+                continue  # (no text, no call, no result: nothing to read)
         if message.role == "user":
             for part in message.function_responses:
                 _response(state, part)
-            text = "\n".join(p.text for p in message.parts if isinstance(p, TextPart))
+            text = "\n".join(p.text for p in parts if isinstance(p, TextPart))
             if index == 0 and "<state_snapshot>" in text:
                 state.seeded = parse_ledger(text)
                 state.position = 0
@@ -169,11 +182,12 @@ def build_ledger(messages: Sequence[Message]) -> Ledger:
                 continue
             _user_text(state, text)
             continue
-        for call in message.function_calls:
+        calls = message.function_calls
+        for call in calls:
             _call(state, call)
         text = message.text.strip()
         if text:
-            _assistant_text(state, text, replied=not message.function_calls)
+            _assistant_text(state, text, replied=not calls)
     return _finish(state)
 
 
