@@ -8,9 +8,45 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from autocompact.compaction.ledger.keys import KeyWords, key_words, shapes
 from autocompact.compaction.ledger.model import Entry
 from autocompact.compaction.ledger.subjects import Subjects
+from autocompact.compaction.ledger.text import each_specific_token, marked_tokens, specific_tokens
+
+# Words and marks of every kind the readers tell apart: plurals and possessives, values,
+# identifiers, names, quotes, edge punctuation, blanks of several kinds, letters outside ASCII.
+_TEXT = st.lists(
+    st.sampled_from(
+        [
+            *"ab Zys.!?:,-*•>`'\"(_/0$@=#\\)[]{}<>;…€£",
+            *("İ", "Σ", "é", "K", "\u0663", "²", "  ", "\t", "\n", "\xa0", "'s ", "ies "),
+            *("the ", "runners ", "team's ", "policies ", "status ", "Name ", "(Name ", "AB "),
+            *("pg-a-12.internal ", "v1.2 ", "x.y ", "a-b ", "getX ", "`x` ", "'q' ", "I "),
+        ]
+    ),
+    max_size=30,
+).map("".join)
+_SHARED = KeyWords()  # one reader over many texts, as a ledger reads a session
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=_TEXT)
+def test_key_words_read_word_by_word_are_those_of_the_whole_text(text: str) -> None:
+    """KeyWords (each distinct word read once, over many texts) gives key_words'."""
+    assert KeyWords()(text) == key_words(text)
+    assert _SHARED(text) == key_words(text)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=_TEXT)
+def test_the_marked_tokens_have_the_shapes_of_all_the_specific_tokens(text: str) -> None:
+    """The value shapes read from the words with a digit or a mark are those of every specific
+    token; the tokens one at a time are specific_tokens, in order."""
+    assert shapes(marked_tokens(text)) == shapes(specific_tokens(text))
+    assert list(each_specific_token(text)) == specific_tokens(text)
 
 
 def test_a_superseded_entry_is_held_so_a_new_entry_never_takes_its_id() -> None:
