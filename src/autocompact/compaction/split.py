@@ -67,15 +67,17 @@ def valid_cuts(history: Sequence[Message]) -> list[bool]:
     A cut at 0 compresses nothing and is always valid.
     """
     answered_at: dict[str, int] = {}
-    for index, message in enumerate(history):
-        for response in message.function_responses:
+    responses = [message.function_responses for message in history]  # (read once)
+    for index, answers in enumerate(responses):
+        for response in answers:
             answered_at.setdefault(response.id, index)
     cuts = [True] * (len(history) + 1)
     waiting = 0  # calls before the boundary whose response lies after it
     pending: dict[int, int] = {}  # message index -> calls answered there
     for index, message in enumerate(history):
-        waiting -= pending.pop(index, 0)
-        cuts[index] = index == 0 or (waiting == 0 and not message.function_responses)
+        if pending:
+            waiting -= pending.pop(index, 0)
+        cuts[index] = index == 0 or (waiting == 0 and not responses[index])
         for call in message.function_calls:
             answer = answered_at.get(call.id)
             if answer is not None and answer > index:
