@@ -27,15 +27,15 @@ from autocompact.errors import TranscriptFormatError
 from autocompact.transcripts import (
     autocompact_session,
     claude_code,
-    gemini_cli,
-    openai_json,
     qwen_code,
 )
 from autocompact.transcripts._base import (
     CompactionMarker,
     RecordedCall,
     Transcript,
+    first_lines,
     load_json,
+    read_bytes,
     read_first_lines,
 )
 
@@ -48,11 +48,16 @@ __all__ = [
     "read_transcript",
 ]
 
+# The readers of the two JSON-document formats are imported when a document is read: a JSONL
+# log (most of what is replayed) does not need them. tests/test_transcripts.py checks these
+# names against the modules' FORMAT.
+_GEMINI_CLI = "gemini-cli"
+_OPENAI_JSON = "openai-json"
 FORMATS = (
     claude_code.FORMAT,
     qwen_code.FORMAT,
-    gemini_cli.FORMAT,
-    openai_json.FORMAT,
+    _GEMINI_CLI,
+    _OPENAI_JSON,
     autocompact_session.FORMAT,
 )
 _HEAD_LINES = 20
@@ -65,21 +70,7 @@ def detect_format(path: str | Path) -> str:
         TranscriptFormatError: the file cannot be read or is none of :data:`FORMATS`.
     """
     path = Path(path)
-    head = [line for line in read_first_lines(path, _HEAD_LINES) if line.strip()]
-    if not head:
-        raise TranscriptFormatError("the file is empty: not a transcript", path=str(path))
-    lines = _head_objects(head)
-    if not lines:  # a JSON document (a list, or an object spread over several lines)
-        return _detect_document(path)
-    if autocompact_session.looks_like(lines):
-        return autocompact_session.FORMAT
-    if qwen_code.looks_like(lines):
-        return qwen_code.FORMAT
-    if claude_code.looks_like(lines):
-        return claude_code.FORMAT
-    if len(head) == 1:  # one JSON object on one line: a whole document
-        return _detect_document(path)
-    raise _unknown(path)
+    return _detect(path, read_first_lines(path, _HEAD_LINES), None)[0]
 
 
 def read_transcript(path: str | Path, format: str | None = None) -> Transcript:
@@ -94,21 +85,57 @@ def read_transcript(path: str | Path, format: str | None = None) -> Transcript:
             of it is malformed (the error names the file and line).
     """
     path = Path(path)
-    fmt = format or detect_format(path)
+    data: bytes | None = None
+    document: Any = None  # the parsed JSON document, when detection parsed one
+    fmt = format
+    if fmt is None:
+        # The file is read once for detection and reader alike: the head is cut from the
+        # content as read_first_lines reads it from the file. A file that cannot be read whole
+        # is detected from its head first, as it always was, so it fails the same way.
+        try:
+            data = read_bytes(path)
+        except TranscriptFormatError:
+            fmt = detect_format(path)
+        else:
+            fmt, document = _detect(path, first_lines(data, _HEAD_LINES), data)
     if fmt == claude_code.FORMAT:
-        return claude_code.read(path)
+        return claude_code.read(path, data)
     if fmt == qwen_code.FORMAT:
-        return qwen_code.read(path)
+        return qwen_code.read(path, data)
     if fmt == autocompact_session.FORMAT:
-        return autocompact_session.read(path)
-    if fmt == gemini_cli.FORMAT:
-        return gemini_cli.read(path)
-    if fmt == openai_json.FORMAT:
-        return openai_json.read(path)
+        return autocompact_session.read(path, data)
+    if fmt == _GEMINI_CLI:
+        from autocompact.transcripts import gemini_cli
+
+        return gemini_cli.read(path, document)
+    if fmt == _OPENAI_JSON:
+        from autocompact.transcripts import openai_json
+
+        return openai_json.read(path, document)
     raise TranscriptFormatError(
         f"unknown transcript format {fmt!r}; expected one of {', '.join(FORMATS)}",
         path=str(path),
     )
+
+
+def _detect(path: Path, lines: list[str], data: bytes | None) -> tuple[str, Any]:
+    """The format from the file's first lines, and the parsed document when detecting it took
+    one (``data``: the file's content, when already read)."""
+    head = [line for line in lines if line.strip()]
+    if not head:
+        raise TranscriptFormatError("the file is empty: not a transcript", path=str(path))
+    objects = _head_objects(head)
+    if not objects:  # a JSON document (a list, or an object spread over several lines)
+        return _detect_document(path, data)
+    if autocompact_session.looks_like(objects):
+        return autocompact_session.FORMAT, None
+    if qwen_code.looks_like(objects):
+        return qwen_code.FORMAT, None
+    if claude_code.looks_like(objects):
+        return claude_code.FORMAT, None
+    if len(head) == 1:  # one JSON object on one line: a whole document
+        return _detect_document(path, data)
+    raise _unknown(path)
 
 
 def _head_objects(head: list[str]) -> list[dict[str, Any]]:
@@ -125,12 +152,14 @@ def _head_objects(head: list[str]) -> list[dict[str, Any]]:
     return out
 
 
-def _detect_document(path: Path) -> str:
-    document = load_json(path)
+def _detect_document(path: Path, data: bytes | None) -> tuple[str, Any]:
+    from autocompact.transcripts import gemini_cli, openai_json
+
+    document = load_json(path, data)
     if gemini_cli.looks_like(document):
-        return gemini_cli.FORMAT
+        return _GEMINI_CLI, document
     if openai_json.looks_like(document):
-        return openai_json.FORMAT
+        return _OPENAI_JSON, document
     raise _unknown(path)
 
 
