@@ -8,9 +8,9 @@ from __future__ import annotations
 import random
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from itertools import pairwise
-from typing import Any
+from typing import Any, Final
 
 from autocompact.compaction.accounting import (
     CLOSE_COMPACTIONS,
@@ -47,13 +47,17 @@ from autocompact.transcripts import Transcript
 __all__ = ["simulate_policies", "simulate_policy"]
 
 
-@dataclass(frozen=True)
 class _Step:
-    """One recorded call as the simulation sees it."""
+    """One recorded call as the simulation sees it (a plain class: a dataclass compiles its
+    methods at import)."""
 
-    call: int
-    growth: int  # tokens added since the previous call (recorded, or estimated across a cut)
-    stop: int  # the call is preceded by conversation[:stop]
+    __slots__ = ("call", "growth", "stop")
+
+    def __init__(self, call: int, growth: int, stop: int) -> None:
+        self.call: Final = call
+        # Tokens added since the previous call (recorded, or estimated across a cut).
+        self.growth: Final = growth
+        self.stop: Final = stop  # the call is preceded by conversation[:stop]
 
 
 def _steps(
