@@ -646,3 +646,32 @@ def test_head_cut_from_content_matches_the_file_head(tmp_path: Path) -> None:
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"")
     assert first_lines(b"", 20) == read_first_lines(empty, 20) == []
+
+
+def test_head_objects_are_parsed_as_far_as_detection_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Detection parses the head lines it reads (a Claude Code log: the first), and the head
+    holds the same objects as parsing every line up to the first that is not an object."""
+    import autocompact.transcripts as transcripts
+
+    head = transcripts._HeadObjects(['{"a": 1}\n', '{"b": [2]}', "[3]", '{"c": 4}'])
+    assert list(head) == [{"a": 1}, {"b": [2]}]
+    assert len(head) == 2
+    assert head[-1] == {"b": [2]}
+    assert head[:5] == [{"a": 1}, {"b": [2]}]
+    assert not transcripts._HeadObjects(["not json", '{"a": 1}'])
+    assert not transcripts._HeadObjects([])
+    assert list(transcripts._HeadObjects(['{"a": 1}', '{"b"'])) == [{"a": 1}]
+
+    parsed: list[str] = []
+    real = transcripts.jsonsafe.loads
+
+    def counted(text: str) -> object:
+        parsed.append(text)
+        return real(text)
+
+    monkeypatch.setattr(transcripts.jsonsafe, "loads", counted)
+    path = write_jsonl(tmp_path / "s.jsonl", claude_session())
+    assert detect_format(path) == "claude-code"
+    assert len(parsed) == 1

@@ -19,8 +19,9 @@ blame, the line.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from autocompact import jsonsafe
 from autocompact.errors import TranscriptFormatError
@@ -124,7 +125,7 @@ def _detect(path: Path, lines: list[str], data: bytes | None) -> tuple[str, Any]
     head = [line for line in lines if line.strip()]
     if not head:
         raise TranscriptFormatError("the file is empty: not a transcript", path=str(path))
-    objects = _head_objects(head)
+    objects = _HeadObjects(head)
     if not objects:  # a JSON document (a list, or an object spread over several lines)
         return _detect_document(path, data)
     if autocompact_session.looks_like(objects):
@@ -138,18 +139,51 @@ def _detect(path: Path, lines: list[str], data: bytes | None) -> tuple[str, Any]
     raise _unknown(path)
 
 
-def _head_objects(head: list[str]) -> list[dict[str, Any]]:
-    """The first lines as JSON objects (empty when the first is not one: a JSON document)."""
-    out: list[dict[str, Any]] = []
-    for line in head:
-        try:
-            value = jsonsafe.loads(line)
-        except json.JSONDecodeError:
-            break
-        if not isinstance(value, dict):
-            break
-        out.append(value)
-    return out
+class _HeadObjects(Sequence[dict[str, Any]]):
+    """The first lines as JSON objects, up to the first that is not one (none: a JSON
+    document), each parsed when a detector first reads it: they decide on the first line or
+    two, and the reader parses every line again."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self._lines = lines
+        self._objects: list[dict[str, Any]] = []
+        self._ended = False  # a line was not an object, or every line is parsed
+
+    def _parse(self, count: int) -> None:
+        objects = self._objects
+        while not self._ended and len(objects) < count:
+            if len(objects) == len(self._lines):
+                self._ended = True
+                break
+            try:
+                value = jsonsafe.loads(self._lines[len(objects)])
+            except json.JSONDecodeError:
+                value = None
+            if not isinstance(value, dict):
+                self._ended = True
+                break
+            objects.append(value)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[dict[str, Any]]: ...
+
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | Sequence[dict[str, Any]]:
+        if isinstance(index, int) and index >= 0:
+            self._parse(index + 1)
+        else:
+            self._parse(len(self._lines))
+        return self._objects[index]
+
+    def __len__(self) -> int:
+        self._parse(len(self._lines))
+        return len(self._objects)
+
+    def __bool__(self) -> bool:
+        self._parse(1)
+        return bool(self._objects)
 
 
 def _detect_document(path: Path, data: bytes | None) -> tuple[str, Any]:
