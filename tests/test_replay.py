@@ -520,3 +520,48 @@ def test_orphaned_pairs_are_counted_when_a_request_carries_a_result_without_its_
     sim.start = 1  # a cut between the call and its result
     sim._check_pairs(_Step(2, 10, 2), None)
     assert sim.orphans == {"c1"}
+
+
+def test_indented_json_is_json_dumps_with_indent_2() -> None:
+    """The JSON the replay prints is json.dumps(indent=2)'s text, value for value."""
+    import enum
+
+    from autocompact.cli.replay_cmd import indented_json
+
+    class Kind(enum.StrEnum):
+        A = "a"
+
+    class Level(enum.IntEnum):
+        ONE = 1
+
+    values: list[object] = [
+        {},
+        [],
+        (),
+        "",
+        0,
+        -7,
+        True,
+        False,
+        None,
+        1.5,
+        -0.0,
+        1e300,
+        float("nan"),
+        float("inf"),
+        float("-inf"),
+        'é \u2028 \x00 "q" \\ 🚀',
+        [1, [2, [3, []], {}], ({"a": ()},)],
+        {"files": [{"rows": [{"call": 1, "mean": 0.25, "tier": Kind.A}], "n": Level.ONE}]},
+        {"é": {"nested": [None, True, {"": [[]]}]}},
+        {1: "int key", "b": 2},  # left to json.dumps: it turns the key into "1"
+        {True: None, None: 1.0},
+    ]
+    for value in values:
+        assert indented_json(value) == json.dumps(value, indent=2)
+    cycle: list[object] = []
+    cycle.append(cycle)
+    with pytest.raises(ValueError, match="Circular reference"):
+        indented_json(cycle)
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        indented_json({"a": [object()]})

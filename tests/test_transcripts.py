@@ -586,3 +586,92 @@ def test_detection_reads_whole_long_first_lines(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "long.jsonl", lines, gz=True)
     assert detect_format(path) == "claude-code"
     assert read_transcript(path).calls[0].prompt_tokens == 60_000
+
+
+def test_formats_name_the_readers_modules() -> None:
+    """FORMATS lists each reader module's FORMAT (two of them are imported only when needed)."""
+    from autocompact.transcripts import (
+        FORMATS,
+        autocompact_session,
+        claude_code,
+        gemini_cli,
+        openai_json,
+        qwen_code,
+    )
+
+    modules = (claude_code, qwen_code, gemini_cli, openai_json, autocompact_session)
+    assert tuple(module.FORMAT for module in modules) == FORMATS
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_detected_transcript_is_read_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gz: bool
+) -> None:
+    """Detection and reading share one read of the file: the head is cut from its content."""
+    import autocompact.transcripts as transcripts
+    from autocompact.transcripts import _base
+
+    path = write_jsonl(tmp_path / "s.jsonl", claude_session(), gz=gz)
+    expected = read_transcript(path)
+    reads: list[Path] = []
+    real = _base.read_bytes
+
+    def counted(where: Path) -> bytes:
+        reads.append(where)
+        return real(where)
+
+    def refused(where: Path, count: int) -> list[str]:
+        raise AssertionError("the head is cut from the content already read")
+
+    monkeypatch.setattr(transcripts, "read_bytes", counted)
+    monkeypatch.setattr(_base, "read_bytes", counted)
+    monkeypatch.setattr(transcripts, "read_first_lines", refused)
+    assert read_transcript(path) == expected
+    assert reads == [path]
+
+
+def test_head_cut_from_content_matches_the_file_head(tmp_path: Path) -> None:
+    """first_lines cuts content as read_first_lines reads the file: "\\n" kept, bad bytes
+    replaced, other line ends left inside a line, a last line without "\\n"."""
+    from autocompact.transcripts._base import first_lines, read_first_lines
+
+    data = b'{"a": 1}\r\n\n  \n{"b": "\xff\xe2\x80\xa8"}\x0c\n' + b"x" * 70_000 + b"\nlast"
+    path = tmp_path / "head.jsonl"
+    path.write_bytes(data)
+    zipped = tmp_path / "head.jsonl.gz"
+    zipped.write_bytes(gzip.compress(data))
+    for count in (1, 3, 5, 6, 20):
+        assert first_lines(data, count) == read_first_lines(path, count)
+        assert first_lines(data, count) == read_first_lines(zipped, count)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    assert first_lines(b"", 20) == read_first_lines(empty, 20) == []
+
+
+def test_head_objects_are_parsed_as_far_as_detection_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Detection parses the head lines it reads (a Claude Code log: the first), and the head
+    holds the same objects as parsing every line up to the first that is not an object."""
+    import autocompact.transcripts as transcripts
+
+    head = transcripts._HeadObjects(['{"a": 1}\n', '{"b": [2]}', "[3]", '{"c": 4}'])
+    assert list(head) == [{"a": 1}, {"b": [2]}]
+    assert len(head) == 2
+    assert head[-1] == {"b": [2]}
+    assert head[:5] == [{"a": 1}, {"b": [2]}]
+    assert not transcripts._HeadObjects(["not json", '{"a": 1}'])
+    assert not transcripts._HeadObjects([])
+    assert list(transcripts._HeadObjects(['{"a": 1}', '{"b"'])) == [{"a": 1}]
+
+    parsed: list[str] = []
+    real = transcripts.jsonsafe.loads
+
+    def counted(text: str) -> object:
+        parsed.append(text)
+        return real(text)
+
+    monkeypatch.setattr(transcripts.jsonsafe, "loads", counted)
+    path = write_jsonl(tmp_path / "s.jsonl", claude_session())
+    assert detect_format(path) == "claude-code"
+    assert len(parsed) == 1

@@ -15,6 +15,7 @@ import gc
 import json
 import sys
 from collections.abc import Mapping, Sequence
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +38,7 @@ if TYPE_CHECKING:  # rich is imported where a table or a bar is drawn: not for -
     from rich.console import Console
     from rich.table import Table
 
-__all__ = ["register", "render_chart", "run"]
+__all__ = ["indented_json", "register", "render_chart", "run"]
 
 DEFAULT_WINDOW = 200_000
 _MARKS = {"recorded": "·", "ladder": "●", "legacy": "○"}
@@ -105,7 +106,7 @@ def _run(args: argparse.Namespace) -> int:
         _require_matplotlib()
     reports = _replay_all(paths, options, show_progress=not args.json and len(paths) > 1)
     if args.json:
-        print(json.dumps({"files": [r.as_json() for r in reports]}, indent=2))
+        print(indented_json({"files": [r.as_json() for r in reports]}))
     else:
         from rich.console import Console
 
@@ -174,6 +175,75 @@ def _read(path: Path) -> Transcript:
             file=sys.stderr,
         )
     return transcript
+
+
+def indented_json(value: Any) -> str:
+    """``json.dumps(value, indent=2)``, the same text, made in one recursive pass over plain
+    JSON values (dicts with string keys, lists, tuples, strings, numbers, booleans, None) rather
+    than through the encoder's chain of generators, which costs about twice as much; any other
+    value (a non-string key, an object json cannot encode, a cycle) is left to json.dumps, which
+    encodes it or raises as it always did."""
+    out: list[str] = []
+    try:
+        _indented(value, out, "\n")
+    except (_NotPlain, RecursionError):
+        return json.dumps(value, indent=2)
+    return "".join(out)
+
+
+class _NotPlain(Exception):
+    """A value :func:`indented_json` leaves to json.dumps."""
+
+
+_INFINITY = float("inf")
+
+
+def _indented(value: Any, out: list[str], newline: str) -> None:
+    # The tests of json.dumps, in its order: a str subclass is a string, an int subclass (bool
+    # aside) a number, a float by its repr (NaN and the infinities as json writes them).
+    if isinstance(value, str):
+        out.append(encode_basestring_ascii(value))
+    elif value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif isinstance(value, int):
+        out.append(int.__repr__(value))
+    elif isinstance(value, float):
+        if value != value or value in (_INFINITY, -_INFINITY):
+            out.append(json.dumps(value))
+        else:
+            out.append(float.__repr__(value))
+    elif isinstance(value, list | tuple):
+        if not value:
+            out.append("[]")
+            return
+        inner = newline + "  "
+        separator = "[" + inner
+        for item in value:
+            out.append(separator)
+            separator = "," + inner
+            _indented(item, out, inner)
+        out.append(newline + "]")
+    elif isinstance(value, dict):
+        if not value:
+            out.append("{}")
+            return
+        inner = newline + "  "
+        separator = "{" + inner
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise _NotPlain
+            out.append(separator)
+            separator = "," + inner
+            out.append(encode_basestring_ascii(key))
+            out.append(": ")
+            _indented(item, out, inner)
+        out.append(newline + "}")
+    else:
+        raise _NotPlain
 
 
 # -- terminal report -----------------------------------------------------------------------------

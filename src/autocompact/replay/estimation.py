@@ -6,7 +6,7 @@ See :mod:`autocompact.replay` for what each estimate is.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from typing import Final
 
 from autocompact.content import CharStats, Message
 from autocompact.estimation import (
@@ -23,13 +23,19 @@ from autocompact.transcripts import Transcript
 __all__ = ["CharPrefix", "Estimated", "EstimationPass", "estimate_calls", "iter_rows"]
 
 
-@dataclass
+# The records below are the replay's own working state, never handed out: plain classes, which
+# cost nothing to define (a dataclass generates and compiles its methods at import).
+
+
 class CharPrefix:
     """Prefix sums of character statistics, so any slice of messages costs O(1)."""
 
-    text: list[int] = field(default_factory=lambda: [0])
-    json: list[int] = field(default_factory=lambda: [0])
-    media: list[int] = field(default_factory=lambda: [0])
+    __slots__ = ("json", "media", "text")
+
+    def __init__(self) -> None:
+        self.text: list[int] = [0]
+        self.json: list[int] = [0]
+        self.media: list[int] = [0]
 
     @classmethod
     def of(cls, messages: Sequence[Message]) -> CharPrefix:
@@ -49,19 +55,25 @@ class CharPrefix:
         )
 
 
-@dataclass(frozen=True)
 class Estimated:
-    row: CallRow
-    calibration: Calibration  # learned from the calls before this one
+    """One call's estimation row, and the calibration learned from the calls before it."""
+
+    __slots__ = ("calibration", "row")
+
+    def __init__(self, row: CallRow, calibration: Calibration) -> None:
+        self.row: Final = row
+        self.calibration: Final = calibration
 
 
-@dataclass
 class EstimationPass:
     """One estimation pass over a transcript."""
 
-    items: list[Estimated] = field(default_factory=list)
-    baseline: int = 0
-    final: Calibration = field(default_factory=Calibration)
+    __slots__ = ("baseline", "final", "items")
+
+    def __init__(self) -> None:
+        self.items: list[Estimated] = []
+        self.baseline = 0
+        self.final = Calibration()
 
 
 def estimate_calls(

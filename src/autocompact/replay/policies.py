@@ -8,9 +8,9 @@ from __future__ import annotations
 import random
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from itertools import pairwise
-from typing import Any
+from typing import Any, Final
 
 from autocompact.compaction.accounting import (
     CLOSE_COMPACTIONS,
@@ -47,13 +47,17 @@ from autocompact.transcripts import Transcript
 __all__ = ["simulate_policies", "simulate_policy"]
 
 
-@dataclass(frozen=True)
 class _Step:
-    """One recorded call as the simulation sees it."""
+    """One recorded call as the simulation sees it (a plain class: a dataclass compiles its
+    methods at import)."""
 
-    call: int
-    growth: int  # tokens added since the previous call (recorded, or estimated across a cut)
-    stop: int  # the call is preceded by conversation[:stop]
+    __slots__ = ("call", "growth", "stop")
+
+    def __init__(self, call: int, growth: int, stop: int) -> None:
+        self.call: Final = call
+        # Tokens added since the previous call (recorded, or estimated across a cut).
+        self.growth: Final = growth
+        self.stop: Final = stop  # the call is preceded by conversation[:stop]
 
 
 def _steps(
@@ -142,6 +146,10 @@ class _Sim:
         self.summaries = summaries
         self.baseline = baseline  # what the transcript does not show (system prompt, tools)
         self.head: tuple[Message, ...] = ()  # summary + acknowledgement (+ kept head)
+        # What every call reads of the head, kept with it (it changes only in _adopt): its
+        # plain estimate and its messages' identities.
+        self.head_plain = 0
+        self.head_ids: tuple[int, ...] = ()
         self.start = 0  # the live context is head + conversation[start:stop]
         self.size = 0  # the true (simulated) size of the live context
         self.stale = 0  # the size the provider reported for the previous request
@@ -284,6 +292,8 @@ class _Sim:
         ):
             tail += 1
         self.head = history[: len(history) - tail]
+        self.head_plain = estimate_content_tokens(self.head, self.options.image_token_estimate)
+        self.head_ids = tuple(map(id, self.head))
         self.start = stop - tail
 
     def scale(self) -> ProviderScale:
@@ -296,7 +306,7 @@ class _Sim:
         """The plain estimate of the live context (head plus conversation[start:stop])."""
         images = self.options.image_token_estimate
         stats = self.prefix.stats(self.start, stop)
-        return estimate_content_tokens(self.head, images) + estimate_stats_tokens(stats, images)
+        return self.head_plain + estimate_stats_tokens(stats, images)
 
     def refuses(self, step: _Step) -> bool:
         """The engine's first check: the pending message alone, with what every request
@@ -383,7 +393,7 @@ class _Sim:
         """Note every tool result sent without its call in the same request (an orphaned pair).
         Only a compaction or a trim can orphan one, so a request is checked when its beginning
         changed since the last check."""
-        key = (id(trim) if trim is not None else None, tuple(map(id, self.head)), self.start)
+        key = (id(trim) if trim is not None else None, self.head_ids, self.start)
         if key == self.pairs_checked:
             return
         self.pairs_checked = key

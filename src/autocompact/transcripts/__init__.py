@@ -19,23 +19,24 @@ blame, the line.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from autocompact import jsonsafe
 from autocompact.errors import TranscriptFormatError
 from autocompact.transcripts import (
     autocompact_session,
     claude_code,
-    gemini_cli,
-    openai_json,
     qwen_code,
 )
 from autocompact.transcripts._base import (
     CompactionMarker,
     RecordedCall,
     Transcript,
+    first_lines,
     load_json,
+    read_bytes,
     read_first_lines,
 )
 
@@ -48,11 +49,16 @@ __all__ = [
     "read_transcript",
 ]
 
+# The readers of the two JSON-document formats are imported when a document is read: a JSONL
+# log (most of what is replayed) does not need them. tests/test_transcripts.py checks these
+# names against the modules' FORMAT.
+_GEMINI_CLI = "gemini-cli"
+_OPENAI_JSON = "openai-json"
 FORMATS = (
     claude_code.FORMAT,
     qwen_code.FORMAT,
-    gemini_cli.FORMAT,
-    openai_json.FORMAT,
+    _GEMINI_CLI,
+    _OPENAI_JSON,
     autocompact_session.FORMAT,
 )
 _HEAD_LINES = 20
@@ -65,21 +71,7 @@ def detect_format(path: str | Path) -> str:
         TranscriptFormatError: the file cannot be read or is none of :data:`FORMATS`.
     """
     path = Path(path)
-    head = [line for line in read_first_lines(path, _HEAD_LINES) if line.strip()]
-    if not head:
-        raise TranscriptFormatError("the file is empty: not a transcript", path=str(path))
-    lines = _head_objects(head)
-    if not lines:  # a JSON document (a list, or an object spread over several lines)
-        return _detect_document(path)
-    if autocompact_session.looks_like(lines):
-        return autocompact_session.FORMAT
-    if qwen_code.looks_like(lines):
-        return qwen_code.FORMAT
-    if claude_code.looks_like(lines):
-        return claude_code.FORMAT
-    if len(head) == 1:  # one JSON object on one line: a whole document
-        return _detect_document(path)
-    raise _unknown(path)
+    return _detect(path, read_first_lines(path, _HEAD_LINES), None)[0]
 
 
 def read_transcript(path: str | Path, format: str | None = None) -> Transcript:
@@ -94,43 +86,114 @@ def read_transcript(path: str | Path, format: str | None = None) -> Transcript:
             of it is malformed (the error names the file and line).
     """
     path = Path(path)
-    fmt = format or detect_format(path)
+    data: bytes | None = None
+    document: Any = None  # the parsed JSON document, when detection parsed one
+    fmt = format
+    if fmt is None:
+        # The file is read once for detection and reader alike: the head is cut from the
+        # content as read_first_lines reads it from the file. A file that cannot be read whole
+        # is detected from its head first, as it always was, so it fails the same way.
+        try:
+            data = read_bytes(path)
+        except TranscriptFormatError:
+            fmt = detect_format(path)
+        else:
+            fmt, document = _detect(path, first_lines(data, _HEAD_LINES), data)
     if fmt == claude_code.FORMAT:
-        return claude_code.read(path)
+        return claude_code.read(path, data)
     if fmt == qwen_code.FORMAT:
-        return qwen_code.read(path)
+        return qwen_code.read(path, data)
     if fmt == autocompact_session.FORMAT:
-        return autocompact_session.read(path)
-    if fmt == gemini_cli.FORMAT:
-        return gemini_cli.read(path)
-    if fmt == openai_json.FORMAT:
-        return openai_json.read(path)
+        return autocompact_session.read(path, data)
+    if fmt == _GEMINI_CLI:
+        from autocompact.transcripts import gemini_cli
+
+        return gemini_cli.read(path, document)
+    if fmt == _OPENAI_JSON:
+        from autocompact.transcripts import openai_json
+
+        return openai_json.read(path, document)
     raise TranscriptFormatError(
         f"unknown transcript format {fmt!r}; expected one of {', '.join(FORMATS)}",
         path=str(path),
     )
 
 
-def _head_objects(head: list[str]) -> list[dict[str, Any]]:
-    """The first lines as JSON objects (empty when the first is not one: a JSON document)."""
-    out: list[dict[str, Any]] = []
-    for line in head:
-        try:
-            value = jsonsafe.loads(line)
-        except json.JSONDecodeError:
-            break
-        if not isinstance(value, dict):
-            break
-        out.append(value)
-    return out
+def _detect(path: Path, lines: list[str], data: bytes | None) -> tuple[str, Any]:
+    """The format from the file's first lines, and the parsed document when detecting it took
+    one (``data``: the file's content, when already read)."""
+    head = [line for line in lines if line.strip()]
+    if not head:
+        raise TranscriptFormatError("the file is empty: not a transcript", path=str(path))
+    objects = _HeadObjects(head)
+    if not objects:  # a JSON document (a list, or an object spread over several lines)
+        return _detect_document(path, data)
+    if autocompact_session.looks_like(objects):
+        return autocompact_session.FORMAT, None
+    if qwen_code.looks_like(objects):
+        return qwen_code.FORMAT, None
+    if claude_code.looks_like(objects):
+        return claude_code.FORMAT, None
+    if len(head) == 1:  # one JSON object on one line: a whole document
+        return _detect_document(path, data)
+    raise _unknown(path)
 
 
-def _detect_document(path: Path) -> str:
-    document = load_json(path)
+class _HeadObjects(Sequence[dict[str, Any]]):
+    """The first lines as JSON objects, up to the first that is not one (none: a JSON
+    document), each parsed when a detector first reads it: they decide on the first line or
+    two, and the reader parses every line again."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self._lines = lines
+        self._objects: list[dict[str, Any]] = []
+        self._ended = False  # a line was not an object, or every line is parsed
+
+    def _parse(self, count: int) -> None:
+        objects = self._objects
+        while not self._ended and len(objects) < count:
+            if len(objects) == len(self._lines):
+                self._ended = True
+                break
+            try:
+                value = jsonsafe.loads(self._lines[len(objects)])
+            except json.JSONDecodeError:
+                value = None
+            if not isinstance(value, dict):
+                self._ended = True
+                break
+            objects.append(value)
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[dict[str, Any]]: ...
+
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | Sequence[dict[str, Any]]:
+        if isinstance(index, int) and index >= 0:
+            self._parse(index + 1)
+        else:
+            self._parse(len(self._lines))
+        return self._objects[index]
+
+    def __len__(self) -> int:
+        self._parse(len(self._lines))
+        return len(self._objects)
+
+    def __bool__(self) -> bool:
+        self._parse(1)
+        return bool(self._objects)
+
+
+def _detect_document(path: Path, data: bytes | None) -> tuple[str, Any]:
+    from autocompact.transcripts import gemini_cli, openai_json
+
+    document = load_json(path, data)
     if gemini_cli.looks_like(document):
-        return gemini_cli.FORMAT
+        return _GEMINI_CLI, document
     if openai_json.looks_like(document):
-        return openai_json.FORMAT
+        return _OPENAI_JSON, document
     raise _unknown(path)
 
 

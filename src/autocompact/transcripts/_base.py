@@ -24,6 +24,7 @@ __all__ = [
     "CompactionMarker",
     "RecordedCall",
     "Transcript",
+    "first_lines",
     "int_field",
     "iter_json_lines",
     "load_json",
@@ -135,6 +136,21 @@ def read_first_lines(path: Path, count: int) -> list[str]:
     return lines
 
 
+def first_lines(data: bytes, count: int) -> list[str]:
+    """The first ``count`` lines of content already read, as :func:`read_first_lines` reads
+    them from its file: cut after each ``"\\n"`` (kept), decoded with ``errors="replace"``."""
+    lines: list[str] = []
+    find = data.find
+    size = len(data)
+    pos = 0
+    while pos < size and len(lines) < count:
+        end = find(b"\n", pos)
+        end = size if end < 0 else end + 1
+        lines.append(data[pos:end].decode("utf-8", errors="replace"))
+        pos = end
+    return lines
+
+
 def read_bytes(path: Path) -> bytes:
     """The whole file's content, decompressed when gzip'd.
 
@@ -162,13 +178,13 @@ def _gunzip(path: Path) -> bytes:
             return handle.read()
 
 
-def read_text(path: Path) -> str:
-    """The whole file as UTF-8 text (gzip'd or not).
+def read_text(path: Path, data: bytes | None = None) -> str:
+    """The whole file as UTF-8 text (gzip'd or not; ``data``: its content, when already read).
 
     Raises:
         TranscriptFormatError: the file cannot be read, or is not UTF-8 text.
     """
-    return _decoded(read_bytes(path), path)
+    return _decoded(read_bytes(path) if data is None else data, path)
 
 
 def _decoded(data: bytes, path: Path) -> str:
@@ -181,8 +197,9 @@ def _decoded(data: bytes, path: Path) -> str:
         ) from exc
 
 
-def iter_json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for every non-blank line of a JSONL file.
+def iter_json_lines(path: Path, data: bytes | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for every non-blank line of a JSONL file (``data``: the
+    file's content, when already read).
 
     Raises:
         TranscriptFormatError: the file is not UTF-8 text, or a line is not JSON or not a JSON
@@ -195,7 +212,7 @@ def iter_json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     # The parser runs four frames below this one (_deeper three times, _scanned), as it does
     # under json.loads (jsonsafe.loads, json.loads, decode, raw_decode): it runs out of stack on
     # deep nesting at the same depth either way.
-    for number, line in _deeper(_deeper(_deeper(_scanned(_text_lines(path))))):
+    for number, line in _deeper(_deeper(_deeper(_scanned(_text_lines(path, data))))):
         if isinstance(line, dict):
             yield number, line
             continue
@@ -239,14 +256,15 @@ def _deeper(inner: Iterator[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
     yield from inner
 
 
-def _text_lines(path: Path) -> list[str]:
+def _text_lines(path: Path, data: bytes | None = None) -> list[str]:
     """The file's lines exactly as ``str.splitlines`` cuts its UTF-8 text (checked whole).
 
     Cut as bytes at ``\\n`` and decoded line by line, which is faster than decoding a long
     UTF-8 text whole and cutting it, unless the content holds another character
     ``str.splitlines`` ends a line at: then the text is decoded whole and cut as before.
     """
-    data = read_bytes(path)
+    if data is None:
+        data = read_bytes(path)
     if any(mark in data for mark in _OTHER_ASCII_LINE_ENDS):
         return _decoded(data, path).splitlines()
     # The pieces between "\n"s (found by bytes.find, faster on long lines than bytes.split),
@@ -271,13 +289,13 @@ def _text_lines(path: Path) -> list[str]:
     return lines
 
 
-def load_json(path: Path) -> Any:
-    """The whole file parsed as one JSON document.
+def load_json(path: Path, data: bytes | None = None) -> Any:
+    """The whole file parsed as one JSON document (``data``: its content, when already read).
 
     Raises:
         TranscriptFormatError: the file is not valid JSON (names the line).
     """
-    text = read_text(path)
+    text = read_text(path, data)
     try:
         return jsonsafe.loads(text)
     except json.JSONDecodeError as exc:

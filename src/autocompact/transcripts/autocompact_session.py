@@ -35,8 +35,8 @@ def looks_like(head: Sequence[Mapping[str, Any]]) -> bool:
     return bool(head) and head[0].get("type") == "header" and "schema" in head[0]
 
 
-def read(path: Path) -> Transcript:
-    """Read a saved autocompact session.
+def read(path: Path, data: bytes | None = None) -> Transcript:
+    """Read a saved autocompact session (``data``: the file's content, when already read).
 
     Raises:
         TranscriptFormatError: not a session, a schema newer than this build, or a damaged
@@ -46,7 +46,7 @@ def read(path: Path) -> Transcript:
     # read a saved session, and ``autocompact replay`` on other formats starts faster without it.
     from autocompact.sessions import SCHEMA_VERSION
 
-    records = iter(iter_json_lines(path))
+    records = iter(iter_json_lines(path, data))
     first = next(records, None)
     if first is None or first[1].get("type") != "header":
         raise TranscriptFormatError(

@@ -67,8 +67,8 @@ def looks_like(head: Sequence[Mapping[str, Any]]) -> bool:
     return False
 
 
-def read(path: Path) -> Transcript:
-    """Read a Claude Code session log.
+def read(path: Path, data: bytes | None = None) -> Transcript:
+    """Read a Claude Code session log (``data``: the file's content, when already read).
 
     Raises:
         TranscriptFormatError: a line is not JSON, or a conversation line has no usable
@@ -76,7 +76,7 @@ def read(path: Path) -> Transcript:
     """
     # Every line is read (a damaged one is an error wherever it is); only the kinds read below
     # are kept (progress lines, most of a log, are let go as soon as they are read).
-    lines = [line for line in iter_json_lines(path) if line[1].get("type") in _READ]
+    lines = [line for line in iter_json_lines(path, data) if line[1].get("type") in _READ]
     conversation = [obj for _, obj in lines if obj.get("type") in ("user", "assistant")]
     sidechain_file = bool(conversation) and all(obj.get("isSidechain") for obj in conversation)
 

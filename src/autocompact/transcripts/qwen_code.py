@@ -52,8 +52,8 @@ def looks_like(head: Sequence[Mapping[str, Any]]) -> bool:
     return False
 
 
-def read(path: Path) -> Transcript:
-    """Read a qwen-code chat recording.
+def read(path: Path, data: bytes | None = None) -> Transcript:
+    """Read a qwen-code chat recording (``data``: the file's content, when already read).
 
     Raises:
         TranscriptFormatError: a line is not JSON, or a record's message cannot be read
@@ -64,7 +64,7 @@ def read(path: Path) -> Transcript:
     compactions: list[CompactionMarker] = []
     summaries: set[int] = set()
     context_start = 0
-    for number, obj in iter_json_lines(path):
+    for number, obj in iter_json_lines(path, data):
         kind = obj.get("type")
         if kind == "system":
             if obj.get("subtype") != "chat_compression":
