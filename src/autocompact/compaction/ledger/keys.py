@@ -61,14 +61,7 @@ def key_words(text: str) -> frozenset[str]:
     found = {raw.strip(_EDGE) for raw in text.lower().split()} - _DROP
     # Most are plain words (letters only, no plural or possessive to fold): kept as they are.
     words = {word for word in found if word.isalpha() and word[-1] != "s" and len(word) >= 2}
-    for word in found - words:
-        if not word.isalpha() and (_VALUE.search(word) or not word.isascii()):
-            continue  # a value (a number, a path, an identifier), not a key word
-        if word.endswith("'s"):
-            word = word[:-2]
-        folded = _fold(word) if word.endswith("s") or "'" in word else word
-        if len(folded) >= 2 and folded not in _DROP:
-            words.add(folded)
+    words.update(filter(None, map(_key_word, found - words)))  # the rest, one at a time
     return frozenset(words)
 
 
