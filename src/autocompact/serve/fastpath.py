@@ -76,7 +76,7 @@ def _anthropic(
             texts.append(str(block.get("text", "")))
         system = "\n\n".join(texts)
     names = walk.names
-    add, mark, points = walk.add, walk.mark, walk.checkpoints
+    add, mark, points, push = walk.add, walk.mark, walk.checkpoints, walk.strings.append
     dense = len(messages) - DENSE_TAIL  # checkpoints: every message from here, sparse before
     for index in range(start, len(messages)):
         message = messages[index]
@@ -114,7 +114,7 @@ def _anthropic(
                 result = block.get("content")
                 if type(result) is not str:
                     result = result_content(result)
-                json_chars += result_chars(names.get(call_id, UNKNOWN_TOOL_NAME), result)
+                json_chars += result_chars(names.get(call_id, UNKNOWN_TOOL_NAME), result, push)
                 if results:
                     results.append(call_id)
                 else:
@@ -128,7 +128,7 @@ def _anthropic(
                 if type(arguments) is not dict:
                     raise Unread
                 walk.name(call_id, name)
-                json_chars += call_chars(name, arguments)
+                json_chars += call_chars(name, arguments, push)
                 if calls:
                     calls.append(call_id)
                 else:
@@ -240,7 +240,7 @@ def _openai_assistant(message: Mapping[str, Any], walk: Walk) -> None:
             raise Unread
         call_id = need_str(call, "id")
         walk.name(call_id, name)
-        json_chars += call_chars(name, arguments)
+        json_chars += call_chars(name, arguments, walk.strings.append)
         calls.append(call_id)
     walk.add(text, json_chars, 0, [], calls, True)
 
@@ -248,6 +248,8 @@ def _openai_assistant(message: Mapping[str, Any], walk: Walk) -> None:
 def _openai(body: Mapping[str, Any], messages: Sequence[Any], walk: Walk, start: int) -> WireStats:
     systems = walk.systems
     names = walk.names
+    push = walk.strings.append
+    dense = len(messages) - DENSE_TAIL  # checkpoints: every message from here, sparse before
     group: list[int] | None = None  # an open user turn of tool results: [json chars]
     results: list[str] = []
     for index in range(start, len(messages)):
@@ -267,7 +269,7 @@ def _openai(body: Mapping[str, Any], messages: Sequence[Any], walk: Walk, start:
             result = result_content(message.get("content"))
             if group is None:
                 group, results = [0], []
-            group[0] += result_chars(names.get(call_id, UNKNOWN_TOOL_NAME), result)
+            group[0] += result_chars(names.get(call_id, UNKNOWN_TOOL_NAME), result, push)
             results.append(call_id)
         elif role == "user":
             text, media = _openai_user(message.get("content"))
@@ -283,7 +285,7 @@ def _openai(body: Mapping[str, Any], messages: Sequence[Any], walk: Walk, start:
             _openai_assistant(message, walk)
         else:
             raise Unread
-        walk.mark(group is None)
+        walk.mark(group is None and (index >= dense or not index % STRIDE))
     if group is not None:
         walk.add(0, group[0], 0, results, [], False)
     elif type(messages[-1]) is not dict or messages[-1].get("role") != "user":

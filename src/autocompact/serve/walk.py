@@ -5,16 +5,21 @@ A tool call is measured as the content model measures a function call part
 (``17 + json_length(name) + json_length(arguments)``: its JSON form
 ``{"name":…,"args":…}`` counted, not built), a tool result as a function response part
 (``21 + json_length(name) + json_length(response)``).
+
+A string's JSON length is its length, two quotes and what escaping adds. The walk adds the
+first two as it goes and keeps the string's UTF-8 bytes; what escaping adds is counted for all
+the strings kept at once, at the next checkpoint (one C pass over them, not a call per string:
+it is additive, see :func:`~autocompact.jsonsize.utf8_escape_extra`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from autocompact.content import CharStats, json_length, name_json_length
-from autocompact.jsonsize import str_json_length
+from autocompact.jsonsize import utf8_escape_extra
 from autocompact.providers.base import ToolSpec
 
 __all__ = [
@@ -60,8 +65,8 @@ class Unread(Exception):
 Checkpoint = tuple[Any, ...]
 # Where a later request may resume: after each of the last DENSE_TAIL wire messages (an agent
 # resends the history and changes at most its last few), and after every STRIDE-th one before
-# them (an edit further back re-reads at most STRIDE messages more). Anthropic requests; an
-# OpenAI request keeps one after every message.
+# them (an edit further back re-reads at most STRIDE messages more); an OpenAI request's only
+# where no tool result waits for the next user message.
 DENSE_TAIL = 16
 STRIDE = 32
 
@@ -74,8 +79,8 @@ class Walk:
     checkpoint a later request of the conversation resumes from."""
 
     __slots__ = (
-        "checkpoints", "count", "json", "last", "media", "names", "open", "pairs",
-        "prev_model", "started", "systems", "text",
+        "after", "checkpoints", "count", "json", "last", "last_from", "media", "names", "open",
+        "pairs", "prev_model", "started", "strings", "systems", "text",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -91,6 +96,11 @@ class Walk:
         self.checkpoints: list[Checkpoint | None] = []
         self.started = False  # OpenAI: past the leading system messages
         self.systems: list[str] = []
+        # The UTF-8 of the strings whose escapes are not counted yet (the readers append to
+        # it; it is emptied in place): before last_from, history messages'; from last_from to
+        # after, the last message's.
+        self.strings: list[bytes] = []
+        self.last_from = self.after = 0
 
     def resume(self, previous: Walk, start: int) -> None:
         """Continue ``previous`` after its first ``start`` wire messages (a checkpoint)."""
@@ -111,10 +121,11 @@ class Walk:
 
     def mark(self, clean: bool) -> None:
         """A checkpoint after one more wire message (``clean``: a content-model message
-        boundary, nothing pending)."""
+        boundary, nothing pending; else no checkpoint there)."""
         if not clean:
             self.checkpoints.append(None)
             return
+        self.flush()
         opened = tuple(self.open.items()) if self.open else ()
         point = (self.count, self.text, self.json, self.media, self.last, self.prev_model,
                  len(self.pairs), opened)  # fmt: skip
@@ -131,6 +142,7 @@ class Walk:
     ) -> None:
         """One more content-model message; the one before it becomes history (``results``
         and ``calls`` are kept as given: the caller does not change them afterwards)."""
+        self.last_from, self.after = self.after, len(self.strings)
         last = self.last
         if self.count:
             if last[3] or last[4]:
@@ -148,7 +160,26 @@ class Walk:
         self.last = (text, json_chars, media, results, calls, model)
         self.count += 1
 
+    def flush(self) -> None:
+        """Count what escaping adds to the strings kept (every one of them belongs to a
+        message added): to the history's JSON characters and the last message's."""
+        strings = self.strings
+        if not strings:
+            return
+        assert self.after == len(strings)
+        cut = self.last_from
+        if cut:
+            self.json += utf8_escape_extra(b"".join(strings[:cut]))
+        if cut < len(strings):
+            extra = utf8_escape_extra(b"".join(strings[cut:]))
+            if extra:
+                text, json_chars, media, results, calls, model = self.last
+                self.last = (text, json_chars + extra, media, results, calls, model)
+        strings.clear()
+        self.last_from = self.after = 0
+
     def result(self, system: str | None, tools: tuple[ToolSpec, ...]) -> WireStats:
+        self.flush()
         if self.count == 0 or self.last[5]:
             raise Unread  # the pending message must be a user message
         if self.open:
@@ -161,28 +192,33 @@ class Walk:
         return WireStats(history=history, pending=pending, system=system, tools=tools)
 
 
-def call_chars(name: str, arguments: dict[str, Any]) -> int:
+def call_chars(name: str, arguments: dict[str, Any], push: Callable[[bytes], None]) -> int:
     """``len(json_form({"name": name, "args": arguments}))`` as the content model measures it
-    (``'{"name":' + name + ',"args":' + arguments + '}'``), the arguments counted, not encoded."""
-    return _CALL_OVERHEAD + name_json_length(name) + _arguments_length(arguments)
-
-
-def _arguments_length(arguments: dict[str, Any]) -> int:
-    """``json_length(arguments)``: the object's braces, a colon per member and commas between
-    them, each key's and member's JSON length (a string, most of them: paths, commands, file
-    contents, counted straight by :func:`~autocompact.jsonsize.str_json_length`)."""
+    (``'{"name":' + name + ',"args":' + arguments + '}'``), the arguments counted, not encoded:
+    the object's braces, a colon per member and commas between them, each key's and member's
+    JSON length. A string member (most of them: paths, commands, file contents) is counted
+    without what escaping adds to it: its UTF-8 is given to ``push`` (see :class:`Walk`)."""
+    total = _CALL_OVERHEAD + name_json_length(name)
     if not arguments:
-        return 2
-    total = 1 + 2 * len(arguments)
+        return total + 2
+    total += 1 + 2 * len(arguments)
     for key, member in arguments.items():
         total += name_json_length(key)  # argument names repeat, as tool names do
-        total += str_json_length(member) if type(member) is str else json_length(member)
+        if type(member) is str:
+            total += len(member) + 2
+            push(member.encode("utf-8", "surrogatepass"))
+        else:
+            total += json_length(member)
     return total
 
 
-def result_chars(name: str, response: Any) -> int:
-    size = str_json_length(response) if type(response) is str else json_length(response)
-    return _RESULT_OVERHEAD + name_json_length(name) + size
+def result_chars(name: str, response: Any, push: Callable[[bytes], None]) -> int:
+    """A tool result's JSON characters (a string response without what escaping adds to
+    it: its UTF-8 is given to ``push``, see :class:`Walk`)."""
+    if type(response) is str:
+        push(response.encode("utf-8", "surrogatepass"))
+        return _RESULT_OVERHEAD + 2 + name_json_length(name) + len(response)
+    return _RESULT_OVERHEAD + name_json_length(name) + json_length(response)
 
 
 def result_content(result: Any) -> str | list[dict[str, str]]:
