@@ -66,6 +66,8 @@ class Unread(Exception):
 
 
 Checkpoint = tuple[Any, ...]
+# A message as read: text, JSON and media statistics (without what escaping adds to its
+# strings), tool results, tool calls, whether a model message, where its strings end.
 Added = tuple[int, int, int, Sequence[str], Sequence[str], bool, int]
 # Where a later request may resume: after each of the last DENSE_TAIL wire messages (an agent
 # resends the history and changes at most its last few), and after every STRIDE-th one before
@@ -79,8 +81,10 @@ class Walk:
     """Content-model messages as they are completed: their statistics summed, their tool
     calls and results paired as :func:`autocompact.validation.scan_history` pairs the history
     the guard is given (every message but the pending one, which is not checked; calls the last
-    history message left open allowed when it is a model message); after each wire message, a
-    checkpoint a later request of the conversation resumes from."""
+    history message left open allowed when it is a model message); after some wire messages
+    (:data:`DENSE_TAIL`, :data:`STRIDE`), a checkpoint a later request of the conversation
+    resumes from. The messages between two checkpoints are queued and settled at the second
+    (the reader's per-message work is one tuple appended)."""
 
     __slots__ = (
         "checkpoints", "count", "json", "last", "media", "names", "open", "pairs",
