@@ -177,7 +177,8 @@ class Walk:
             count += 1
         strings = self.strings
         if strings:
-            assert last[6] == len(strings)
+            if last[6] != len(strings):  # a string of no message added: not read here
+                raise Unread
             cut = queue[-2][6] if len(queue) > 1 else 0  # where the last message's begin
             if cut:
                 json_chars += utf8_escape_extra(b"".join(strings[:cut]))
