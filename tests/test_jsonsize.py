@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from autocompact.codec import history_from_dicts
 from autocompact.content import FunctionCallPart
 from autocompact.errors import ContentError
-from autocompact.jsonsize import plain_json_length
+from autocompact.jsonsize import plain_json_length, utf8_escape_extra
 
 
 def _oracle(value: object) -> int:
@@ -174,3 +174,14 @@ def test_cleared_placeholders_carry_their_measured_size() -> None:
                 assert part.stats.json_chars == _oracle(
                     {"name": part.name, "response": part.response}
                 )
+
+
+@given(st.lists(st.text(alphabet=ANY_CHAR, max_size=60) | ESCAPY, max_size=8))
+@settings(max_examples=400)
+def test_escapes_of_joined_strings_add_up(strings: list[str]) -> None:
+    """What escaping adds, counted once over several strings' UTF-8 joined (any character:
+    control characters, quotes, backslashes, lone surrogates, astral ones), plus their lengths
+    and quotes, is the sum of their JSON lengths as json.dumps writes them."""
+    joined = b"".join(s.encode("utf-8", "surrogatepass") for s in strings)
+    counted = sum(len(s) + 2 for s in strings) + utf8_escape_extra(joined)
+    assert counted == sum(_oracle(s) for s in strings)

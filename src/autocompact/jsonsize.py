@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ["plain_json_length", "str_json_length", "utf8_json_length"]
+__all__ = ["plain_json_length", "str_json_length", "utf8_escape_extra", "utf8_json_length"]
 
 # What ``json.dumps(..., ensure_ascii=False)`` escapes in a string: ``"`` and ``\`` and the
 # control characters below U+0020. Each is one ASCII byte in UTF-8 and no byte of a multi-byte
@@ -54,11 +54,15 @@ def utf8_json_length(raw: bytes) -> int:
     same bytes. ``raw`` must be valid UTF-8 (``surrogatepass`` bytes count as one character).
     """
     chars = len(raw) if raw.isascii() else len(raw) - len(raw.translate(None, _NOT_CONTINUATION))
-    return chars + 2 + _escape_extra(raw)
+    return chars + 2 + utf8_escape_extra(raw)
 
 
-def _escape_extra(raw: bytes) -> int:
-    """How many characters escaping adds to the JSON string of these UTF-8 bytes."""
+def utf8_escape_extra(raw: bytes) -> int:
+    """How many characters escaping adds to the JSON string of these UTF-8 bytes.
+
+    Additive: the bytes of several strings joined give the sum of their strings' (a
+    character's escape depends on that character alone, and each escaped one is one byte).
+    """
     escaped = raw.translate(None, _NOT_ESCAPED)  # only the bytes JSON escapes (usually few)
     if not escaped or escaped.translate(_LONG_MOVED) is escaped:  # two-character ones only
         return len(escaped)

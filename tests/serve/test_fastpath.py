@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from autocompact import CompressionService
 from autocompact.content import (
+    CharStats,
     FunctionCallPart,
     FunctionResponsePart,
     Message,
@@ -490,3 +491,76 @@ def test_any_tool_call_and_result_read_as_the_full_path_does(
         body = json.loads(json.dumps(body))  # as decoded from the wire
         expected = full_path(protocol, body, STATES["raised"])
         assert fast_path(protocol, body, STATES["raised"]) == expected, protocol
+
+
+_AWKWARD = 'a/b "q" \\ é→€ 😀 \x00\x01\x1b\x7f\b\f\r\t\n \u2028 \ud800 end'
+
+
+def _escaped_slashes(raw: str) -> str:
+    """The JSON text with every ``/`` written ``\\/`` (as PHP's encoder does): outside
+    strings JSON has no ``/``, so only string contents change."""
+    return raw.replace("/", "\\/")
+
+
+def _long_history(turns: int) -> list[dict[str, Any]]:
+    """Anthropic messages of tool calls and results full of characters JSON escapes, the
+    pending user message answering the last call with more of them."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go " + _AWKWARD}]
+    for i in range(turns):
+        call = {
+            "type": "tool_use",
+            "id": f"u{i}",
+            "name": "Read/ é",
+            "input": {"path": f"/src/{i}\n.py", "why": _AWKWARD[: i % 40], "n": [i, None]},
+        }
+        messages.append({"role": "assistant", "content": [{"type": "text", "text": "ok"}, call]})
+        result = {"type": "tool_result", "tool_use_id": f"u{i}", "content": _AWKWARD * (i % 5)}
+        messages.append({"role": "user", "content": [result]})
+    return messages
+
+
+@pytest.mark.parametrize("turns", [3, 70])
+def test_clients_escaping_differently_read_the_same(turns: int) -> None:
+    """One request as different clients write it (non-ASCII escaped or raw, ``/`` escaped,
+    control characters and lone surrogates escaped): the same reading, and the full path's
+    estimate and statistics, to the token."""
+    body = {"model": "m", "system": "s/ é", "messages": _long_history(turns)}
+    texts = {
+        "ascii": json.dumps(body),
+        "raw": json.dumps(body, ensure_ascii=False),
+        "compact": json.dumps(body, ensure_ascii=False, separators=(",", ":")),
+        "slashes": _escaped_slashes(json.dumps(body)),
+        "raw slashes": _escaped_slashes(json.dumps(body, ensure_ascii=False, indent=1)),
+    }
+    expected = full_path("anthropic_messages", body, STATES["raised"])
+    assert expected is not None
+    readings = {}
+    for name, text in texts.items():
+        decoded = json.loads(text.encode("utf-8", "surrogatepass"))
+        assert decoded == body, name
+        sizing = read("anthropic_messages", decoded, decoded["messages"])
+        assert sizing is not None, name
+        readings[name] = sizing.stats
+        assert estimate(sizing.stats, STATES["raised"]) == expected, name
+    assert len({repr(stats) for stats in readings.values()}) == 1
+
+
+@pytest.mark.parametrize("protocol", ["anthropic_messages", "openai_chat"])
+def test_pending_message_escapes_are_its_own(protocol: str) -> None:
+    """What escaping adds to the strings of the pending message (tool results answering the
+    last calls) is counted in the pending message's statistics, not the history's, however
+    many checkpoints the history spans, read whole or resumed."""
+    wire = _long_history(70)
+    history = ANTHROPIC_MESSAGES.convert({"messages": wire}, wire).messages
+    if protocol == "openai_chat":
+        wire = json.loads(json.dumps(to_openai_messages(history, None)))
+    converted = PROTOCOLS[protocol].convert({"messages": wire}, wire).messages
+    expected_history = sum((m.stats for m in converted[:-1]), CharStats())
+    whole = read(protocol, {"messages": wire}, wire)
+    assert whole is not None
+    assert whole.stats.pending == converted[-1].stats
+    assert whole.stats.history == expected_history
+    grown = [*wire[:-1], {**wire[-1]}]
+    resumed = read(protocol, {"messages": grown}, grown, previous=whole)
+    assert resumed is not None
+    assert resumed.stats == whole.stats

@@ -45,6 +45,8 @@ from autocompact.serve.anthropic_messages import anthropic_tools
 from autocompact.serve.openai_chat import openai_tools
 from autocompact.serve.walk import (
     DENSE_TAIL,
+    NAME_LENGTHS,
+    RESULT_OVERHEAD,
     STRIDE,
     Unread,
     Walk,
@@ -75,8 +77,8 @@ def _anthropic(
                 raise Unread
             texts.append(str(block.get("text", "")))
         system = "\n\n".join(texts)
-    names = walk.names
-    add, mark, points = walk.add, walk.mark, walk.checkpoints
+    names, pairs, lengths, strings = walk.names, walk.pairs, NAME_LENGTHS, walk.strings
+    add, mark, points, push = walk.queue.append, walk.mark, walk.checkpoints, strings.append
     dense = len(messages) - DENSE_TAIL  # checkpoints: every message from here, sparse before
     for index in range(start, len(messages)):
         message = messages[index]
@@ -87,7 +89,7 @@ def _anthropic(
         if role != "user" and role != "assistant":
             raise Unread
         if type(content) is str:
-            add(len(content), 0, 0, (), (), role == "assistant")
+            add((len(content), 0, 0, (), (), role == "assistant", len(strings)))  # walk.add
             if index < dense and index % STRIDE:
                 points.append(None)
             else:
@@ -112,9 +114,12 @@ def _anthropic(
                 if type(call_id) is not str:
                     raise Unread
                 result = block.get("content")
-                if type(result) is not str:
-                    result = result_content(result)
-                json_chars += result_chars(names.get(call_id, UNKNOWN_TOOL_NAME), result)
+                answered = names.get(call_id, UNKNOWN_TOOL_NAME)
+                if type(result) is str:  # as result_chars counts it, without the call
+                    json_chars += RESULT_OVERHEAD + 2 + lengths[answered] + len(result)
+                    push(result.encode("utf-8", "surrogatepass"))
+                else:
+                    json_chars += result_chars(answered, result_content(result), push)
                 if results:
                     results.append(call_id)
                 else:
@@ -127,8 +132,9 @@ def _anthropic(
                 arguments = block.get("input", {})
                 if type(arguments) is not dict:
                     raise Unread
-                walk.name(call_id, name)
-                json_chars += call_chars(name, arguments)
+                names[call_id] = name  # walk.name, inline
+                pairs.append((call_id, name))
+                json_chars += call_chars(name, arguments, push)
                 if calls:
                     calls.append(call_id)
                 else:
@@ -145,7 +151,7 @@ def _anthropic(
                 media += 1
             else:
                 raise Unread
-        add(text, json_chars, media, results, calls, role == "assistant")
+        add((text, json_chars, media, results, calls, role == "assistant", len(strings)))
         if index < dense and index % STRIDE:
             points.append(None)
         else:
@@ -240,7 +246,7 @@ def _openai_assistant(message: Mapping[str, Any], walk: Walk) -> None:
             raise Unread
         call_id = need_str(call, "id")
         walk.name(call_id, name)
-        json_chars += call_chars(name, arguments)
+        json_chars += call_chars(name, arguments, walk.strings.append)
         calls.append(call_id)
     walk.add(text, json_chars, 0, [], calls, True)
 
@@ -248,6 +254,8 @@ def _openai_assistant(message: Mapping[str, Any], walk: Walk) -> None:
 def _openai(body: Mapping[str, Any], messages: Sequence[Any], walk: Walk, start: int) -> WireStats:
     systems = walk.systems
     names = walk.names
+    push = walk.strings.append
+    dense = len(messages) - DENSE_TAIL  # checkpoints: every message from here, sparse before
     group: list[int] | None = None  # an open user turn of tool results: [json chars]
     results: list[str] = []
     for index in range(start, len(messages)):
@@ -267,7 +275,7 @@ def _openai(body: Mapping[str, Any], messages: Sequence[Any], walk: Walk, start:
             result = result_content(message.get("content"))
             if group is None:
                 group, results = [0], []
-            group[0] += result_chars(names.get(call_id, UNKNOWN_TOOL_NAME), result)
+            group[0] += result_chars(names.get(call_id, UNKNOWN_TOOL_NAME), result, push)
             results.append(call_id)
         elif role == "user":
             text, media = _openai_user(message.get("content"))
@@ -283,7 +291,7 @@ def _openai(body: Mapping[str, Any], messages: Sequence[Any], walk: Walk, start:
             _openai_assistant(message, walk)
         else:
             raise Unread
-        walk.mark(group is None)
+        walk.mark(group is None and (index >= dense or not index % STRIDE))
     if group is not None:
         walk.add(0, group[0], 0, results, [], False)
     elif type(messages[-1]) is not dict or messages[-1].get("role") != "user":

@@ -5,21 +5,29 @@ A tool call is measured as the content model measures a function call part
 (``17 + json_length(name) + json_length(arguments)``: its JSON form
 ``{"name":…,"args":…}`` counted, not built), a tool result as a function response part
 (``21 + json_length(name) + json_length(response)``).
+
+A string's JSON length is its length, two quotes and what escaping adds. The walk adds the
+first two as it goes and keeps the string's UTF-8 bytes; what escaping adds is counted for all
+the strings kept at once, at the next checkpoint (one C pass over them, not a call per string:
+it is additive, see :func:`~autocompact.jsonsize.utf8_escape_extra`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from autocompact.content import CharStats, json_length, name_json_length
-from autocompact.jsonsize import str_json_length
+from autocompact.jsonsize import utf8_escape_extra
 from autocompact.providers.base import ToolSpec
 
 __all__ = [
     "DENSE_TAIL",
+    "NAME_LENGTHS",
+    "RESULT_OVERHEAD",
     "STRIDE",
+    "Added",
     "Checkpoint",
     "Unread",
     "Walk",
@@ -32,7 +40,7 @@ __all__ = [
     "text_blocks",
 ]
 
-_RESULT_OVERHEAD = 21  # len('{"name":,"response":}'): a function response's JSON around its values
+RESULT_OVERHEAD = 21  # len('{"name":,"response":}'): a function response's JSON around its values
 _CALL_OVERHEAD = 17  # len('{"name":,"args":}'): a function call's JSON around its values
 
 
@@ -58,10 +66,13 @@ class Unread(Exception):
 
 
 Checkpoint = tuple[Any, ...]
+# A message as read: text, JSON and media statistics (without what escaping adds to its
+# strings), tool results, tool calls, whether a model message, where its strings end.
+Added = tuple[int, int, int, Sequence[str], Sequence[str], bool, int]
 # Where a later request may resume: after each of the last DENSE_TAIL wire messages (an agent
 # resends the history and changes at most its last few), and after every STRIDE-th one before
-# them (an edit further back re-reads at most STRIDE messages more). Anthropic requests; an
-# OpenAI request keeps one after every message.
+# them (an edit further back re-reads at most STRIDE messages more); an OpenAI request's only
+# where no tool result waits for the next user message.
 DENSE_TAIL = 16
 STRIDE = 32
 
@@ -70,20 +81,21 @@ class Walk:
     """Content-model messages as they are completed: their statistics summed, their tool
     calls and results paired as :func:`autocompact.validation.scan_history` pairs the history
     the guard is given (every message but the pending one, which is not checked; calls the last
-    history message left open allowed when it is a model message); after each wire message, a
-    checkpoint a later request of the conversation resumes from."""
+    history message left open allowed when it is a model message); after some wire messages
+    (:data:`DENSE_TAIL`, :data:`STRIDE`), a checkpoint a later request of the conversation
+    resumes from. The messages between two checkpoints are queued and settled at the second
+    (the reader's per-message work is one tuple appended)."""
 
     __slots__ = (
         "checkpoints", "count", "json", "last", "media", "names", "open", "pairs",
-        "prev_model", "started", "systems", "text",
+        "prev_model", "queue", "started", "strings", "systems", "text",
     )  # fmt: skip
 
     def __init__(self) -> None:
         self.text = self.json = self.media = self.count = 0
-        # The last message, not yet history: (text, json, media, results, calls, is model).
-        self.last: tuple[int, int, int, Sequence[str], Sequence[str], bool] = (
-            0, 0, 0, (), (), False,
-        )  # fmt: skip
+        # The last message, not yet history: (text, json, media, results, calls, is model,
+        # where its strings end in ``strings``).
+        self.last: Added = (0, 0, 0, (), (), False, 0)
         self.prev_model = False  # whether the last history message is a model message
         self.open: dict[str, int] = {}  # open call id -> the history message that made it
         self.names: dict[str, str] = {}
@@ -91,6 +103,11 @@ class Walk:
         self.checkpoints: list[Checkpoint | None] = []
         self.started = False  # OpenAI: past the leading system messages
         self.systems: list[str] = []
+        # The messages read since the last checkpoint, as :meth:`add` takes them (a reader
+        # may append to it directly), and the UTF-8 of their strings whose escapes are not
+        # counted yet (appended to by the readers; both are emptied in place).
+        self.queue: list[Added] = []
+        self.strings: list[bytes] = []
 
     def resume(self, previous: Walk, start: int) -> None:
         """Continue ``previous`` after its first ``start`` wire messages (a checkpoint)."""
@@ -111,10 +128,11 @@ class Walk:
 
     def mark(self, clean: bool) -> None:
         """A checkpoint after one more wire message (``clean``: a content-model message
-        boundary, nothing pending)."""
+        boundary, nothing pending; else no checkpoint there)."""
         if not clean:
             self.checkpoints.append(None)
             return
+        self.settle()
         opened = tuple(self.open.items()) if self.open else ()
         point = (self.count, self.text, self.json, self.media, self.last, self.prev_model,
                  len(self.pairs), opened)  # fmt: skip
@@ -130,25 +148,50 @@ class Walk:
         model: bool,
     ) -> None:
         """One more content-model message; the one before it becomes history (``results``
-        and ``calls`` are kept as given: the caller does not change them afterwards)."""
-        last = self.last
-        if self.count:
+        and ``calls`` are kept as given: the caller does not change them afterwards). Its
+        strings are the ones appended to :attr:`strings` since the message before it."""
+        self.queue.append((text, json_chars, media, results, calls, model, len(self.strings)))
+
+    def settle(self) -> None:
+        """Take the messages added since the last checkpoint: each but the last becomes
+        history (their sums, their tool calls and results paired), and what escaping adds to
+        their strings is counted, to the history's JSON characters and the last message's."""
+        queue = self.queue
+        if not queue:
+            return
+        last, prev_model, count = self.last, self.prev_model, self.count
+        text, json_chars, media, open_calls = self.text, self.json, self.media, self.open
+        for message in queue:
             if last[3] or last[4]:
-                index = self.count - 1
-                open_calls = self.open
+                index = count - 1
                 for call_id in last[3]:  # its results answer earlier calls, then its calls open
                     if open_calls.pop(call_id, None) is None:
                         raise Unread
                 for call_id in last[4]:
                     open_calls[call_id] = index
-            self.prev_model = last[5]
-            self.text += last[0]
-            self.json += last[1]
-            self.media += last[2]
-        self.last = (text, json_chars, media, results, calls, model)
-        self.count += 1
+            prev_model = last[5]
+            text += last[0]
+            json_chars += last[1]
+            media += last[2]
+            last = message
+            count += 1
+        strings = self.strings
+        if strings:
+            if last[6] != len(strings):  # a string of no message added: not read here
+                raise Unread
+            cut = queue[-2][6] if len(queue) > 1 else 0  # where the last message's begin
+            if cut:
+                json_chars += utf8_escape_extra(b"".join(strings[:cut]))
+            if cut < len(strings):
+                extra = utf8_escape_extra(b"".join(strings[cut:]))
+                last = (last[0], last[1] + extra, *last[2:])
+            strings.clear()
+        queue.clear()
+        self.last, self.prev_model, self.count = last, prev_model, count
+        self.text, self.json, self.media = text, json_chars, media
 
     def result(self, system: str | None, tools: tuple[ToolSpec, ...]) -> WireStats:
+        self.settle()
         if self.count == 0 or self.last[5]:
             raise Unread  # the pending message must be a user message
         if self.open:
@@ -161,28 +204,46 @@ class Walk:
         return WireStats(history=history, pending=pending, system=system, tools=tools)
 
 
-def call_chars(name: str, arguments: dict[str, Any]) -> int:
+class _Lengths(dict[str, int]):
+    """Tool and argument names' JSON lengths, remembered (an agent has a few dozen of each):
+    looked up in C, :func:`~autocompact.content.name_json_length` called on a miss."""
+
+    def __missing__(self, name: str) -> int:
+        length = name_json_length(name)
+        if len(self) < 4096:
+            self[name] = length
+        return length
+
+
+NAME_LENGTHS = _Lengths()
+
+
+def call_chars(name: str, arguments: dict[str, Any], push: Callable[[bytes], None]) -> int:
     """``len(json_form({"name": name, "args": arguments}))`` as the content model measures it
-    (``'{"name":' + name + ',"args":' + arguments + '}'``), the arguments counted, not encoded."""
-    return _CALL_OVERHEAD + name_json_length(name) + _arguments_length(arguments)
-
-
-def _arguments_length(arguments: dict[str, Any]) -> int:
-    """``json_length(arguments)``: the object's braces, a colon per member and commas between
-    them, each key's and member's JSON length (a string, most of them: paths, commands, file
-    contents, counted straight by :func:`~autocompact.jsonsize.str_json_length`)."""
+    (``'{"name":' + name + ',"args":' + arguments + '}'``), the arguments counted, not encoded:
+    the object's braces, a colon per member and commas between them, each key's and member's
+    JSON length. A string member (most of them: paths, commands, file contents) is counted
+    without what escaping adds to it: its UTF-8 is given to ``push`` (see :class:`Walk`)."""
+    lengths = NAME_LENGTHS
     if not arguments:
-        return 2
-    total = 1 + 2 * len(arguments)
+        return _CALL_OVERHEAD + 2 + lengths[name]
+    total = _CALL_OVERHEAD + 1 + 2 * len(arguments) + lengths[name]
     for key, member in arguments.items():
-        total += name_json_length(key)  # argument names repeat, as tool names do
-        total += str_json_length(member) if type(member) is str else json_length(member)
+        if type(member) is str:
+            total += lengths[key] + len(member) + 2  # argument names repeat, as tool names do
+            push(member.encode("utf-8", "surrogatepass"))
+        else:
+            total += lengths[key] + json_length(member)
     return total
 
 
-def result_chars(name: str, response: Any) -> int:
-    size = str_json_length(response) if type(response) is str else json_length(response)
-    return _RESULT_OVERHEAD + name_json_length(name) + size
+def result_chars(name: str, response: Any, push: Callable[[bytes], None]) -> int:
+    """A tool result's JSON characters (a string response without what escaping adds to
+    it: its UTF-8 is given to ``push``, see :class:`Walk`)."""
+    if type(response) is str:
+        push(response.encode("utf-8", "surrogatepass"))
+        return RESULT_OVERHEAD + 2 + NAME_LENGTHS[name] + len(response)
+    return RESULT_OVERHEAD + NAME_LENGTHS[name] + json_length(response)
 
 
 def result_content(result: Any) -> str | list[dict[str, str]]:
