@@ -11,7 +11,6 @@ import argparse
 import gc
 import importlib
 import sys
-import traceback
 from collections.abc import Sequence
 
 from autocompact import __version__
@@ -95,6 +94,13 @@ def _command_of(arguments: Sequence[str]) -> str | None:
     return None
 
 
+def _print_traceback() -> None:
+    """The traceback of the exception being handled (--debug), on stderr."""
+    import traceback  # with linecache and textwrap: only when there is a traceback to show
+
+    traceback.print_exc()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (0 ok, 1 failure, 2 bad input)."""
     arguments = list(sys.argv[1:] if argv is None else argv)
@@ -121,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = handler(args)
     except AutocompactError as exc:
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         print(f"Error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -129,13 +135,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except OSError as exc:
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         where = f" ({exc.filename})" if exc.filename else ""
         print(f"Error: {exc.strerror or exc}{where}", file=sys.stderr)
         return EXIT_FAILURE
     except Exception as exc:  # a bug: say so in one line; --debug shows where
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         print(
             f"Error: unexpected {type(exc).__name__}: {exc}. This is a bug in autocompact; "
             "run again with --debug for the traceback and report it.",
