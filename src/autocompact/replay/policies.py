@@ -6,12 +6,12 @@ See :mod:`autocompact.replay` for the rules of each policy and how sizes are sim
 from __future__ import annotations
 
 import random
-import statistics
 from collections.abc import Sequence
 from dataclasses import replace
 from itertools import pairwise
 from typing import Any, Final
 
+from autocompact.averages import fmean
 from autocompact.compaction.accounting import (
     CLOSE_COMPACTIONS,
     HOLD_GROWTH_SHARE,
@@ -454,7 +454,7 @@ class _Sim:
             refused_requests=self.refused,
             peak_prompt_tokens=self.peak,
             prompt_tokens_sent=self.sent_tokens,
-            mean_fill_at_compaction=statistics.fmean(self.fills) if self.fills else None,
+            mean_fill_at_compaction=fmean(self.fills) if self.fills else None,
             ineffective_compactions=self.ineffective,
             outgrown_compactions=self.outgrown,
             no_room_skips=self.no_room,
