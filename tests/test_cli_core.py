@@ -222,3 +222,33 @@ def test_package_names_load_when_first_used() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert done.stdout.split() == ["True", "[]", "autocompact.estimation", "False"]
+
+
+@pytest.mark.parametrize("columns", [None, "100", "37", "0", "-3", "wide"])
+def test_terminal_columns_is_shutils_measure(
+    monkeypatch: pytest.MonkeyPatch, columns: str | None
+) -> None:
+    """The parsers' width is shutil.get_terminal_size()'s, COLUMNS or not, valid or not."""
+    import shutil
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert cli_main.terminal_columns() == shutil.get_terminal_size().columns
+
+
+def test_a_command_parses_without_importing_shutil() -> None:
+    """Building the parser and parsing a command line does not import shutil (argparse's own
+    formatter would, once per argument added); the help is laid out the same (the tests above
+    compare it with argparse's)."""
+    code = (
+        "import sys\n"
+        "from autocompact.cli import main\n"
+        "main.build_parser('replay').parse_args(['replay', 'x.jsonl', '--json'])\n"
+        "print('shutil' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip().splitlines()[-1] == "False"

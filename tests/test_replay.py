@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -281,6 +283,26 @@ def openai_file(tmp_path: Path, transcript: Transcript) -> Path:
     path = tmp_path / "chat.json"
     path.write_text(json.dumps(items))
     return path
+
+
+def test_cli_replay_leaves_unused_stdlib_modules_unimported(tmp_path: Path) -> None:
+    """`autocompact replay --json` (compactions made, no failure rate) imports neither logging
+    (nor traceback with it) nor statistics, random or threading: they are imported where a log
+    record, a traceback or a seeded failure is made, and each cost every start milliseconds."""
+    path = openai_file(tmp_path, synthetic(30))
+    code = (
+        "import sys\n"
+        "from autocompact.cli import main\n"
+        f"code = main.main(['replay', {str(path)!r}, '--window', '64000', '--json'])\n"
+        "unused = ('logging', 'traceback', 'statistics', 'random', 'threading')\n"
+        "print(code, [m for m in unused if m in sys.modules])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    out = done.stdout.strip().splitlines()
+    assert json.loads("\n".join(out[:-1]))["files"][0]["policies"]["ladder"]["compactions"] > 0
+    assert out[-1] == "0 []"
 
 
 @pytest.mark.usefixtures("cli")

@@ -12,8 +12,8 @@ cached on the instance, so the pre-send estimate never serializes the same JSON 
 
 from __future__ import annotations
 
+import _thread
 import json
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
@@ -448,7 +448,7 @@ class Message:
 
 
 _new = object.__new__
-_DECODING = threading.RLock()
+_DECODING = _thread.RLock()  # threading.RLock() is this lock (the module is not needed)
 # The slots' own descriptors (half the cost of object.__setattr__ on a frozen dataclass).
 _STATS_TEXT, _STATS_JSON, _STATS_MEDIA = (
     getattr(CharStats, n).__set__ for n in ("text_chars", "json_chars", "media_parts")

@@ -19,8 +19,6 @@ estimate (the cold path), as when no usage was reported.
 
 from __future__ import annotations
 
-import logging
-
 from autocompact.errors import ContentError
 
 __all__ = ["PLAUSIBLE_FACTOR", "PLAUSIBLE_SLACK", "check_count", "plausible_prompt_count"]
@@ -29,8 +27,6 @@ PLAUSIBLE_FACTOR = 10.0
 """How far (either way) a reported prompt count may be from the local estimate."""
 PLAUSIBLE_SLACK = 2_048
 """Tokens a provider may add to (or cache away from) a request beyond the factor."""
-
-logger = logging.getLogger("autocompact")
 
 
 def plausible_prompt_count(
@@ -51,7 +47,9 @@ def plausible_prompt_count(
     if low <= reported <= high:
         return True
     if log:
-        logger.warning(
+        import logging  # imported when a count is refused (rarely): not on every start
+
+        logging.getLogger("autocompact").warning(
             "autocompact: ignoring a reported prompt count of %s tokens for a request estimated "
             "at %s tokens (more than %g× away); the estimate is used instead",
             reported,

@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import os
 import sys
-import traceback
 from collections.abc import Sequence
+from typing import Any
 
 from autocompact import __version__
 from autocompact.errors import AutocompactError
@@ -59,6 +60,42 @@ EXIT_USAGE = 2
 _EVERY = "*"
 
 
+def terminal_columns() -> int:
+    """The terminal's width as ``shutil.get_terminal_size().columns`` gives it, without
+    importing shutil (and bz2, lzma with it): ``COLUMNS`` when a positive whole number, else the
+    width of the terminal on stdout (80 when it reports 0, or stdout is not a terminal)."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):
+        return 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help formatter, measuring the terminal as argparse does (its width less 2)
+    through :func:`terminal_columns`: argparse makes a formatter for every argument it adds, and
+    its own measure imports shutil, which cost every command's start milliseconds."""
+
+    def __init__(self, prog: str, *args: Any, **kwargs: Any) -> None:
+        if not args and kwargs.get("width") is None:
+            kwargs["width"] = terminal_columns() - 2
+        super().__init__(prog, *args, **kwargs)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose help is laid out by :class:`_Formatter` unless told otherwise
+    (the commands' sub-parsers are made of this class too)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser(command: str | None = _EVERY) -> argparse.ArgumentParser:
     """The top-level parser.
 
@@ -67,7 +104,7 @@ def build_parser(command: str | None = _EVERY) -> argparse.ArgumentParser:
             others are listed by name and help (:data:`SUMMARIES`); ``None`` for none (the
             top-level help); by default every command is registered in full.
     """
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="autocompact",
         description="Automatic context-window compaction for LLM agents.",
     )
@@ -93,6 +130,13 @@ def _command_of(arguments: Sequence[str]) -> str | None:
         if argument in ("-h", "--help", "--version"):
             return None
     return None
+
+
+def _print_traceback() -> None:
+    """The traceback of the exception being handled (--debug), on stderr."""
+    import traceback  # with linecache and textwrap: only when there is a traceback to show
+
+    traceback.print_exc()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -121,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = handler(args)
     except AutocompactError as exc:
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         print(f"Error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -129,13 +173,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except OSError as exc:
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         where = f" ({exc.filename})" if exc.filename else ""
         print(f"Error: {exc.strerror or exc}{where}", file=sys.stderr)
         return EXIT_FAILURE
     except Exception as exc:  # a bug: say so in one line; --debug shows where
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         print(
             f"Error: unexpected {type(exc).__name__}: {exc}. This is a bug in autocompact; "
             "run again with --debug for the traceback and report it.",

@@ -29,11 +29,11 @@ counted like an ineffective one, and its hold measured from the count it left
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from autocompact.averages import median
 from autocompact.compaction.plan import CompressionInfo, CompressionStatus, CompressionTrigger
 from autocompact.errors import ContentError
 from autocompact.thresholds import MAX_CONSECUTIVE_FAILURES, CompactionThresholds
@@ -189,7 +189,7 @@ class GrowthLog:
         call was seen). A burst beyond the typical pace is judged after the fact (outgrown)."""
         if not self.recent:
             return 0
-        return round(CLOSE_COMPACTIONS * statistics.median(self.recent))
+        return round(CLOSE_COMPACTIONS * median(self.recent))
 
     @property
     def outgrown(self) -> bool:

@@ -25,7 +25,6 @@ timeout) fails the summary like any side-query error. Pure apart from calling th
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 
@@ -45,8 +44,6 @@ from autocompact.providers.base import (
 )
 
 __all__ = ["NativeSummaries", "native_completion", "native_part", "native_summaries_for"]
-
-logger = logging.getLogger("autocompact")
 
 _FALLBACK = (NativeOutcome.TOO_LARGE, NativeOutcome.UNSUPPORTED, NativeOutcome.UNAVAILABLE)
 
@@ -116,7 +113,9 @@ class NativeSummaries:
         return request.native
 
     def _log(self, result: NativeCompaction) -> None:
-        logger.info(
+        import logging  # imported when a native compaction is made: not on every start
+
+        logging.getLogger("autocompact").info(
             "native compaction on %s: %s%s; %s",
             self.name,
             result.outcome.value,

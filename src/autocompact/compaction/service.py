@@ -7,7 +7,7 @@ breaker) belongs to the caller — :class:`autocompact.chat.ChatSession` — whi
 
 from __future__ import annotations
 
-import logging
+import sys
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any, TypeVar
 
@@ -33,8 +33,6 @@ __all__ = [
     "drive_flow_async",
     "settle",
 ]
-
-logger = logging.getLogger("autocompact")
 
 _T = TypeVar("_T")
 
@@ -212,8 +210,15 @@ def _reading_text(summarizer: Summarizer) -> Summarizer:
 
 
 def _log(result: CompressionResult) -> None:
+    # An INFO record on the "autocompact" logger. Until something imports logging (to configure
+    # it, or any library that logs), that logger has no level and no handler of its own and the
+    # root's WARNING drops the record: not importing logging for it saves every start the import
+    # (logging, traceback, string, textwrap), and what is logged is the same.
+    logging = sys.modules.get("logging")
+    if logging is None:
+        return
     info = result.info
-    logger.info(
+    logging.getLogger("autocompact").info(
         "compaction %s (trigger %s): %d -> %d tokens%s",
         info.status.value,
         info.trigger.value,

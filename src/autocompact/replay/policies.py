@@ -5,13 +5,12 @@ See :mod:`autocompact.replay` for the rules of each policy and how sizes are sim
 
 from __future__ import annotations
 
-import random
-import statistics
 from collections.abc import Sequence
 from dataclasses import replace
 from itertools import pairwise
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
+from autocompact.averages import fmean
 from autocompact.compaction.accounting import (
     CLOSE_COMPACTIONS,
     HOLD_GROWTH_SHARE,
@@ -43,6 +42,9 @@ from autocompact.replay.records import (
 )
 from autocompact.thresholds import DEFAULT_PCT, compute_thresholds
 from autocompact.transcripts import Transcript
+
+if TYPE_CHECKING:  # random is imported at the first draw
+    import random
 
 __all__ = ["simulate_policies", "simulate_policy"]
 
@@ -95,7 +97,8 @@ class _Summaries:
     """The offline summarizer behind a seeded failure rate, counting side queries."""
 
     def __init__(self, options: ReplayOptions, seed_offset: int) -> None:
-        self.rng = random.Random(options.seed * 1_000_003 + seed_offset)
+        self.seed = options.seed * 1_000_003 + seed_offset
+        self.rng: random.Random | None = None  # made at the first draw (with failures only)
         self.failure_rate = options.failure_rate
         self.inner = options.summarizer or _default_summarizer()
         self.calls = 0
@@ -103,12 +106,21 @@ class _Summaries:
 
     def __call__(self, messages: Sequence[Message], *, max_tokens: int | None = None) -> str:
         self.calls += 1
-        if self.failure_rate > 0 and self.rng.random() < self.failure_rate:
+        if self.failure_rate > 0 and self._draw() < self.failure_rate:
             return ""  # an empty summary: the engine reports COMPRESSION_FAILED_EMPTY_SUMMARY
         key = (*(id(m) for m in messages), max_tokens or 0)
         if key not in self.cache:
             self.cache[key] = call_summarizer(self.inner, messages, max_tokens or 20_000)
         return self.cache[key]
+
+    def _draw(self) -> float:
+        """The seeded generator's next number; random is imported here, when a failure rate is set:
+        a replay without failures never draws."""
+        if self.rng is None:
+            import random
+
+            self.rng = random.Random(self.seed)
+        return self.rng.random()
 
 
 def _default_summarizer() -> Summarizer:
@@ -454,7 +466,7 @@ class _Sim:
             refused_requests=self.refused,
             peak_prompt_tokens=self.peak,
             prompt_tokens_sent=self.sent_tokens,
-            mean_fill_at_compaction=statistics.fmean(self.fills) if self.fills else None,
+            mean_fill_at_compaction=fmean(self.fills) if self.fills else None,
             ineffective_compactions=self.ineffective,
             outgrown_compactions=self.outgrown,
             no_room_skips=self.no_room,

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, Literal
 
+from autocompact.averages import fmean, median
 from autocompact.compaction.plan import Summarizer
 from autocompact.errors import ConfigError
 from autocompact.estimation import Calibration
@@ -148,8 +148,8 @@ def summarize_errors(pairs: Sequence[tuple[int, int]]) -> ErrorSummary:
     p95 = absolute[max(0, math.ceil(0.95 * len(absolute)) - 1)]
     return ErrorSummary(
         count=len(errors),
-        mean_error=statistics.fmean(errors),
-        median_error=statistics.median(errors),
+        mean_error=fmean(errors),
+        median_error=median(errors),
         p95_abs_error=p95,
         within_10pct=sum(a <= 0.10 for a in absolute) / len(errors),
         within_30pct=sum(a <= 0.30 for a in absolute) / len(errors),
@@ -248,7 +248,7 @@ class PolicyResult:
             "ineffective_compactions": self.ineffective_compactions,
             "outgrown_compactions": self.outgrown_compactions,
             "no_room_skips": self.no_room_skips,
-            "mean_calls_between_compactions": statistics.fmean(gaps) if gaps else None,
+            "mean_calls_between_compactions": fmean(gaps) if gaps else None,
             "min_calls_between_compactions": min(gaps) if gaps else None,
             "close_compactions": self.close_compactions,
             "orphaned_pairs": self.orphaned_pairs,
