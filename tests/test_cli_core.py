@@ -183,6 +183,14 @@ def test_help_is_the_same_lazy_or_full() -> None:
     assert cli_main.build_parser(None).format_help() == cli_main.build_parser().format_help()
 
 
+def _python_says(code: str) -> str:
+    """What a fresh interpreter running ``code`` prints (stripped): a clean ``sys.modules``."""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    return done.stdout.strip()
+
+
 def test_help_imports_no_command_module() -> None:
     """`autocompact --help` imports no command module, engine, rich or prompt_toolkit."""
     code = (
@@ -197,10 +205,7 @@ def test_help_imports_no_command_module() -> None:
         "m != 'autocompact.cli.main' or m in ('autocompact.chat', 'autocompact.compaction')]\n"
         "print(heavy)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
-    )
-    assert done.stdout.strip().splitlines()[-1] == "[]"
+    assert _python_says(code).splitlines()[-1] == "[]"
 
 
 def test_a_command_runs_with_only_its_module(capsys: pytest.CaptureFixture[str]) -> None:
@@ -218,10 +223,7 @@ def test_package_names_load_when_first_used() -> None:
         "names = [n for n in autocompact.__all__ if getattr(autocompact, n, None) is None]\n"
         "print(lazy, names, autocompact.estimation.__name__, hasattr(autocompact, 'nope'))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
-    )
-    assert done.stdout.split() == ["True", "[]", "autocompact.estimation", "False"]
+    assert _python_says(code).split() == ["True", "[]", "autocompact.estimation", "False"]
 
 
 @pytest.mark.parametrize("columns", [None, "100", "37", "0", "-3", "wide"])
@@ -248,7 +250,4 @@ def test_a_command_parses_without_importing_shutil() -> None:
         "main.build_parser('replay').parse_args(['replay', 'x.jsonl', '--json'])\n"
         "print('shutil' in sys.modules)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
-    )
-    assert done.stdout.strip().splitlines()[-1] == "False"
+    assert _python_says(code).splitlines()[-1] == "False"
