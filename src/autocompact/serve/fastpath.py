@@ -41,6 +41,7 @@ from autocompact.estimation import (
     estimate_text_tokens,
 )
 from autocompact.guard import GuardState
+from autocompact.jsonsize import utf8_escape_extra
 from autocompact.serve.anthropic_messages import anthropic_tools
 from autocompact.serve.openai_chat import openai_tools
 from autocompact.serve.walk import (
@@ -78,8 +79,24 @@ def _anthropic(
             texts.append(str(block.get("text", "")))
         system = "\n\n".join(texts)
     names, pairs, lengths, strings = walk.names, walk.pairs, NAME_LENGTHS, walk.strings
-    add, mark, points, push = walk.queue.append, walk.mark, walk.checkpoints, strings.append
+    points, push, open_calls = walk.checkpoints, strings.append, walk.open
+    pop = open_calls.pop
+    final = len(messages) - 1  # the pending message: its calls and results are not paired
     dense = len(messages) - DENSE_TAIL  # checkpoints: every message from here, sparse before
+    # Each wire message is one content-model message, taken as it is read (no queue, unlike
+    # the OpenAI reader): the one before it becomes history, and a message's results and calls
+    # are paired as its blocks come (results answer earlier messages' calls, so pairing in
+    # block order is :func:`~autocompact.validation.scan_history`'s results-then-calls; a
+    # result answering a call of its own message is not read here). The pending message is
+    # not paired: its results and calls are kept for a later request that resumes after it.
+    here = walk.count  # the message's index among the content-model messages
+    if start <= final:
+        walk.pair_last()
+    text_sum, json_sum, media_sum, prev_model = walk.text, walk.json, walk.media, walk.prev_model
+    last_text, last_json, last_media = walk.last[:3]
+    model = walk.last[5]
+    results: list[str] = []  # the pending message's (paired when a later request resumes)
+    calls: list[str] = []
     for index in range(start, len(messages)):
         message = messages[index]
         if type(message) is not dict:
@@ -88,74 +105,85 @@ def _anthropic(
         content = message.get("content")
         if role != "user" and role != "assistant":
             raise Unread
-        if type(content) is str:
-            add((len(content), 0, 0, (), (), role == "assistant", len(strings)))  # walk.add
-            if index < dense and index % STRIDE:
-                points.append(None)
-            else:
-                mark(True)
-            continue
-        if type(content) is not list:
-            raise Unread
+        text_sum += last_text
+        json_sum += last_json
+        media_sum += last_media
+        prev_model = model
+        model = role == "assistant"
+        begin = len(strings)  # where this message's strings begin
         text = json_chars = media = 0
-        results: list[str] | tuple[()] = ()
-        calls: list[str] | tuple[()] = ()
-        for block in content:
-            if type(block) is not dict:
-                raise Unread
-            kind = block.get("type")
-            if kind == "text":
-                value = block.get("text")
-                if type(value) is not str:
+        if type(content) is str:
+            text = len(content)
+        elif type(content) is not list:
+            raise Unread
+        else:
+            for block in content:
+                if type(block) is not dict:
                     raise Unread
-                text += len(value)
-            elif kind == "tool_result":
-                call_id = block.get("tool_use_id")
-                if type(call_id) is not str:
-                    raise Unread
-                result = block.get("content")
-                answered = names.get(call_id, UNKNOWN_TOOL_NAME)
-                if type(result) is str:  # as result_chars counts it, without the call
-                    json_chars += RESULT_OVERHEAD + 2 + lengths[answered] + len(result)
-                    push(result.encode("utf-8", "surrogatepass"))
+                kind = block.get("type")
+                if kind == "text":
+                    value = block.get("text")
+                    if type(value) is not str:
+                        raise Unread
+                    text += len(value)
+                elif kind == "tool_result":
+                    call_id = block.get("tool_use_id")
+                    if type(call_id) is not str:
+                        raise Unread
+                    result = block.get("content")
+                    answered = names.get(call_id, UNKNOWN_TOOL_NAME)
+                    if type(result) is str:  # as result_chars counts it, without the call
+                        json_chars += RESULT_OVERHEAD + 2 + lengths[answered] + len(result)
+                        push(result.encode("utf-8", "surrogatepass"))
+                    else:
+                        json_chars += result_chars(answered, result_content(result), push)
+                    if index == final:
+                        results.append(call_id)
+                    elif pop(call_id, here) >= here:  # no earlier message's call it answers
+                        raise Unread
+                elif kind == "tool_use":
+                    call_id = block.get("id")
+                    name = block.get("name")
+                    if type(call_id) is not str or type(name) is not str:
+                        raise Unread
+                    arguments = block.get("input", {})
+                    if type(arguments) is not dict:
+                        raise Unread
+                    names[call_id] = name  # walk.name, inline
+                    pairs.append((call_id, name))
+                    json_chars += call_chars(name, arguments, push)
+                    if index == final:
+                        calls.append(call_id)
+                    else:
+                        open_calls[call_id] = here
+                elif kind == "thinking":
+                    text += len(need_str(block, "thinking"))
+                    signature = block.get("signature")
+                    if signature is not None and type(signature) is not str:
+                        raise Unread
+                elif kind == "redacted_thinking":
+                    need_str(block, "data")
+                elif kind == "image" or kind == "document":
+                    media_ok(block)
+                    media += 1
                 else:
-                    json_chars += result_chars(answered, result_content(result), push)
-                if results:
-                    results.append(call_id)
-                else:
-                    results = [call_id]
-            elif kind == "tool_use":
-                call_id = block.get("id")
-                name = block.get("name")
-                if type(call_id) is not str or type(name) is not str:
                     raise Unread
-                arguments = block.get("input", {})
-                if type(arguments) is not dict:
-                    raise Unread
-                names[call_id] = name  # walk.name, inline
-                pairs.append((call_id, name))
-                json_chars += call_chars(name, arguments, push)
-                if calls:
-                    calls.append(call_id)
-                else:
-                    calls = [call_id]
-            elif kind == "thinking":
-                text += len(need_str(block, "thinking"))
-                signature = block.get("signature")
-                if signature is not None and type(signature) is not str:
-                    raise Unread
-            elif kind == "redacted_thinking":
-                need_str(block, "data")
-            elif kind == "image" or kind == "document":
-                media_ok(block)
-                media += 1
-            else:
-                raise Unread
-        add((text, json_chars, media, results, calls, role == "assistant", len(strings)))
+        last_text, last_json, last_media = text, json_chars, media
+        here += 1
         if index < dense and index % STRIDE:
             points.append(None)
-        else:
-            mark(True)
+            continue
+        if strings:  # what escaping adds: to the history's strings, to the last message's
+            if begin:
+                json_sum += utf8_escape_extra(b"".join(strings[:begin]))
+            if begin < len(strings):
+                last_json += utf8_escape_extra(b"".join(strings[begin:]))
+            strings.clear()
+        if index == final:
+            last = (last_text, last_json, last_media, results, calls, model, 0)
+        else:  # its results and calls are paired
+            last = (last_text, last_json, last_media, (), (), model, 0)
+        walk.keep(here, text_sum, json_sum, media_sum, last, prev_model)
     if type(messages[-1]) is not dict or messages[-1].get("role") != "user":
         raise Unread
     return walk.result(system, anthropic_tools(body))

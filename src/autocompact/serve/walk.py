@@ -138,6 +138,28 @@ class Walk:
                  len(self.pairs), opened)  # fmt: skip
         self.checkpoints.append(point)
 
+    def keep(
+        self, count: int, text: int, json_chars: int, media: int, last: Added, prev_model: bool
+    ) -> None:
+        """A checkpoint after one more wire message, from a reader that sums and pairs the
+        messages itself as it reads them (nothing queued): its state, what escaping adds to
+        their strings counted."""
+        self.count, self.text, self.json, self.media = count, text, json_chars, media
+        self.last, self.prev_model = last, prev_model
+        self.mark(True)
+
+    def pair_last(self) -> None:
+        """Pair the last message's results and calls (kept by a checkpoint after a pending
+        message): a reader that pairs as it reads is about to read the message after it."""
+        last = self.last
+        if last[3] or last[4]:
+            for call_id in last[3]:
+                if self.open.pop(call_id, None) is None:
+                    raise Unread
+            for call_id in last[4]:
+                self.open[call_id] = self.count - 1
+            self.last = (*last[:3], (), (), *last[5:])
+
     def add(
         self,
         text: int,
