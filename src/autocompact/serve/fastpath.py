@@ -84,17 +84,18 @@ def _anthropic(
     final = len(messages) - 1  # the pending message: its calls and results are not paired
     dense = len(messages) - DENSE_TAIL  # checkpoints: every message from here, sparse before
     # Each wire message is one content-model message, taken as it is read (no queue, unlike
-    # the OpenAI reader): the one before it becomes history, and a message's results and calls
-    # are paired as its blocks come (results answer earlier messages' calls, so pairing in
-    # block order is :func:`~autocompact.validation.scan_history`'s results-then-calls; a
-    # result answering a call of its own message is not read here). The pending message is
-    # not paired: its results and calls are kept for a later request that resumes after it.
+    # the OpenAI reader): its statistics added to running sums of all messages read (the last
+    # one's own taken out at a checkpoint: it is not history yet), its results and calls paired
+    # as its blocks come (results answer earlier messages' calls, so pairing in block order is
+    # :func:`~autocompact.validation.scan_history`'s results-then-calls; a result answering a
+    # call of its own message is not read here). The pending message is not paired: its
+    # results and calls are kept for a later request that resumes after it.
     here = walk.count  # the message's index among the content-model messages
     if start <= final:
         walk.pair_last()
-    text_sum, json_sum, media_sum, prev_model = walk.text, walk.json, walk.media, walk.prev_model
-    last_text, last_json, last_media = walk.last[:3]
-    model = walk.last[5]
+    last = walk.last
+    text, json_chars, media = walk.text + last[0], walk.json + last[1], walk.media + last[2]
+    resumed = last[5]  # whether the resumed walk's last message is a model's
     results: list[str] = []  # the pending message's (paired when a later request resumes)
     calls: list[str] = []
     for index in range(start, len(messages)):
@@ -105,15 +106,11 @@ def _anthropic(
         content = message.get("content")
         if role != "user" and role != "assistant":
             raise Unread
-        text_sum += last_text
-        json_sum += last_json
-        media_sum += last_media
-        prev_model = model
-        model = role == "assistant"
-        begin = len(strings)  # where this message's strings begin
-        text = json_chars = media = 0
+        point = index >= dense or not index % STRIDE  # a checkpoint after it
+        if point:  # the sums before it, where its strings begin
+            before = (text, json_chars, media, len(strings))
         if type(content) is str:
-            text = len(content)
+            text += len(content)
         elif type(content) is not list:
             raise Unread
         else:
@@ -168,22 +165,27 @@ def _anthropic(
                     media += 1
                 else:
                     raise Unread
-        last_text, last_json, last_media = text, json_chars, media
         here += 1
-        if index < dense and index % STRIDE:
+        if not point:
             points.append(None)
             continue
+        text_before, json_before, media_before, begin = before
+        own_json = json_chars - json_before
         if strings:  # what escaping adds: to the history's strings, to the last message's
             if begin:
-                json_sum += utf8_escape_extra(b"".join(strings[:begin]))
+                json_before += utf8_escape_extra(b"".join(strings[:begin]))
             if begin < len(strings):
-                last_json += utf8_escape_extra(b"".join(strings[begin:]))
+                own_json += utf8_escape_extra(b"".join(strings[begin:]))
             strings.clear()
+            json_chars = json_before + own_json
+        prev_model = messages[index - 1]["role"] == "assistant" if index > start else resumed
+        model = role == "assistant"
+        own = (text - text_before, own_json, media - media_before)
         if index == final:
-            last = (last_text, last_json, last_media, results, calls, model, 0)
+            last = (*own, results, calls, model, 0)
         else:  # its results and calls are paired
-            last = (last_text, last_json, last_media, (), (), model, 0)
-        walk.keep(here, text_sum, json_sum, media_sum, last, prev_model)
+            last = (*own, (), (), model, 0)
+        walk.keep(here, text_before, json_before, media_before, last, prev_model)
     if type(messages[-1]) is not dict or messages[-1].get("role") != "user":
         raise Unread
     return walk.result(system, anthropic_tools(body))
