@@ -254,6 +254,12 @@ def call_chars(name: str, arguments: dict[str, Any], push: Callable[[bytes], Non
         if type(member) is str:
             total += lengths[key] + len(member) + 2  # argument names repeat, as tool names do
             push(member.encode("utf-8", "surrogatepass"))
+        elif member is True or member is None:  # flags and counts (a quarter of the members
+            total += lengths[key] + 4  # are): their JSON words, without json_length's calls
+        elif member is False:
+            total += lengths[key] + 5
+        elif type(member) is int:
+            total += lengths[key] + len(int.__repr__(member))
         else:
             total += lengths[key] + json_length(member)
     return total
