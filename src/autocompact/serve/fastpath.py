@@ -231,6 +231,20 @@ def _openai_user(content: Any) -> tuple[int, int]:
     return text, media
 
 
+_SCAN = json.JSONDecoder().scan_once  # json.loads's scanner, its default settings
+
+
+def _loads(text: str) -> Any:
+    """``json.loads(text)``: its scanner called directly when the value fills the text (as tool
+    arguments do), skipping json.loads's two Python calls (a third of its cost on arguments);
+    json.loads itself otherwise (whitespace around the value, an error)."""
+    try:
+        value, end = _SCAN(text, 0)
+    except (StopIteration, ValueError):
+        return json.loads(text)
+    return value if end == len(text) else json.loads(text)
+
+
 def _openai_assistant(message: Mapping[str, Any], walk: Walk) -> None:
     text = json_chars = 0
     calls: list[str] = []
@@ -269,7 +283,7 @@ def _openai_assistant(message: Mapping[str, Any], walk: Walk) -> None:
         arguments = function.get("arguments") or "{}"
         if type(arguments) is str:
             try:
-                arguments = json.loads(arguments)
+                arguments = _loads(arguments)
             except ValueError:
                 raise Unread from None
         if type(arguments) is not dict:
