@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -146,7 +146,7 @@ def _anthropic(
                     arguments = block.get("input", {})
                     if type(arguments) is not dict:
                         raise Unread
-                    names[call_id] = name  # walk.name, inline
+                    names[call_id] = name  # its results are measured with its name
                     pairs.append((call_id, name))
                     json_chars += call_chars(name, arguments, push)
                     if index == final:
@@ -181,10 +181,8 @@ def _anthropic(
         prev_model = messages[index - 1]["role"] == "assistant" if index > start else resumed
         model = role == "assistant"
         own = (text - text_before, own_json, media - media_before)
-        if index == final:
-            last = (*own, results, calls, model, 0)
-        else:  # its results and calls are paired
-            last = (*own, (), (), model, 0)
+        kept = (results, calls) if index == final else ((), ())  # others' are paired
+        last = (*own, *kept, model, 0)
         walk.keep(here, text_before, json_before, media_before, last, prev_model)
     if type(messages[-1]) is not dict or messages[-1].get("role") != "user":
         raise Unread
@@ -231,7 +229,9 @@ def _openai_user(content: Any) -> tuple[int, int]:
     return text, media
 
 
-_SCAN = json.JSONDecoder().scan_once  # json.loads's scanner, its default settings
+# json.loads's scanner: the C one, with its default decoder's settings (typeshed omits it).
+_SCAN: Callable[[str, int], tuple[Any, int]]
+_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def _loads(text: str) -> Any:
@@ -245,7 +245,13 @@ def _loads(text: str) -> Any:
     return value if end == len(text) else json.loads(text)
 
 
-def _openai_assistant(message: Mapping[str, Any], walk: Walk) -> None:
+def _openai_assistant(
+    message: Mapping[str, Any],
+    names: dict[str, str],
+    pairs: list[tuple[str, str]],
+    push: Callable[[bytes], None],
+) -> tuple[int, int, list[str]]:
+    """An assistant message's text and JSON characters and its calls (their names taken)."""
     text = json_chars = 0
     calls: list[str] = []
     reasoning = message.get("reasoning_content")
@@ -279,7 +285,10 @@ def _openai_assistant(message: Mapping[str, Any], walk: Walk) -> None:
         function = call.get("function")
         if type(function) is not dict:
             raise Unread
-        name = need_str(function, "name")
+        name = function.get("name")
+        call_id = call.get("id")
+        if type(name) is not str or type(call_id) is not str:
+            raise Unread
         arguments = function.get("arguments") or "{}"
         if type(arguments) is str:
             try:
@@ -288,19 +297,20 @@ def _openai_assistant(message: Mapping[str, Any], walk: Walk) -> None:
                 raise Unread from None
         if type(arguments) is not dict:
             raise Unread
-        call_id = need_str(call, "id")
-        walk.name(call_id, name)
-        json_chars += call_chars(name, arguments, walk.strings.append)
+        names[call_id] = name  # its results are measured with its name
+        pairs.append((call_id, name))
+        json_chars += call_chars(name, arguments, push)
         calls.append(call_id)
-    walk.add(text, json_chars, 0, [], calls, True)
+    return text, json_chars, calls
 
 
 def _openai(body: Mapping[str, Any], messages: Sequence[Any], walk: Walk, start: int) -> WireStats:
-    systems = walk.systems
-    names = walk.names
-    push = walk.strings.append
+    systems, names, pairs, lengths = walk.systems, walk.names, walk.pairs, NAME_LENGTHS
+    strings, points, mark = walk.strings, walk.checkpoints, walk.mark
+    add, push = walk.queue.append, strings.append  # add: walk.add, inline
     dense = len(messages) - DENSE_TAIL  # checkpoints: every message from here, sparse before
-    group: list[int] | None = None  # an open user turn of tool results: [json chars]
+    started = walk.started
+    group = -1  # an open user turn of tool results: its JSON characters (-1: none open)
     results: list[str] = []
     for index in range(start, len(messages)):
         message = messages[index]
@@ -308,36 +318,49 @@ def _openai(body: Mapping[str, Any], messages: Sequence[Any], walk: Walk, start:
             raise Unread
         role = message.get("role")
         if role == "system" or role == "developer":
-            if walk.started:
+            if started:
                 raise Unread
             systems.append(_openai_text(message.get("content")))
-            walk.mark(False)
+            points.append(None)  # walk.mark(False)
             continue
-        walk.started = True
+        started = walk.started = True
         if role == "tool":
-            call_id = need_str(message, "tool_call_id")
-            result = result_content(message.get("content"))
-            if group is None:
-                group, results = [0], []
-            group[0] += result_chars(names.get(call_id, UNKNOWN_TOOL_NAME), result, push)
+            call_id = message.get("tool_call_id")
+            if type(call_id) is not str:
+                raise Unread
+            answered = names.get(call_id, UNKNOWN_TOOL_NAME)
+            result = message.get("content")
+            if group < 0:
+                group, results = 0, []
+            if type(result) is str:  # as result_chars counts it
+                group += RESULT_OVERHEAD + 2 + lengths[answered] + len(result)
+                push(result.encode("utf-8", "surrogatepass"))
+            else:
+                group += result_chars(answered, result_content(result), push)
             results.append(call_id)
+            points.append(None)  # no checkpoint while tool results wait for the user's turn
+            continue
+        if role == "assistant":
+            if group >= 0:
+                add((0, group, 0, results, (), False, len(strings)))
+                group = -1
+            text, json_chars, calls = _openai_assistant(message, names, pairs, push)
+            add((text, json_chars, 0, (), calls, True, len(strings)))
         elif role == "user":
             text, media = _openai_user(message.get("content"))
-            if group is not None:
-                walk.add(text, group[0], media, results, [], False)
-                group = None
+            if group >= 0:
+                add((text, group, media, results, (), False, len(strings)))
+                group = -1
             else:
-                walk.add(text, 0, media, [], [], False)
-        elif role == "assistant":
-            if group is not None:
-                walk.add(0, group[0], 0, results, [], False)
-                group = None
-            _openai_assistant(message, walk)
+                add((text, 0, media, (), (), False, len(strings)))
         else:
             raise Unread
-        walk.mark(group is None and (index >= dense or not index % STRIDE))
-    if group is not None:
-        walk.add(0, group[0], 0, results, [], False)
+        if index < dense and index % STRIDE:
+            points.append(None)
+        else:
+            mark(True)
+    if group >= 0:
+        add((0, group, 0, results, (), False, len(strings)))
     elif type(messages[-1]) is not dict or messages[-1].get("role") != "user":
         raise Unread  # the last content-model message must be the pending user turn
     system = "\n\n".join(systems) if systems else None

@@ -83,8 +83,9 @@ class Walk:
     the guard is given (every message but the pending one, which is not checked; calls the last
     history message left open allowed when it is a model message); after some wire messages
     (:data:`DENSE_TAIL`, :data:`STRIDE`), a checkpoint a later request of the conversation
-    resumes from. The messages between two checkpoints are queued and settled at the second
-    (the reader's per-message work is one tuple appended)."""
+    resumes from. The OpenAI reader queues the messages between two checkpoints, settled at
+    the second (its per-message work is one tuple appended); the Anthropic reader sums and
+    pairs them as it reads and gives its state at each checkpoint (:meth:`keep`)."""
 
     __slots__ = (
         "checkpoints", "count", "json", "last", "media", "names", "open", "pairs",
@@ -121,10 +122,6 @@ class Walk:
         self.checkpoints = previous.checkpoints[:start]
         self.started = True
         self.systems = previous.systems
-
-    def name(self, call_id: str, name: str) -> None:
-        self.names[call_id] = name
-        self.pairs.append((call_id, name))
 
     def mark(self, clean: bool) -> None:
         """A checkpoint after one more wire message (``clean``: a content-model message
