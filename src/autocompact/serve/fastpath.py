@@ -93,9 +93,10 @@ def _anthropic(
     here = walk.count  # the message's index among the content-model messages
     if start <= final:
         walk.pair_last()
-    last = walk.last
-    text, json_chars, media = walk.text + last[0], walk.json + last[1], walk.media + last[2]
-    resumed = last[5]  # whether the resumed walk's last message is a model's
+    resumed = walk.last  # the last message of the resumed walk (none: a user's, empty)
+    text = walk.text + resumed[0]
+    json_chars = walk.json + resumed[1]
+    media = walk.media + resumed[2]
     results: list[str] = []  # the pending message's (paired when a later request resumes)
     calls: list[str] = []
     for index in range(start, len(messages)):
@@ -178,12 +179,11 @@ def _anthropic(
                 own_json += utf8_escape_extra(b"".join(strings[begin:]))
             strings.clear()
             json_chars = json_before + own_json
-        prev_model = messages[index - 1]["role"] == "assistant" if index > start else resumed
+        prev_model = messages[index - 1]["role"] == "assistant" if index > start else resumed[5]
         model = role == "assistant"
         own = (text - text_before, own_json, media - media_before)
         kept = (results, calls) if index == final else ((), ())  # others' are paired
-        last = (*own, *kept, model, 0)
-        walk.keep(here, text_before, json_before, media_before, last, prev_model)
+        walk.keep(here, text_before, json_before, media_before, (*own, *kept, model, 0), prev_model)
     if type(messages[-1]) is not dict or messages[-1].get("role") != "user":
         raise Unread
     return walk.result(system, anthropic_tools(body))

@@ -139,8 +139,8 @@ class Walk:
         self, count: int, text: int, json_chars: int, media: int, last: Added, prev_model: bool
     ) -> None:
         """A checkpoint after one more wire message, from a reader that sums and pairs the
-        messages itself as it reads them (nothing queued): its state, what escaping adds to
-        their strings counted."""
+        messages itself as it reads them (nothing queued): its state, with what escaping adds
+        to their strings already counted (:attr:`strings` emptied)."""
         self.count, self.text, self.json, self.media = count, text, json_chars, media
         self.last, self.prev_model = last, prev_model
         self.mark(True)
