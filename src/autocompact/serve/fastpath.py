@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +41,7 @@ from autocompact.estimation import (
     estimate_text_tokens,
 )
 from autocompact.guard import GuardState
+from autocompact.jsonsize import utf8_escape_extra
 from autocompact.serve.anthropic_messages import anthropic_tools
 from autocompact.serve.openai_chat import openai_tools
 from autocompact.serve.walk import (
@@ -78,8 +79,26 @@ def _anthropic(
             texts.append(str(block.get("text", "")))
         system = "\n\n".join(texts)
     names, pairs, lengths, strings = walk.names, walk.pairs, NAME_LENGTHS, walk.strings
-    add, mark, points, push = walk.queue.append, walk.mark, walk.checkpoints, strings.append
+    points, push, open_calls = walk.checkpoints, strings.append, walk.open
+    pop = open_calls.pop
+    final = len(messages) - 1  # the pending message: its calls and results are not paired
     dense = len(messages) - DENSE_TAIL  # checkpoints: every message from here, sparse before
+    # Each wire message is one content-model message, taken as it is read (no queue, unlike
+    # the OpenAI reader): its statistics added to running sums of all messages read (the last
+    # one's own taken out at a checkpoint: it is not history yet), its results and calls paired
+    # as its blocks come (results answer earlier messages' calls, so pairing in block order is
+    # :func:`~autocompact.validation.scan_history`'s results-then-calls; a result answering a
+    # call of its own message is not read here). The pending message is not paired: its
+    # results and calls are kept for a later request that resumes after it.
+    here = walk.count  # the message's index among the content-model messages
+    if start <= final:
+        walk.pair_last()
+    resumed = walk.last  # the last message of the resumed walk (none: a user's, empty)
+    text = walk.text + resumed[0]
+    json_chars = walk.json + resumed[1]
+    media = walk.media + resumed[2]
+    results: list[str] = []  # the pending message's (paired when a later request resumes)
+    calls: list[str] = []
     for index in range(start, len(messages)):
         message = messages[index]
         if type(message) is not dict:
@@ -88,74 +107,83 @@ def _anthropic(
         content = message.get("content")
         if role != "user" and role != "assistant":
             raise Unread
+        point = index >= dense or not index % STRIDE  # a checkpoint after it
+        if point:  # the sums before it, where its strings begin
+            before = (text, json_chars, media, len(strings))
         if type(content) is str:
-            add((len(content), 0, 0, (), (), role == "assistant", len(strings)))  # walk.add
-            if index < dense and index % STRIDE:
-                points.append(None)
-            else:
-                mark(True)
-            continue
-        if type(content) is not list:
+            text += len(content)
+        elif type(content) is not list:
             raise Unread
-        text = json_chars = media = 0
-        results: list[str] | tuple[()] = ()
-        calls: list[str] | tuple[()] = ()
-        for block in content:
-            if type(block) is not dict:
-                raise Unread
-            kind = block.get("type")
-            if kind == "text":
-                value = block.get("text")
-                if type(value) is not str:
-                    raise Unread
-                text += len(value)
-            elif kind == "tool_result":
-                call_id = block.get("tool_use_id")
-                if type(call_id) is not str:
-                    raise Unread
-                result = block.get("content")
-                answered = names.get(call_id, UNKNOWN_TOOL_NAME)
-                if type(result) is str:  # as result_chars counts it, without the call
-                    json_chars += RESULT_OVERHEAD + 2 + lengths[answered] + len(result)
-                    push(result.encode("utf-8", "surrogatepass"))
-                else:
-                    json_chars += result_chars(answered, result_content(result), push)
-                if results:
-                    results.append(call_id)
-                else:
-                    results = [call_id]
-            elif kind == "tool_use":
-                call_id = block.get("id")
-                name = block.get("name")
-                if type(call_id) is not str or type(name) is not str:
-                    raise Unread
-                arguments = block.get("input", {})
-                if type(arguments) is not dict:
-                    raise Unread
-                names[call_id] = name  # walk.name, inline
-                pairs.append((call_id, name))
-                json_chars += call_chars(name, arguments, push)
-                if calls:
-                    calls.append(call_id)
-                else:
-                    calls = [call_id]
-            elif kind == "thinking":
-                text += len(need_str(block, "thinking"))
-                signature = block.get("signature")
-                if signature is not None and type(signature) is not str:
-                    raise Unread
-            elif kind == "redacted_thinking":
-                need_str(block, "data")
-            elif kind == "image" or kind == "document":
-                media_ok(block)
-                media += 1
-            else:
-                raise Unread
-        add((text, json_chars, media, results, calls, role == "assistant", len(strings)))
-        if index < dense and index % STRIDE:
-            points.append(None)
         else:
-            mark(True)
+            for block in content:
+                if type(block) is not dict:
+                    raise Unread
+                kind = block.get("type")
+                if kind == "text":
+                    value = block.get("text")
+                    if type(value) is not str:
+                        raise Unread
+                    text += len(value)
+                elif kind == "tool_result":
+                    call_id = block.get("tool_use_id")
+                    if type(call_id) is not str:
+                        raise Unread
+                    result = block.get("content")
+                    answered = names.get(call_id, UNKNOWN_TOOL_NAME)
+                    if type(result) is str:  # as result_chars counts it, without the call
+                        json_chars += RESULT_OVERHEAD + 2 + lengths[answered] + len(result)
+                        push(result.encode("utf-8", "surrogatepass"))
+                    else:
+                        json_chars += result_chars(answered, result_content(result), push)
+                    if index == final:
+                        results.append(call_id)
+                    elif pop(call_id, here) >= here:  # no earlier message's call it answers
+                        raise Unread
+                elif kind == "tool_use":
+                    call_id = block.get("id")
+                    name = block.get("name")
+                    if type(call_id) is not str or type(name) is not str:
+                        raise Unread
+                    arguments = block.get("input", {})
+                    if type(arguments) is not dict:
+                        raise Unread
+                    names[call_id] = name  # its results are measured with its name
+                    pairs.append((call_id, name))
+                    json_chars += call_chars(name, arguments, push)
+                    if index == final:
+                        calls.append(call_id)
+                    else:
+                        open_calls[call_id] = here
+                elif kind == "thinking":
+                    text += len(need_str(block, "thinking"))
+                    signature = block.get("signature")
+                    if signature is not None and type(signature) is not str:
+                        raise Unread
+                elif kind == "redacted_thinking":
+                    need_str(block, "data")
+                elif kind == "image" or kind == "document":
+                    media_ok(block)
+                    media += 1
+                else:
+                    raise Unread
+        here += 1
+        if not point:
+            points.append(None)
+            continue
+        text_before, json_before, media_before, begin = before
+        own_json = json_chars - json_before
+        if strings:  # what escaping adds: to the history's strings, to the last message's
+            if begin:
+                json_before += utf8_escape_extra(b"".join(strings[:begin]))
+            if begin < len(strings):
+                own_json += utf8_escape_extra(b"".join(strings[begin:]))
+            strings.clear()
+            json_chars = json_before + own_json
+        prev_model = messages[index - 1]["role"] == "assistant" if index > start else resumed[5]
+        model = role == "assistant"
+        own = (text - text_before, own_json, media - media_before)
+        kept = (results, calls) if index == final else ((), ())  # others' are paired
+        walk.keep(here, text_before, json_before, media_before, (*own, *kept, model, 0), prev_model)
     if type(messages[-1]) is not dict or messages[-1].get("role") != "user":
         raise Unread
     return walk.result(system, anthropic_tools(body))
@@ -201,7 +229,29 @@ def _openai_user(content: Any) -> tuple[int, int]:
     return text, media
 
 
-def _openai_assistant(message: Mapping[str, Any], walk: Walk) -> None:
+# json.loads's scanner: the C one, with its default decoder's settings (typeshed omits it).
+_SCAN: Callable[[str, int], tuple[Any, int]]
+_SCAN = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def _loads(text: str) -> Any:
+    """``json.loads(text)``: its scanner called directly when the value fills the text (as tool
+    arguments do), skipping json.loads's two Python calls (a third of its cost on arguments);
+    json.loads itself otherwise (whitespace around the value, an error)."""
+    try:
+        value, end = _SCAN(text, 0)
+    except (StopIteration, ValueError):
+        return json.loads(text)
+    return value if end == len(text) else json.loads(text)
+
+
+def _openai_assistant(
+    message: Mapping[str, Any],
+    names: dict[str, str],
+    pairs: list[tuple[str, str]],
+    push: Callable[[bytes], None],
+) -> tuple[int, int, list[str]]:
+    """An assistant message's text and JSON characters and its calls (their names taken)."""
     text = json_chars = 0
     calls: list[str] = []
     reasoning = message.get("reasoning_content")
@@ -235,28 +285,32 @@ def _openai_assistant(message: Mapping[str, Any], walk: Walk) -> None:
         function = call.get("function")
         if type(function) is not dict:
             raise Unread
-        name = need_str(function, "name")
+        name = function.get("name")
+        call_id = call.get("id")
+        if type(name) is not str or type(call_id) is not str:
+            raise Unread
         arguments = function.get("arguments") or "{}"
         if type(arguments) is str:
             try:
-                arguments = json.loads(arguments)
+                arguments = _loads(arguments)
             except ValueError:
                 raise Unread from None
         if type(arguments) is not dict:
             raise Unread
-        call_id = need_str(call, "id")
-        walk.name(call_id, name)
-        json_chars += call_chars(name, arguments, walk.strings.append)
+        names[call_id] = name  # its results are measured with its name
+        pairs.append((call_id, name))
+        json_chars += call_chars(name, arguments, push)
         calls.append(call_id)
-    walk.add(text, json_chars, 0, [], calls, True)
+    return text, json_chars, calls
 
 
 def _openai(body: Mapping[str, Any], messages: Sequence[Any], walk: Walk, start: int) -> WireStats:
-    systems = walk.systems
-    names = walk.names
-    push = walk.strings.append
+    systems, names, pairs, lengths = walk.systems, walk.names, walk.pairs, NAME_LENGTHS
+    strings, points, mark = walk.strings, walk.checkpoints, walk.mark
+    add, push = walk.queue.append, strings.append  # add: walk.add, inline
     dense = len(messages) - DENSE_TAIL  # checkpoints: every message from here, sparse before
-    group: list[int] | None = None  # an open user turn of tool results: [json chars]
+    started = walk.started
+    group = -1  # an open user turn of tool results: its JSON characters (-1: none open)
     results: list[str] = []
     for index in range(start, len(messages)):
         message = messages[index]
@@ -264,36 +318,49 @@ def _openai(body: Mapping[str, Any], messages: Sequence[Any], walk: Walk, start:
             raise Unread
         role = message.get("role")
         if role == "system" or role == "developer":
-            if walk.started:
+            if started:
                 raise Unread
             systems.append(_openai_text(message.get("content")))
-            walk.mark(False)
+            points.append(None)  # walk.mark(False)
             continue
-        walk.started = True
+        started = walk.started = True
         if role == "tool":
-            call_id = need_str(message, "tool_call_id")
-            result = result_content(message.get("content"))
-            if group is None:
-                group, results = [0], []
-            group[0] += result_chars(names.get(call_id, UNKNOWN_TOOL_NAME), result, push)
+            call_id = message.get("tool_call_id")
+            if type(call_id) is not str:
+                raise Unread
+            answered = names.get(call_id, UNKNOWN_TOOL_NAME)
+            result = message.get("content")
+            if group < 0:
+                group, results = 0, []
+            if type(result) is str:  # as result_chars counts it
+                group += RESULT_OVERHEAD + 2 + lengths[answered] + len(result)
+                push(result.encode("utf-8", "surrogatepass"))
+            else:
+                group += result_chars(answered, result_content(result), push)
             results.append(call_id)
+            points.append(None)  # no checkpoint while tool results wait for the user's turn
+            continue
+        if role == "assistant":
+            if group >= 0:
+                add((0, group, 0, results, (), False, len(strings)))
+                group = -1
+            text, json_chars, calls = _openai_assistant(message, names, pairs, push)
+            add((text, json_chars, 0, (), calls, True, len(strings)))
         elif role == "user":
             text, media = _openai_user(message.get("content"))
-            if group is not None:
-                walk.add(text, group[0], media, results, [], False)
-                group = None
+            if group >= 0:
+                add((text, group, media, results, (), False, len(strings)))
+                group = -1
             else:
-                walk.add(text, 0, media, [], [], False)
-        elif role == "assistant":
-            if group is not None:
-                walk.add(0, group[0], 0, results, [], False)
-                group = None
-            _openai_assistant(message, walk)
+                add((text, 0, media, (), (), False, len(strings)))
         else:
             raise Unread
-        walk.mark(group is None and (index >= dense or not index % STRIDE))
-    if group is not None:
-        walk.add(0, group[0], 0, results, [], False)
+        if index < dense and index % STRIDE:
+            points.append(None)
+        else:
+            mark(True)
+    if group >= 0:
+        add((0, group, 0, results, (), False, len(strings)))
     elif type(messages[-1]) is not dict or messages[-1].get("role") != "user":
         raise Unread  # the last content-model message must be the pending user turn
     system = "\n\n".join(systems) if systems else None

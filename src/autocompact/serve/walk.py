@@ -83,8 +83,9 @@ class Walk:
     the guard is given (every message but the pending one, which is not checked; calls the last
     history message left open allowed when it is a model message); after some wire messages
     (:data:`DENSE_TAIL`, :data:`STRIDE`), a checkpoint a later request of the conversation
-    resumes from. The messages between two checkpoints are queued and settled at the second
-    (the reader's per-message work is one tuple appended)."""
+    resumes from. The OpenAI reader queues the messages between two checkpoints, settled at
+    the second (its per-message work is one tuple appended); the Anthropic reader sums and
+    pairs them as it reads and gives its state at each checkpoint (:meth:`keep`)."""
 
     __slots__ = (
         "checkpoints", "count", "json", "last", "media", "names", "open", "pairs",
@@ -122,10 +123,6 @@ class Walk:
         self.started = True
         self.systems = previous.systems
 
-    def name(self, call_id: str, name: str) -> None:
-        self.names[call_id] = name
-        self.pairs.append((call_id, name))
-
     def mark(self, clean: bool) -> None:
         """A checkpoint after one more wire message (``clean``: a content-model message
         boundary, nothing pending; else no checkpoint there)."""
@@ -137,6 +134,28 @@ class Walk:
         point = (self.count, self.text, self.json, self.media, self.last, self.prev_model,
                  len(self.pairs), opened)  # fmt: skip
         self.checkpoints.append(point)
+
+    def keep(
+        self, count: int, text: int, json_chars: int, media: int, last: Added, prev_model: bool
+    ) -> None:
+        """A checkpoint after one more wire message, from a reader that sums and pairs the
+        messages itself as it reads them (nothing queued): its state, with what escaping adds
+        to their strings already counted (:attr:`strings` emptied)."""
+        self.count, self.text, self.json, self.media = count, text, json_chars, media
+        self.last, self.prev_model = last, prev_model
+        self.mark(True)
+
+    def pair_last(self) -> None:
+        """Pair the last message's results and calls (kept by a checkpoint after a pending
+        message): a reader that pairs as it reads is about to read the message after it."""
+        last = self.last
+        if last[3] or last[4]:
+            for call_id in last[3]:
+                if self.open.pop(call_id, None) is None:
+                    raise Unread
+            for call_id in last[4]:
+                self.open[call_id] = self.count - 1
+            self.last = (*last[:3], (), (), *last[5:])
 
     def add(
         self,
@@ -232,6 +251,12 @@ def call_chars(name: str, arguments: dict[str, Any], push: Callable[[bytes], Non
         if type(member) is str:
             total += lengths[key] + len(member) + 2  # argument names repeat, as tool names do
             push(member.encode("utf-8", "surrogatepass"))
+        elif member is True or member is None:  # flags and counts (a quarter of the members
+            total += lengths[key] + 4  # are): their JSON words, without json_length's calls
+        elif member is False:
+            total += lengths[key] + 5
+        elif type(member) is int:
+            total += lengths[key] + len(int.__repr__(member))
         else:
             total += lengths[key] + json_length(member)
     return total
