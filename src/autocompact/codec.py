@@ -365,7 +365,7 @@ def history_from_dicts(items: Sequence[object], *, decoded: bool = False) -> lis
     append = out.append
     new = _new
     names = NAME_LENGTHS  # (tool names' JSON lengths, looked up in C)
-    for index, item in enumerate(items):
+    for item in items:
         if type(item) is dict:
             try:  # (a missing key: the general path names it)
                 parts = item["parts"]
@@ -421,7 +421,8 @@ def history_from_dicts(items: Sequence[object], *, decoded: bool = False) -> lis
                         continue
             except KeyError:
                 pass
-        append(message_from_dict(item, index=index))
+        # (one message per item so far: its index is their count)
+        append(message_from_dict(item, index=len(out)))
     return out
 
 
