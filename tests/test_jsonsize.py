@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from autocompact.codec import history_from_dicts
 from autocompact.content import FunctionCallPart
 from autocompact.errors import ContentError
-from autocompact.jsonsize import plain_json_length, utf8_escape_extra
+from autocompact.jsonsize import plain_json_length, str_json_length, utf8_escape_extra
 
 
 def _oracle(value: object) -> int:
@@ -185,3 +185,10 @@ def test_escapes_of_joined_strings_add_up(strings: list[str]) -> None:
     joined = b"".join(s.encode("utf-8", "surrogatepass") for s in strings)
     counted = sum(len(s) + 2 for s in strings) + utf8_escape_extra(joined)
     assert counted == sum(_oracle(s) for s in strings)
+
+
+@given(st.text(alphabet=ANY_CHAR, max_size=80) | ESCAPY)
+@settings(max_examples=400)
+def test_strings_count_exactly(value: str) -> None:
+    """A string (lone surrogates and every escape included) counts as json.dumps writes it."""
+    assert str_json_length(value) == _oracle(value)

@@ -43,6 +43,17 @@ DICTS: list[dict[str, Any]] = [
         ],
     },
     {"role": "model", "parts": [{"kind": "text", "text": "Done."}]},
+    {  # a response of content blocks (as Anthropic's tool results): measured by its JSON
+        "role": "user",
+        "parts": [
+            {
+                "kind": "function_response",
+                "id": "c2",
+                "name": "Read",
+                "response": [{"type": "text", "text": 'a "b"\n\x1f'}, {"n": 3, "ok": None}],
+            }
+        ],
+    },
 ]
 
 

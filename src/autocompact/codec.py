@@ -22,6 +22,7 @@ from dataclasses import fields
 from typing import Any, assert_never
 
 from autocompact.content import (
+    NAME_LENGTHS,
     CharStats,
     DocumentPart,
     FunctionCallPart,
@@ -34,7 +35,6 @@ from autocompact.content import (
     TextPart,
     ThinkingPart,
     measured_call,
-    name_json_length,
 )
 from autocompact.errors import ContentError
 from autocompact.jsonsize import plain_json_length, str_json_length
@@ -364,55 +364,65 @@ def history_from_dicts(items: Sequence[object], *, decoded: bool = False) -> lis
     out: list[Message] = []
     append = out.append
     new = _new
-    for index, item in enumerate(items):
+    names = NAME_LENGTHS  # (tool names' JSON lengths, looked up in C)
+    for item in items:
         if type(item) is dict:
-            source: tuple[Any, ...] | None = None
             try:  # (a missing key: the general path names it)
-                parts, role = item["parts"], item["role"]
-                data: Any = parts[0] if type(parts) is list and len(parts) == 1 else None
-                one = type(data) is dict and (role == "user" or role == "model")
-                kind = data["kind"] if one else None
-                if kind == "function_response":
-                    response, ident, name = data["response"], data["id"], data["name"]
-                    is_error = data.get("is_error", False)
-                    if (
-                        type(response) is str
-                        and type(ident) is str
-                        and type(name) is str
-                        and type(is_error) is bool
-                    ):
-                        chars = 21 + name_json_length(name) + str_json_length(response)
-                        source = (_response_part, 0, chars, ident, name, response, is_error)
-                elif kind == "function_call":
-                    arguments, ident, name = data["arguments"], data["id"], data["name"]
-                    if type(arguments) is dict and type(ident) is str and type(name) is str:
-                        # Not plain JSON (-1): measured_call proves it serializes, or names it.
-                        length = plain_json_length(arguments)
-                        if length >= 0:
-                            chars = 17 + name_json_length(name) + length
-                            source = (_call_part, 0, chars, ident, name, arguments)
-                elif kind == "text":
-                    text = data["text"]
-                    if type(text) is str:
-                        source = (_text_part, len(text), 0, text)
-                elif kind == "thinking":
-                    text, signature = data["text"], data.get("signature")
-                    redacted = data.get("redacted", False)
-                    if (
-                        type(text) is str
-                        and (signature is None or type(signature) is str)
-                        and type(redacted) is bool
-                    ):
-                        source = (_thinking_part, len(text), 0, text, signature, redacted)
+                parts = item["parts"]
+                role = item["role"]
+                if type(parts) is list and len(parts) == 1 and (role == "user" or role == "model"):
+                    data: Any = parts[0]
+                    kind = data["kind"] if type(data) is dict else None
+                    source: tuple[Any, ...] | None = None
+                    if kind == "function_response":
+                        response = data["response"]
+                        ident = data["id"]
+                        name = data["name"]
+                        is_error = data.get("is_error", False)
+                        if type(ident) is str and type(name) is str and type(is_error) is bool:
+                            # Not plain JSON (-1): the general path proves it serializes.
+                            length = (
+                                str_json_length(response)
+                                if type(response) is str
+                                else plain_json_length(response)
+                            )
+                            if length >= 0:
+                                chars = 21 + names[name] + length
+                                source = (_response_part, 0, chars, ident, name, response, is_error)
+                    elif kind == "function_call":
+                        arguments = data["arguments"]
+                        ident = data["id"]
+                        name = data["name"]
+                        if type(arguments) is dict and type(ident) is str and type(name) is str:
+                            # Not plain JSON (-1): measured_call proves it serializes, or names it.
+                            length = plain_json_length(arguments)
+                            if length >= 0:
+                                chars = 17 + names[name] + length
+                                source = (_call_part, 0, chars, ident, name, arguments)
+                    elif kind == "text":
+                        text = data["text"]
+                        if type(text) is str:
+                            source = (_text_part, len(text), 0, text)
+                    elif kind == "thinking":
+                        text = data["text"]
+                        signature = data.get("signature")
+                        redacted = data.get("redacted", False)
+                        if (
+                            type(text) is str
+                            and (signature is None or type(signature) is str)
+                            and type(redacted) is bool
+                        ):
+                            source = (_thinking_part, len(text), 0, text, signature, redacted)
+                    if source is not None:
+                        message = new(Message)
+                        _MESSAGE_ROLE(message, role)
+                        _MESSAGE_STATS(message, source)  # undecoded: see Message._stats
+                        append(message)
+                        continue
             except KeyError:
-                source = None
-            if source is not None:
-                message = new(Message)
-                _MESSAGE_ROLE(message, role)
-                _MESSAGE_STATS(message, source)  # undecoded: see Message._stats
-                append(message)
-                continue
-        append(message_from_dict(item, index=index))
+                pass
+        # (one message per item so far: its index is their count)
+        append(message_from_dict(item, index=len(out)))
     return out
 
 

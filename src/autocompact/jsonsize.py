@@ -24,8 +24,9 @@ _NOT_ESCAPED = bytes(b for b in range(256) if b not in _ESCAPED)
 # Written as a two-character escape (\", \\, \b, \f, \n, \r, \t); every other control
 # character is written \u00XX (six characters).
 _SHORT_ESCAPES = b'"\\\b\f\n\r\t'
-# Maps each long-escaped byte elsewhere and every other byte to itself: ``translate`` with it
-# (no deletions, so no table to build) returns the same object when there is none (usual).
+# Maps each long-escaped byte above ASCII (0xFF) and every other byte to itself: ``translate``
+# with it alone (no deletions, so no table to build) returns the same object when there is none
+# (usual); with the deletions, what is left is ASCII unless there is one.
 _LONG_MOVED = bytes(0xFF if b < 0x20 and b not in _SHORT_ESCAPES else b for b in range(256))
 _CONTINUATION = bytes(range(0x80, 0xC0))
 _NOT_CONTINUATION = bytes(b for b in range(256) if b not in _CONTINUATION)
@@ -37,11 +38,14 @@ def str_json_length(value: str) -> int:
     Its length, two quotes, and one more character for each character JSON escapes (five more
     for a control character written ``\\u00XX``), counted in one C pass over its UTF-8 bytes.
     """
-    raw = value.encode("ascii") if value.isascii() else value.encode("utf-8", "surrogatepass")
-    escaped = raw.translate(None, _NOT_ESCAPED)  # only the bytes JSON escapes (usually few)
-    if not escaped:
-        return len(value) + 2
-    if escaped.translate(_LONG_MOVED) is escaped:  # only two-character escapes
+    try:
+        raw = value.encode()  # (no arguments to parse: the common call made cheapest)
+    except UnicodeEncodeError:  # a lone surrogate: three bytes, none of them escaped
+        raw = value.encode("utf-8", "surrogatepass")
+    # Only the bytes JSON escapes (usually few), each long-escaped one moved above ASCII: the
+    # usual case (none, or two-character ones only) is then told by isascii(), no second pass.
+    escaped = raw.translate(_LONG_MOVED, _NOT_ESCAPED)
+    if escaped.isascii():
         return len(value) + 2 + len(escaped)
     return len(value) + 2 + len(escaped) + 4 * len(escaped.translate(None, _SHORT_ESCAPES))
 
