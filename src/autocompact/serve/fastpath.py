@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autocompact.content import CharStats, json_length
+from autocompact.content import NAME_LENGTHS, CharStats, json_length
 from autocompact.convert import UNKNOWN_TOOL_NAME
 from autocompact.estimation import (
     BYTES_PER_TOKEN_JSON,
@@ -46,7 +46,6 @@ from autocompact.serve.anthropic_messages import anthropic_tools
 from autocompact.serve.openai_chat import openai_tools
 from autocompact.serve.walk import (
     DENSE_TAIL,
-    NAME_LENGTHS,
     RESULT_OVERHEAD,
     STRIDE,
     Unread,

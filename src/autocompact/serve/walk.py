@@ -18,13 +18,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autocompact.content import CharStats, json_length, name_json_length
+from autocompact.content import NAME_LENGTHS, CharStats, json_length
 from autocompact.jsonsize import utf8_escape_extra
 from autocompact.providers.base import ToolSpec
 
 __all__ = [
     "DENSE_TAIL",
-    "NAME_LENGTHS",
     "RESULT_OVERHEAD",
     "STRIDE",
     "Added",
@@ -221,20 +220,6 @@ class Walk:
         text, json_chars, media = self.last[:3]
         pending = CharStats(text_chars=text, json_chars=json_chars, media_parts=media)
         return WireStats(history=history, pending=pending, system=system, tools=tools)
-
-
-class _Lengths(dict[str, int]):
-    """Tool and argument names' JSON lengths, remembered (an agent has a few dozen of each):
-    looked up in C, :func:`~autocompact.content.name_json_length` called on a miss."""
-
-    def __missing__(self, name: str) -> int:
-        length = name_json_length(name)
-        if len(self) < 4096:
-            self[name] = length
-        return length
-
-
-NAME_LENGTHS = _Lengths()
 
 
 def call_chars(name: str, arguments: dict[str, Any], push: Callable[[bytes], None]) -> int:
