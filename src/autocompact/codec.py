@@ -50,35 +50,41 @@ __all__ = ["history_from_dicts", "history_to_dicts", "message_from_dict", "messa
 _new = object.__new__
 
 
-def decoded_text(text: str) -> TextPart:
-    """A text part from a checked JSON field."""
+def decoded_text(text: str, stats: CharStats | None = None) -> TextPart:
+    """A text part from a checked JSON field (``stats``: its size, when already counted)."""
     part = _new(TextPart)
     _TEXT_TEXT(part, text)
     _TEXT_KIND(part, "text")
-    _TEXT_STATS(part, None)
+    _TEXT_STATS(part, stats)
     return part
 
 
-def decoded_call(ident: str, name: str, arguments: Mapping[str, Any]) -> FunctionCallPart:
-    """A function call from checked JSON fields, measured when first asked."""
+def decoded_call(
+    ident: str, name: str, arguments: Mapping[str, Any], stats: CharStats | None = None
+) -> FunctionCallPart:
+    """A function call from checked JSON fields, measured when first asked (unless ``stats``
+    is given)."""
     part = _new(FunctionCallPart)
     _CALL_ID(part, ident)
     _CALL_NAME(part, name)
     _CALL_ARGUMENTS(part, arguments)
     _CALL_KIND(part, "function_call")
-    _CALL_STATS(part, None)
+    _CALL_STATS(part, stats)
     return part
 
 
-def decoded_response(ident: str, name: str, response: Any, is_error: bool) -> FunctionResponsePart:
-    """A function response from checked JSON fields, measured when first asked."""
+def decoded_response(
+    ident: str, name: str, response: Any, is_error: bool, stats: CharStats | None = None
+) -> FunctionResponsePart:
+    """A function response from checked JSON fields, measured when first asked (unless
+    ``stats`` is given)."""
     part = _new(FunctionResponsePart)
     _RESPONSE_ID(part, ident)
     _RESPONSE_NAME(part, name)
     _RESPONSE_RESPONSE(part, response)
     _RESPONSE_IS_ERROR(part, is_error)
     _RESPONSE_KIND(part, "function_response")
-    _RESPONSE_STATS(part, None)
+    _RESPONSE_STATS(part, stats)
     return part
 
 
@@ -431,32 +437,15 @@ def history_from_dicts(items: Sequence[object], *, decoded: bool = False) -> lis
 
 
 def _text_part(source: tuple[Any, ...], stats: CharStats) -> Part:
-    part = _new(TextPart)
-    _TEXT_TEXT(part, source[3])
-    _TEXT_KIND(part, "text")
-    _TEXT_STATS(part, stats)
-    return part
+    return decoded_text(source[3], stats)
 
 
 def _response_part(source: tuple[Any, ...], stats: CharStats) -> Part:
-    part = _new(FunctionResponsePart)
-    _RESPONSE_ID(part, source[3])
-    _RESPONSE_NAME(part, source[4])
-    _RESPONSE_RESPONSE(part, source[5])
-    _RESPONSE_IS_ERROR(part, source[6])
-    _RESPONSE_KIND(part, "function_response")
-    _RESPONSE_STATS(part, stats)
-    return part
+    return decoded_response(source[3], source[4], source[5], source[6], stats)
 
 
 def _call_part(source: tuple[Any, ...], stats: CharStats) -> Part:
-    part = _new(FunctionCallPart)
-    _CALL_ID(part, source[3])
-    _CALL_NAME(part, source[4])
-    _CALL_ARGUMENTS(part, source[5])
-    _CALL_KIND(part, "function_call")
-    _CALL_STATS(part, stats)
-    return part
+    return decoded_call(source[3], source[4], source[5], stats)
 
 
 def _thinking_part(source: tuple[Any, ...], stats: CharStats) -> Part:
