@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import Any, TypeAlias
+from dataclasses import replace
+from typing import Any, Final, TypeAlias
 
 from autocompact.compaction.attempt import (
     CompressionFlow,
@@ -156,7 +156,14 @@ def compress_flow(
         must_free=_must_free(base, options),
         need=math.ceil(required_chars(ledger) / BYTES_PER_TOKEN),
     )
-    done = replace(done, ledger=ledger, local=summarizer is not None)
+    done = _Done(
+        history=original_history,
+        clearing=clearing,
+        original=original,
+        base=base,
+        ledger=ledger,
+        local=summarizer is not None,
+    )
     if summarizer is not None:
         text = call_summarizer(summarizer, to_compress, cap, ledger=ledger)
         completion = Completion(
@@ -458,16 +465,28 @@ def _native_source(to_compress: Sequence[Message], options: CompressOptions) -> 
     )
 
 
-@dataclass(frozen=True, kw_only=True)
 class _Done:
-    """What happened before the summary: the input, the clearing that stands, the counts."""
+    """What happened before the summary: the input, the clearing that stands, the counts (a
+    plain class: a dataclass compiles its methods at import)."""
 
-    history: tuple[Message, ...]
-    clearing: ClearingResult | None
-    original: int  # the size reported as before
-    base: int  # the size of what was summarized (smaller than original after clearing)
-    ledger: Ledger | None = None  # what the summary must carry (issue 22)
-    local: bool = False  # the summary is the local summarizer's, not a model's
+    __slots__ = ("base", "clearing", "history", "ledger", "local", "original")
+
+    def __init__(
+        self,
+        *,
+        history: tuple[Message, ...],
+        clearing: ClearingResult | None,
+        original: int,
+        base: int,
+        ledger: Ledger | None = None,
+        local: bool = False,
+    ) -> None:
+        self.history: Final = history
+        self.clearing: Final = clearing
+        self.original: Final = original  # the size reported as before
+        self.base: Final = base  # the size of what was summarized (< original after clearing)
+        self.ledger: Final = ledger  # what the summary must carry (issue 22)
+        self.local: Final = local  # the summary is the local summarizer's, not a model's
 
     def failed(
         self,
