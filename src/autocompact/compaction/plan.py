@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, TypeAlias
 
 from autocompact.compaction.attempt import (
@@ -141,7 +141,8 @@ def compress_flow(
         "compressed_messages": len(to_compress),
         "kept_messages": len(to_keep),
     }
-    done = _Done(history=original_history, clearing=clearing, original=original, base=base)
+    done = _Done(original_history, clearing)
+    done.original, done.base = original, base
 
     def fail(status: CompressionStatus, error: str, **extra: Any) -> CompressionResult:
         return done.failed(options, status, error, extra)
@@ -156,7 +157,7 @@ def compress_flow(
         must_free=_must_free(base, options),
         need=math.ceil(required_chars(ledger) / BYTES_PER_TOKEN),
     )
-    done = replace(done, ledger=ledger, local=summarizer is not None)
+    done.ledger, done.local = ledger, summarizer is not None
     if summarizer is not None:
         text = call_summarizer(summarizer, to_compress, cap, ledger=ledger)
         completion = Completion(
@@ -458,16 +459,16 @@ def _native_source(to_compress: Sequence[Message], options: CompressOptions) -> 
     )
 
 
-@dataclass(frozen=True, kw_only=True)
 class _Done:
-    """What happened before the summary: the input, the clearing that stands, the counts."""
+    """What stood before the summary (a plain class: a dataclass compiles at import)."""
 
-    history: tuple[Message, ...]
-    clearing: ClearingResult | None
-    original: int  # the size reported as before
-    base: int  # the size of what was summarized (smaller than original after clearing)
-    ledger: Ledger | None = None  # what the summary must carry (issue 22)
-    local: bool = False  # the summary is the local summarizer's, not a model's
+    __slots__ = ("base", "clearing", "history", "ledger", "local", "original")
+
+    def __init__(self, history: tuple[Message, ...], clearing: ClearingResult | None) -> None:
+        self.history, self.clearing = history, clearing  # the input, the clearing that stands
+        self.original = self.base = 0  # the size reported as before; of what is summarized
+        self.ledger: Ledger | None = None  # what the summary must carry (issue 22)
+        self.local = False  # the summary is the local summarizer's, not a model's
 
     def failed(
         self,

@@ -22,6 +22,8 @@ OpenAI has no ``is_error`` flag for tool messages (it is not sent there).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from autocompact.convert._common import (
     UNKNOWN_TOOL_NAME,
     ThinkingMode,
@@ -35,7 +37,9 @@ from autocompact.convert.anthropic_messages import (
     to_anthropic_message,
     to_anthropic_messages,
 )
-from autocompact.convert.openai_chat import from_openai_messages, to_openai_messages
+
+if TYPE_CHECKING:
+    from autocompact.convert.openai_chat import from_openai_messages, to_openai_messages
 
 __all__ = [
     "UNKNOWN_TOOL_NAME",
@@ -50,3 +54,15 @@ __all__ = [
     "to_anthropic_messages",
     "to_openai_messages",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The OpenAI conversion is imported when first asked for: reading a Claude Code transcript
+    # (the Anthropic form) needs none of it.
+    if name in ("from_openai_messages", "to_openai_messages"):
+        from autocompact.convert import openai_chat
+
+        value = getattr(openai_chat, name)
+        globals()[name] = value  # later lookups are plain module attributes
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

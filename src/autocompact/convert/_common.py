@@ -14,7 +14,8 @@ ThinkingMode: TypeAlias = Literal["reasoning_content", "drop", "error"]
 
 UNKNOWN_TOOL_NAME = "unknown"
 
-_DATA_URL = re.compile(r"^data:(?P<type>[^;,]+)?(?P<params>(;[^;,]*)*?);base64,(?P<data>.*)$", re.S)
+# Compiled at the first data URL (re keeps it): most conversions never meet one.
+_DATA_URL = r"^data:(?P<type>[^;,]+)?(?P<params>(;[^;,]*)*?);base64,(?P<data>.*)$"
 
 JsonDict: TypeAlias = dict[str, Any]
 
@@ -24,7 +25,7 @@ JsonDict: TypeAlias = dict[str, Any]
 
 def parse_data_url(url: str) -> tuple[str, str] | None:
     """``(media_type, base64 data)`` of a ``data:...;base64,...`` URL, or ``None``."""
-    match = _DATA_URL.match(url)
+    match = re.match(_DATA_URL, url, re.S)
     if match is None:
         return None
     return match.group("type") or "application/octet-stream", match.group("data")

@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from autocompact.codec import decoded_message, decoded_response, decoded_text
 from autocompact.content import (
     OPAQUE_SUMMARY_PREFIX,
     DocumentPart,
@@ -21,6 +22,7 @@ from autocompact.content import (
     Part,
     TextPart,
     ThinkingPart,
+    measured_call,
     portable_history,
 )
 from autocompact.convert._common import (
@@ -93,7 +95,7 @@ def from_anthropic_message(
     Raises:
         ContentError: an unknown role or block type, or a malformed block.
     """
-    msg = require_mapping(msg, index, "an Anthropic message")
+    msg = msg if type(msg) is dict else require_mapping(msg, index, "an Anthropic message")
     names = tool_names if tool_names is not None else {}
     role = msg.get("role")
     if role not in ("user", "assistant"):
@@ -104,23 +106,26 @@ def from_anthropic_message(
         )
     content = msg.get("content")
     if isinstance(content, str):
-        parts: tuple[Part, ...] = (TextPart(text=content),)
+        parts: tuple[Part, ...] = (decoded_text(content),)
     elif isinstance(content, list):
-        parts = tuple(_anthropic_block(block, index, names) for block in content)
+        parts = tuple([_anthropic_block(block, index, names) for block in content])
     else:
         raise ContentError(
             f"message {index}: content must be a string or a list of blocks, "
             f"got {type(content).__name__}",
             index=index,
         )
-    return Message(role="user" if role == "user" else "model", parts=parts)
+    # The role and every part were checked above, as Message's constructor would check them.
+    return decoded_message("user" if role == "user" else "model", parts)
 
 
 def _anthropic_block(raw: Any, index: int, names: dict[str, str]) -> Part:
-    block = require_mapping(raw, index, "a content block")
+    # The parts are built from fields checked here as their constructors check them (a JSON
+    # object parsed from text is a dict: the Mapping check is for other callers).
+    block = raw if type(raw) is dict else require_mapping(raw, index, "a content block")
     kind = block.get("type")
     if kind == "text":
-        return TextPart(text=require_str(block, "text", index, "a text block"))
+        return decoded_text(require_str(block, "text", index, "a text block"))
     if kind == "thinking":
         signature = block.get("signature")
         return ThinkingPart(
@@ -138,15 +143,15 @@ def _anthropic_block(raw: Any, index: int, names: dict[str, str]) -> Part:
         name = require_str(block, "name", index, "a tool_use block")
         arguments = require_mapping(block.get("input", {}), index, "tool_use input")
         names[call_id] = name
-        return FunctionCallPart(id=call_id, name=name, arguments=dict(arguments))
+        return measured_call(call_id, name, dict(arguments))  # measured now, as constructed
     if kind == "tool_result":
         call_id = require_str(block, "tool_use_id", index, "a tool_result block")
-        return FunctionResponsePart(
-            id=call_id,
-            name=names.get(call_id, UNKNOWN_TOOL_NAME),
-            response=_anthropic_tool_result_content(block.get("content"), index),
-            is_error=bool(block.get("is_error", False)),
-        )
+        name = names.get(call_id, UNKNOWN_TOOL_NAME)
+        response = _anthropic_tool_result_content(block.get("content"), index)
+        is_error = bool(block.get("is_error", False))
+        if isinstance(response, str) and isinstance(name, str):  # measured when first asked
+            return decoded_response(call_id, name, response, is_error)
+        return FunctionResponsePart(id=call_id, name=name, response=response, is_error=is_error)
     if kind in ("image", "document"):
         return _anthropic_media(block, kind, index)
     raise ContentError(

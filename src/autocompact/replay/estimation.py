@@ -6,10 +6,13 @@ See :mod:`autocompact.replay` for what each estimate is.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from math import ceil
 from typing import Final
 
 from autocompact.content import CharStats, Message
 from autocompact.estimation import (
+    BYTES_PER_TOKEN,
+    BYTES_PER_TOKEN_JSON,
     Calibration,
     calibrated_estimate,
     calibrated_tokens,
@@ -52,6 +55,15 @@ class CharPrefix:
             text_chars=self.text[stop] - self.text[start],
             json_chars=self.json[stop] - self.json[start],
             media_parts=self.media[stop] - self.media[start],
+        )
+
+    def tokens(self, start: int, stop: int, image_token_estimate: int) -> int:
+        """``estimate_stats_tokens(self.stats(start, stop), image_token_estimate)``, the same
+        sum rounded up, without making the statistics."""
+        return ceil(
+            (self.text[stop] - self.text[start]) / BYTES_PER_TOKEN
+            + (self.json[stop] - self.json[start]) / BYTES_PER_TOKEN_JSON
+            + (self.media[stop] - self.media[start]) * image_token_estimate
         )
 
 
@@ -101,8 +113,9 @@ def estimate_calls(
         if previous is None or new_context or previous.prompt_tokens <= 0:
             warm = cold
         else:
-            added = prefix.stats(previous.preceding, call.preceding)
-            warm = previous.prompt_tokens + estimate_stats_tokens(added, images)
+            warm = previous.prompt_tokens + prefix.tokens(
+                previous.preceding, call.preceding, images
+            )
         calibrated = baseline + calibrated_estimate(
             plain, calibration, stats, image_token_estimate=images
         )

@@ -31,7 +31,7 @@ from autocompact.compaction.service import CompressionService
 from autocompact.compaction.sidequery import call_summarizer
 from autocompact.content import Message
 from autocompact.errors import ConfigError, ContentError
-from autocompact.estimation import calibrated_tokens, estimate_content_tokens, estimate_stats_tokens
+from autocompact.estimation import calibrated_tokens, estimate_content_tokens
 from autocompact.replay.estimation import CharPrefix, Estimated, estimate_calls
 from autocompact.replay.records import (
     POLICIES,
@@ -316,17 +316,17 @@ class _Sim:
 
     def plain_live(self, stop: int) -> int:
         """The plain estimate of the live context (head plus conversation[start:stop])."""
-        images = self.options.image_token_estimate
-        stats = self.prefix.stats(self.start, stop)
-        return self.head_plain + estimate_stats_tokens(stats, images)
+        return self.head_plain + self.prefix.tokens(
+            self.start, stop, self.options.image_token_estimate
+        )
 
     def refuses(self, step: _Step) -> bool:
         """The engine's first check: the pending message alone, with what every request
         carries (the baseline), larger than the window is refused before anything is sent."""
         if step.stop <= self.start:
             return False
-        pending = self.conversation[step.stop - 1]
-        plain = estimate_content_tokens([pending], self.options.image_token_estimate)
+        # The plain estimate of conversation[stop - 1] alone.
+        plain = self.prefix.tokens(step.stop - 1, step.stop, self.options.image_token_estimate)
         return self.baseline + self.scale().tokens(plain, scale="best") > self.options.window
 
     def _trimmed(self, step: _Step, scale: ProviderScale) -> tuple[int, TrimResult | None, bool]:
@@ -531,9 +531,9 @@ class _Growth:
         self.conversation, self.prefix, self.steps = _steps(transcript, estimated, options)
         self.plain_growth: list[int] = []
         previous_stop = 0
+        images = options.image_token_estimate
         for step in self.steps:
-            added = self.prefix.stats(previous_stop, step.stop)
-            self.plain_growth.append(estimate_stats_tokens(added, options.image_token_estimate))
+            self.plain_growth.append(self.prefix.tokens(previous_stop, step.stop, images))
             previous_stop = step.stop
         first = self.plain_growth[0] if self.plain_growth else 0
         self.baseline = max(0, estimated[0].row.estimate_cold - first) if estimated else 0

@@ -29,8 +29,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from autocompact.codec import decoded_message
 from autocompact.content import Message, TextPart
-from autocompact.convert import from_anthropic_message
+from autocompact.convert.anthropic_messages import from_anthropic_message
 from autocompact.errors import ContentError, TranscriptFormatError
 from autocompact.transcripts._base import (
     CompactionMarker,
@@ -81,7 +82,9 @@ def read(path: Path, data: bytes | None = None) -> Transcript:
     sidechain_file = bool(conversation) and all(obj.get("isSidechain") for obj in conversation)
 
     messages: list[Message] = []
-    calls: list[RecordedCall] = []
+    # Each call's fields (index, preceding, context_start, prompt, output, model, line), made a
+    # RecordedCall at the end: a response split over lines raises its output as it is read.
+    calls: list[list[Any]] = []
     compactions: list[CompactionMarker] = []
     summaries: set[int] = set()
     by_id: dict[str, tuple[int, int]] = {}  # message.id -> (message index, call index)
@@ -119,7 +122,7 @@ def read(path: Path, data: bytes | None = None) -> Transcript:
         if obj.get("isSidechain") and not sidechain_file:
             continue
         raw = obj.get("message")
-        if not isinstance(raw, Mapping):
+        if not isinstance(raw, dict):  # (parsed JSON: a Mapping is a dict)
             raise TranscriptFormatError(
                 f"a {kind} line without a 'message' object", path=str(path), line=number
             )
@@ -141,15 +144,13 @@ def read(path: Path, data: bytes | None = None) -> Transcript:
         if isinstance(message_id, str) and message_id in by_id:
             position, call_index = by_id[message_id]
             merged = messages[position].parts + message.parts
-            messages[position] = Message(role="model", parts=merged)
-            if isinstance(usage, Mapping):
-                previous = calls[call_index]
-                output = max(
-                    previous.output_tokens, usage_field(usage, "output_tokens", path, number)
-                )
-                calls[call_index] = _replace_output(previous, output)
+            # Two model messages this reader built: their parts are checked already.
+            messages[position] = decoded_message("model", merged)
+            if isinstance(usage, dict):
+                fields = calls[call_index]
+                fields[4] = max(fields[4], usage_field(usage, "output_tokens", path, number))
             continue
-        if model == _SYNTHETIC_MODEL or not isinstance(usage, Mapping):
+        if model == _SYNTHETIC_MODEL or not isinstance(usage, dict):
             messages.append(message)
             continue
         prompt = (
@@ -157,27 +158,41 @@ def read(path: Path, data: bytes | None = None) -> Transcript:
             + usage_field(usage, "cache_creation_input_tokens", path, number)
             + usage_field(usage, "cache_read_input_tokens", path, number)
         )
-        call = RecordedCall(
-            index=len(calls),
-            preceding=len(messages),
-            context_start=context_start,
-            prompt_tokens=prompt,
-            output_tokens=usage_field(usage, "output_tokens", path, number),
-            model=model if isinstance(model, str) else None,
-            line=number,
-        )
+        output = usage_field(usage, "output_tokens", path, number)
         if isinstance(message_id, str):
             by_id[message_id] = (len(messages), len(calls))
-        calls.append(call)
+        calls.append(
+            [
+                len(calls),
+                len(messages),
+                context_start,
+                prompt,
+                output,
+                model if isinstance(model, str) else None,
+                number,
+            ]
+        )
         messages.append(message)
 
     messages.extend(Message.user(text) for text in queued)
+    recorded = [
+        RecordedCall(
+            index=index,
+            preceding=preceding,
+            context_start=start,
+            prompt_tokens=prompt,
+            output_tokens=output,
+            model=model,
+            line=line,
+        )
+        for index, preceding, start, prompt, output, model, line in calls
+    ]
     return Transcript(
         path=str(path),
         format=FORMAT,
         messages=tuple(messages),
-        calls=tuple(calls),
-        compactions=tuple(_with_post_tokens(compactions, calls)),
+        calls=tuple(recorded),
+        compactions=tuple(_with_post_tokens(compactions, recorded)),
         summary_positions=frozenset(summaries),
     )
 
@@ -213,18 +228,6 @@ def _convert(
         )
     except ContentError as exc:
         raise TranscriptFormatError(str(exc), path=str(path), line=line) from exc
-
-
-def _replace_output(call: RecordedCall, output: int) -> RecordedCall:
-    return RecordedCall(
-        index=call.index,
-        preceding=call.preceding,
-        context_start=call.context_start,
-        prompt_tokens=call.prompt_tokens,
-        output_tokens=output,
-        model=call.model,
-        line=call.line,
-    )
 
 
 def _with_post_tokens(

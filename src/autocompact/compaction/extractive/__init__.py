@@ -19,8 +19,8 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from contextvars import ContextVar, Token
+from typing import TYPE_CHECKING, Any
 
-from autocompact.compaction.extractive.terms import key_terms, shorten_middle
 from autocompact.compaction.ledger import Ledger, build_ledger, render_ledger
 from autocompact.compaction.ledger.render import FRAME
 from autocompact.compaction.ledger.tokens import least_token_share, token_share
@@ -29,7 +29,23 @@ from autocompact.errors import ConfigError
 from autocompact.estimation import BYTES_PER_TOKEN, estimate_content_chars
 from autocompact.thresholds import COMPACT_MAX_OUTPUT_TOKENS
 
+if TYPE_CHECKING:
+    from autocompact.compaction.extractive.terms import key_terms, shorten_middle
+
 __all__ = ["MIN_SUMMARY_TOKENS", "extractive_summary", "key_terms", "shorten_middle"]
+
+
+def __getattr__(name: str) -> Any:
+    # key_terms and shorten_middle are offered here and used nowhere in the package: their
+    # module (and its patterns) is imported when one is first asked for, not by every summary.
+    if name in ("key_terms", "shorten_middle"):
+        from autocompact.compaction.extractive import terms
+
+        value = getattr(terms, name)
+        globals()[name] = value  # later lookups are plain module attributes
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 MIN_SUMMARY_TOKENS = 16
 """The smallest ``max_tokens`` accepted: room for the frame and one short line."""

@@ -23,7 +23,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 
 from autocompact.compaction.ledger import tools
 from autocompact.compaction.ledger.goals import (
@@ -120,33 +119,59 @@ class _Said:
         self.rare = 0
 
 
-@dataclass(kw_only=True)
 class _State:
-    position: int = 0
-    said: list[_Said] = field(default_factory=list)
-    goal: Entry | None = None
-    goal_subject: re.Pattern[str] | None = None  # finds the goal's subject words
-    seeded: Ledger | None = None
-    files: dict[str, tuple[str, int]] = field(default_factory=dict)
-    paths: list[str] = field(default_factory=list)
-    todos: list[tuple[str, str]] = field(default_factory=list)
-    todo_position: int = 0
-    done: list[Entry] = field(default_factory=list)  # finished work the tools show
-    errors: dict[str, Entry] = field(default_factory=dict)
-    open_errors: set[str] = field(default_factory=set)  # the keys of those still open
-    results: dict[str, Entry] = field(default_factory=dict)
-    actions: list[Entry] = field(default_factory=list)
-    last_user_line: str = ""
-    last_user_position: int = 0
-    counts: Counter[str] = field(default_factory=Counter)
-    rare_limit: int = -1
-    common: set[str] = field(default_factory=set)  # words seen more than ``rare_limit`` times
-    known: frozenset[str] = frozenset()  # ``common`` and the words of grammar
-    last_reply: Entry | None = None
-    # Each call by id, with its command and file action (read once, when it is made).
-    calls: dict[str, tuple[FunctionCallPart, str | None, tuple[str, str] | None]] = field(
-        default_factory=dict
+    """What build_ledger learned so far (a plain class: a dataclass compiles its methods at
+    import, and this one is only ever made empty and filled in)."""
+
+    __slots__ = (
+        "actions",
+        "calls",
+        "common",
+        "counts",
+        "done",
+        "errors",
+        "files",
+        "goal",
+        "goal_subject",
+        "known",
+        "last_reply",
+        "last_user_line",
+        "last_user_position",
+        "open_errors",
+        "paths",
+        "position",
+        "rare_limit",
+        "results",
+        "said",
+        "seeded",
+        "todo_position",
+        "todos",
     )
+
+    def __init__(self) -> None:
+        self.position = 0
+        self.said: list[_Said] = []
+        self.goal: Entry | None = None
+        self.goal_subject: re.Pattern[str] | None = None  # finds the goal's subject words
+        self.seeded: Ledger | None = None
+        self.files: dict[str, tuple[str, int]] = {}
+        self.paths: list[str] = []
+        self.todos: list[tuple[str, str]] = []
+        self.todo_position = 0
+        self.done: list[Entry] = []  # finished work the tools show
+        self.errors: dict[str, Entry] = {}
+        self.open_errors: set[str] = set()  # the keys of those still open
+        self.results: dict[str, Entry] = {}
+        self.actions: list[Entry] = []
+        self.last_user_line = ""
+        self.last_user_position = 0
+        self.counts: Counter[str] = Counter()
+        self.rare_limit = -1
+        self.common: set[str] = set()  # words seen more than ``rare_limit`` times
+        self.known: frozenset[str] = frozenset()  # ``common`` and the words of grammar
+        self.last_reply: Entry | None = None
+        # Each call by id, with its command and file action (read once, when it is made).
+        self.calls: dict[str, tuple[FunctionCallPart, str | None, tuple[str, str] | None]] = {}
 
     def tick(self) -> int:
         self.position += 1
