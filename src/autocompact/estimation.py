@@ -24,6 +24,7 @@ __all__ = [
     "BYTES_PER_TOKEN",
     "BYTES_PER_TOKEN_JSON",
     "PendingMessage",
+    "chars_tokens",
     "content_stats",
     "estimate_content_chars",
     "estimate_content_tokens",
@@ -78,16 +79,27 @@ def stats_chars(stats: CharStats, image_token_estimate: int = DEFAULT_IMAGE_TOKE
     )
 
 
+def chars_tokens(
+    text_chars: int,
+    json_chars: int,
+    media_parts: int,
+    image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE,
+) -> int:
+    """Tokens of character counts, rounded up: text at 4 characters a token, JSON at 2, each
+    media part at a fixed count (for counts summed without making a :class:`CharStats`)."""
+    exact = (
+        text_chars / BYTES_PER_TOKEN
+        + json_chars / BYTES_PER_TOKEN_JSON
+        + media_parts * image_token_estimate
+    )
+    return math.ceil(exact)
+
+
 def estimate_stats_tokens(
     stats: CharStats, image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE
 ) -> int:
     """Tokens of already-summed character statistics, rounded up."""
-    exact = (
-        stats.text_chars / BYTES_PER_TOKEN
-        + stats.json_chars / BYTES_PER_TOKEN_JSON
-        + stats.media_parts * image_token_estimate
-    )
-    return math.ceil(exact)
+    return chars_tokens(stats.text_chars, stats.json_chars, stats.media_parts, image_token_estimate)
 
 
 def estimate_content_tokens(

@@ -6,16 +6,14 @@ See :mod:`autocompact.replay` for what each estimate is.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from math import ceil
 from typing import Final
 
 from autocompact.content import CharStats, Message
 from autocompact.estimation import (
-    BYTES_PER_TOKEN,
-    BYTES_PER_TOKEN_JSON,
     Calibration,
     calibrated_estimate,
     calibrated_tokens,
+    chars_tokens,
     estimate_stats_tokens,
     update_calibration,
 )
@@ -58,12 +56,13 @@ class CharPrefix:
         )
 
     def tokens(self, start: int, stop: int, image_token_estimate: int) -> int:
-        """``estimate_stats_tokens(self.stats(start, stop), image_token_estimate)``, the same
-        sum rounded up, without making the statistics."""
-        return ceil(
-            (self.text[stop] - self.text[start]) / BYTES_PER_TOKEN
-            + (self.json[stop] - self.json[start]) / BYTES_PER_TOKEN_JSON
-            + (self.media[stop] - self.media[start]) * image_token_estimate
+        """``estimate_stats_tokens(self.stats(start, stop), image_token_estimate)``, without
+        making the statistics."""
+        return chars_tokens(
+            self.text[stop] - self.text[start],
+            self.json[stop] - self.json[start],
+            self.media[stop] - self.media[start],
+            image_token_estimate,
         )
 
 
