@@ -22,8 +22,9 @@ OpenAI has no ``is_error`` flag for tool messages (it is not sent there).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from autocompact._lazy import lazy_names
 from autocompact.convert._common import (
     UNKNOWN_TOOL_NAME,
     ThinkingMode,
@@ -56,13 +57,8 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    # The OpenAI conversion is imported when first asked for: reading a Claude Code transcript
-    # (the Anthropic form) needs none of it.
-    if name in ("from_openai_messages", "to_openai_messages"):
-        from autocompact.convert import openai_chat
-
-        value = getattr(openai_chat, name)
-        globals()[name] = value  # later lookups are plain module attributes
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# The OpenAI conversion is imported when first asked for: reading a Claude Code transcript (the
+# Anthropic form) needs none of it.
+__getattr__ = lazy_names(
+    __name__, "autocompact.convert.openai_chat", ("from_openai_messages", "to_openai_messages")
+)

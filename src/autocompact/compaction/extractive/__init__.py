@@ -19,8 +19,9 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from contextvars import ContextVar, Token
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from autocompact._lazy import lazy_names
 from autocompact.compaction.ledger import Ledger, build_ledger, render_ledger
 from autocompact.compaction.ledger.render import FRAME
 from autocompact.compaction.ledger.tokens import least_token_share, token_share
@@ -35,16 +36,11 @@ if TYPE_CHECKING:
 __all__ = ["MIN_SUMMARY_TOKENS", "extractive_summary", "key_terms", "shorten_middle"]
 
 
-def __getattr__(name: str) -> Any:
-    # key_terms and shorten_middle are offered here and used nowhere in the package: their
-    # module (and its patterns) is imported when one is first asked for, not by every summary.
-    if name in ("key_terms", "shorten_middle"):
-        from autocompact.compaction.extractive import terms
-
-        value = getattr(terms, name)
-        globals()[name] = value  # later lookups are plain module attributes
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# key_terms and shorten_middle are offered here and used nowhere in the package: their module
+# (and its patterns) is imported when one is first asked for, not by every summary.
+__getattr__ = lazy_names(
+    __name__, "autocompact.compaction.extractive.terms", ("key_terms", "shorten_middle")
+)
 
 
 MIN_SUMMARY_TOKENS = 16
