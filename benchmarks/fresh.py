@@ -290,11 +290,11 @@ def section_compaction(report: Report, tokens: int, n_rounds: int) -> dict[str, 
         summarized.append(messages)
         return build_ledger(messages)
 
-    setattr(plan_module, "build_ledger", catch)  # caught once, then put back
+    plan_module.build_ledger = catch  # caught once, then put back
     try:
         service.compress(seen, options)
     finally:
-        setattr(plan_module, "build_ledger", build_ledger)
+        plan_module.build_ledger = build_ledger
     contenders = [
         Contender("clearing", lambda _: clear_tool_outputs(seen)),
         Contender("compaction", lambda _: service.compress(seen, options)),
