@@ -498,6 +498,9 @@ class ServeApp:
             logger.error("could not store the compaction: %s", exc)
 
     def _log(self, request: Request, decision: Decision, status: int, added: float) -> None:
+        if not logger.isEnabledFor(logging.INFO):
+            return
+        decision = self.planner.measured(decision)
         identity = decision.identity
         logger.info(
             "%s %s conversation=%s signal=%s tokens=%d tier=%s action=%s side_queries=%d "

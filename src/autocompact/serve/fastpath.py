@@ -29,19 +29,19 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from autocompact.content import NAME_LENGTHS, CharStats, json_length
 from autocompact.convert import UNKNOWN_TOOL_NAME
 from autocompact.estimation import (
     BYTES_PER_TOKEN_JSON,
+    applied_factor,
     calibrated_estimate,
     estimate_stats_tokens,
     estimate_text_tokens,
 )
 from autocompact.guard import GuardState
-from autocompact.jsonsize import utf8_escape_extra
 from autocompact.serve.anthropic_messages import anthropic_tools
 from autocompact.serve.openai_chat import openai_tools
 from autocompact.serve.walk import (
@@ -52,14 +52,17 @@ from autocompact.serve.walk import (
     Walk,
     WireStats,
     call_chars,
+    escape_bound,
+    escape_extra,
     media_ok,
     need_str,
     result_chars,
     result_content,
+    string_lengths,
 )
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
 
-__all__ = ["Sizing", "WireStats", "estimate", "read", "wire_stats"]
+__all__ = ["Sizing", "WireStats", "bounds", "estimate", "read", "wire_stats"]
 
 # -- Anthropic Messages ------------------------------------------------------------------------
 
@@ -131,7 +134,7 @@ def _anthropic(
                     answered = names.get(call_id, UNKNOWN_TOOL_NAME)
                     if type(result) is str:  # as result_chars counts it, without the call
                         json_chars += RESULT_OVERHEAD + 2 + lengths[answered] + len(result)
-                        push(result.encode("utf-8", "surrogatepass"))
+                        push(result)
                     else:
                         json_chars += result_chars(answered, result_content(result), push)
                     if index == final:
@@ -171,11 +174,13 @@ def _anthropic(
             continue
         text_before, json_before, media_before, begin = before
         own_json = json_chars - json_before
-        if strings:  # what escaping adds: to the history's strings, to the last message's
+        if not walk.exact:  # counted later: where the history's strings and its own end
+            walk.span = (begin, len(strings))
+        elif strings:  # what escaping adds: to the history's strings, to the last message's
             if begin:
-                json_before += utf8_escape_extra(b"".join(strings[:begin]))
+                json_before += escape_extra(strings[:begin])
             if begin < len(strings):
-                own_json += utf8_escape_extra(b"".join(strings[begin:]))
+                own_json += escape_extra(strings[begin:])
             strings.clear()
             json_chars = json_before + own_json
         prev_model = messages[index - 1]["role"] == "assistant" if index > start else resumed[5]
@@ -248,7 +253,7 @@ def _openai_assistant(
     message: Mapping[str, Any],
     names: dict[str, str],
     pairs: list[tuple[str, str]],
-    push: Callable[[bytes], None],
+    push: Callable[[str], None],
 ) -> tuple[int, int, list[str]]:
     """An assistant message's text and JSON characters and its calls (their names taken)."""
     text = json_chars = 0
@@ -333,7 +338,7 @@ def _openai(body: Mapping[str, Any], messages: Sequence[Any], walk: Walk, start:
                 group, results = 0, []
             if type(result) is str:  # as result_chars counts it
                 group += RESULT_OVERHEAD + 2 + lengths[answered] + len(result)
-                push(result.encode("utf-8", "surrogatepass"))
+                push(result)
             else:
                 group += result_chars(answered, result_content(result), push)
             results.append(call_id)
@@ -422,6 +427,7 @@ def read(
     *,
     previous: Sizing | None = None,
     weight: int = 0,
+    exact: bool = True,
 ) -> Sizing | None:
     """The request's statistics read from its decoded JSON (``None``: take the full path).
 
@@ -431,14 +437,17 @@ def read(
         messages: its whole message array (system messages included).
         previous: the reading of the conversation's last request: the messages this one
             repeats unchanged (compared as decoded values) are not read again.
-        weight: the request's size in bytes (kept on the reading).
+        weight: the request's size in bytes (kept on the reading; a bounded reading's bound).
+        exact: count what JSON escaping adds to the strings; ``False``: only bound it by
+            ``weight`` (:func:`bounds`; the statistics then lack it, the reading resumes from
+            none and is resumed from only once :meth:`Walk.make_exact` counted it).
     """
     reader = _READERS.get(protocol)
     if reader is None or not messages:
         return None
-    walk = Walk()
+    walk = Walk(exact)
     start = 0
-    if previous is not None and previous.protocol == protocol:
+    if previous is not None and previous.protocol == protocol and exact and previous.walk.exact:
         same = _same_prefix(previous.messages, messages)
         points = previous.walk.checkpoints
         start = same
@@ -457,6 +466,29 @@ def wire_stats(protocol: str, body: Mapping[str, Any], messages: Sequence[Any]) 
     """The request's statistics read from its decoded JSON (``None``: take the full path)."""
     sizing = read(protocol, body, messages)
     return None if sizing is None else sizing.stats
+
+
+def bounds(
+    sizing: Sizing,
+    state: GuardState,
+    *,
+    image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE,
+) -> tuple[int, int] | None:
+    """The lowest and the highest estimate (:func:`estimate`) a bounded reading allows: its
+    statistics, and the same with as many JSON characters more, in the history and in the
+    pending message each, as escaping can add (:func:`~autocompact.serve.walk.escape_bound`).
+    ``None`` once the calibration applies a learned factor: that estimate is not monotone in
+    the JSON characters (the learned mix)."""
+    if applied_factor(state.calibration) is not None:
+        return None
+    stats = sizing.stats
+    pushed = string_lengths(sizing.walk.strings)  # (none left once made exact: the size)
+    more = CharStats(json_chars=escape_bound(sizing.weight, pushed))
+    high = replace(stats, history=stats.history + more, pending=stats.pending + more)
+    return (
+        estimate(stats, state, image_token_estimate=image_token_estimate)[0],
+        estimate(high, state, image_token_estimate=image_token_estimate)[0],
+    )
 
 
 def estimate(

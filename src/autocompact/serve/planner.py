@@ -34,9 +34,9 @@ from autocompact.guard import (
     learn_from_usage,
     request_stats,
 )
-from autocompact.serve.fastpath import Sizing, estimate, read
 from autocompact.serve.identity import Identity, identify
 from autocompact.serve.protocol import Converted, WireProtocol
+from autocompact.serve.readings import Reading, Readings
 from autocompact.serve.shared import (
     SharedState,
     calibration_moved,
@@ -63,10 +63,6 @@ logger = logging.getLogger("autocompact.serve")
 _AT_AUTO = (Tier.AUTO, Tier.HARD)
 CACHE_ENTRIES = 1024
 """How many conversations' snapshots a worker keeps in memory."""
-SIZING_BYTES = 64 * 1024 * 1024
-"""The request bytes whose readings a worker keeps (each conversation's last request, the
-decoded messages held about 3-4 times their size in memory) so the next request of the same
-conversation reads only what it adds."""
 
 
 _STATE_WRITE_ATTEMPTS = 5
@@ -111,6 +107,8 @@ class Decision:
         state: the engine's state for what was sent (what reported usage teaches).
         protocol: the wire protocol's name (the store session's meta).
         sent: the character statistics of what was sent (``None``: not read).
+        reading: a request decided before its exact estimate was made, which ``tokens`` and
+            ``sent`` are then not yet (:meth:`Planner.measured` makes it).
     """
 
     body: bytes
@@ -124,6 +122,7 @@ class Decision:
     state: GuardState | None = None
     protocol: str = ""
     sent: CharStats | None = None
+    reading: Reading | None = None
 
     @property
     def compacted(self) -> bool:
@@ -174,8 +173,7 @@ class Planner:
         self._snapshots: OrderedDict[str, Snapshot] = OrderedDict()
         self._limiter = anyio.CapacityLimiter(8)
         # Per conversation: the last request's reading, which the next one resumes from.
-        self._sizings: OrderedDict[str, Sizing] = OrderedDict()
-        self._sizing_bytes = 0
+        self.readings = Readings()
 
     async def _store(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=self._limiter)
@@ -253,8 +251,11 @@ class Planner:
         """Teach the conversation's calibration, in the store, the upstream's count of what
         was sent (written only when it moved: :func:`~autocompact.serve.shared.calibration_moved`;
         a store that fails is logged, the response is not failed for it)."""
+        if not prompt_tokens:
+            return
+        decision = self.measured(decision)
         identity, state, sent = decision.identity, decision.state, decision.sent
-        if identity is None or state is None or sent is None or not prompt_tokens:
+        if identity is None or state is None or sent is None:
             return
         learned = learn_from_usage(state, sent, prompt_tokens).calibration
         if not calibration_moved(state.calibration, learned):
@@ -269,6 +270,15 @@ class Planner:
             await self._write_state(identity.session_id, decision.protocol, change)
         except AutocompactError as exc:
             logger.error("could not store the calibration: %s", exc)
+
+    @staticmethod
+    def measured(decision: Decision) -> Decision:
+        """The decision with its exact estimate (made now, once, when it was decided on
+        bounds: :mod:`autocompact.serve.readings`)."""
+        if decision.reading is None:
+            return decision
+        tokens, sent = decision.reading.exact()
+        return replace(decision, tokens=tokens, sent=sent, reading=None)
 
     async def release(self, decision: Decision) -> None:
         """Give the decision's lease back."""
@@ -370,72 +380,29 @@ class Planner:
         async with anyio.create_task_group() as group:
             group.start_soon(fetch)
             await anyio.sleep(0)  # the lookup goes to its thread before the reading starts
-            sizing = self._reading(protocol, body, messages, raw, identity)
+            key = identity.session_id
+            sizing = self.readings.read(key, protocol.name, body, messages, len(raw))
         if isinstance(found[0], BaseException):
             raise found[0]
         records, shared = found[0]
         if sizing is None:
             return records, shared, None, False
+        if records:  # the full path decides
+            return records, shared, None, True
         state = _state_of(shared)
-        fast = self._fast(protocol.name, sizing, state, raw, identity, window)
-        return records, shared, fast, True
-
-    def _reading(
-        self,
-        protocol: WireProtocol,
-        body: dict[str, Any],
-        messages: Sequence[Any],
-        raw: bytes,
-        identity: Identity,
-    ) -> Sizing | None:
-        """The request read from the decoded JSON (:mod:`autocompact.serve.fastpath`), resuming
-        from the conversation's last reading; ``None``: only the full path can read it."""
-        key = identity.session_id
-        sizing = read(
-            protocol.name, body, messages, previous=self._sizings.get(key), weight=len(raw)
-        )
-        if sizing is not None:
-            self._keep_sizing(key, sizing)
-        return sizing
-
-    def _fast(
-        self,
-        protocol: str,
-        sizing: Sizing,
-        state: GuardState,
-        raw: bytes,
-        identity: Identity,
-        window: int,
-    ) -> Decision | None:
-        """The decision for a request below *auto* from its reading and the conversation's
-        shared state; ``None``: the full path decides. Used only when it has no record."""
-        tokens, sent = estimate(sizing.stats, state)
-        tier = tier_of(tokens, compute_thresholds(window))
-        if tier in _AT_AUTO:
-            return None
-        return Decision(
+        reading = self.readings.decide(key, sizing, state, window)
+        if reading is None:
+            return records, shared, None, True
+        fast = Decision(
             body=raw,
             action="forward",
             identity=identity,
-            tokens=tokens,
-            tier=tier,
+            tier=reading.tier,
             state=state,
-            sent=sent,
-            protocol=protocol,
+            protocol=protocol.name,
+            reading=reading,
         )
-
-    def _keep_sizing(self, key: str, sizing: Sizing) -> None:
-        """Keep the conversation's last reading, the oldest dropped past :data:`SIZING_BYTES`."""
-        old = self._sizings.pop(key, None)
-        if old is not None:
-            self._sizing_bytes -= old.weight
-        if sizing.weight > SIZING_BYTES:
-            return
-        self._sizings[key] = sizing
-        self._sizing_bytes += sizing.weight
-        while self._sizing_bytes > SIZING_BYTES:
-            _, dropped = self._sizings.popitem(last=False)
-            self._sizing_bytes -= dropped.weight
+        return records, shared, fast, True
 
     async def _plan(
         self,

@@ -7,9 +7,13 @@ A tool call is measured as the content model measures a function call part
 (``21 + json_length(name) + json_length(response)``).
 
 A string's JSON length is its length, two quotes and what escaping adds. The walk adds the
-first two as it goes and keeps the string's UTF-8 bytes; what escaping adds is counted for all
-the strings kept at once, at the next checkpoint (one C pass over them, not a call per string:
-it is additive, see :func:`~autocompact.jsonsize.utf8_escape_extra`).
+first two as it goes and keeps the string; what escaping adds is counted for all the strings
+kept at once, at the next checkpoint (one C pass over their UTF-8, not a call per string: it is
+additive, see :func:`~autocompact.jsonsize.utf8_escape_extra`). A walk that only bounds the
+request (``exact=False``) keeps every string, and each checkpoint where the strings of the
+history and of the last message end, without counting what escaping adds (the request's size
+bounds it: :func:`escape_bound`); :meth:`Walk.make_exact` counts it later, one pass over the
+strings, and gives the walk the exact one would have given.
 """
 
 from __future__ import annotations
@@ -32,10 +36,13 @@ __all__ = [
     "Walk",
     "WireStats",
     "call_chars",
+    "escape_bound",
+    "escape_extra",
     "media_ok",
     "need_str",
     "result_chars",
     "result_content",
+    "string_lengths",
     "text_blocks",
 ]
 
@@ -87,11 +94,17 @@ class Walk:
     pairs them as it reads and gives its state at each checkpoint (:meth:`keep`)."""
 
     __slots__ = (
-        "checkpoints", "count", "json", "last", "media", "names", "open", "pairs",
-        "prev_model", "queue", "started", "strings", "systems", "text",
+        "checkpoints", "count", "exact", "json", "last", "media", "names", "open", "pairs",
+        "prev_model", "queue", "seg", "span", "started", "strings", "systems", "text",
     )  # fmt: skip
 
-    def __init__(self) -> None:
+    def __init__(self, exact: bool = True) -> None:
+        # ``exact``: what escaping adds to the strings is counted at each checkpoint; else
+        # later (:meth:`make_exact`): the strings are all kept, and with each checkpoint (two
+        # more members) ``span``, where the history's strings and the last message's end.
+        self.exact = exact
+        self.seg = 0  # not exact: where the strings read since the last settle begin
+        self.span = (0, 0)
         self.text = self.json = self.media = self.count = 0
         # The last message, not yet history: (text, json, media, results, calls, is model,
         # where its strings end in ``strings``).
@@ -104,10 +117,10 @@ class Walk:
         self.started = False  # OpenAI: past the leading system messages
         self.systems: list[str] = []
         # The messages read since the last checkpoint, as :meth:`add` takes them (a reader
-        # may append to it directly), and the UTF-8 of their strings whose escapes are not
-        # counted yet (appended to by the readers; both are emptied in place).
+        # may append to it directly), and their strings whose escapes are not counted yet
+        # (appended to by the readers; both are emptied in place).
         self.queue: list[Added] = []
-        self.strings: list[bytes] = []
+        self.strings: list[str] = []
 
     def resume(self, previous: Walk, start: int) -> None:
         """Continue ``previous`` after its first ``start`` wire messages (a checkpoint)."""
@@ -132,7 +145,41 @@ class Walk:
         opened = tuple(self.open.items()) if self.open else ()
         point = (self.count, self.text, self.json, self.media, self.last, self.prev_model,
                  len(self.pairs), opened)  # fmt: skip
-        self.checkpoints.append(point)
+        self.checkpoints.append(point if self.exact else (*point, *self.span))
+
+    def make_exact(self) -> None:
+        """Count what escaping adds to a bounded walk's strings, at each checkpoint and at its
+        end (the history's and the last message's apart): the walk is then the exact one."""
+        if self.exact:
+            return
+        strings, points = self.strings, self.checkpoints
+        counted = history = 0  # the history's strings counted so far, and what they add
+
+        def upto(end: int) -> int:
+            nonlocal counted, history
+            if end > counted:
+                history += escape_extra(strings[counted:end])
+                counted = end
+            return history
+
+        for index, point in enumerate(points):
+            if point is None:
+                continue
+            cut, end = point[8], point[9]
+            last = point[4]
+            own = escape_extra(strings[cut:end]) if end > cut else 0
+            last = (last[0], last[1] + own, *last[2:])
+            points[index] = (*point[:2], point[2] + upto(cut), point[3], last, *point[5:8])
+        cut, end = self.span
+        self.json += upto(cut)
+        if end > cut:
+            self.last = (
+                self.last[0],
+                self.last[1] + escape_extra(strings[cut:end]),
+                *self.last[2:],
+            )
+        strings.clear()
+        self.exact = True
 
     def keep(
         self, count: int, text: int, json_chars: int, media: int, last: Added, prev_model: bool
@@ -194,14 +241,18 @@ class Walk:
             last = message
             count += 1
         strings = self.strings
-        if strings:
-            if last[6] != len(strings):  # a string of no message added: not read here
-                raise Unread
+        if len(strings) > self.seg and last[6] != len(strings):
+            raise Unread  # a string of no message added: not read here
+        if not self.exact:  # where the last message's strings begin, and end
+            cut = queue[-2][6] if len(queue) > 1 else self.seg
+            self.span = (cut, len(strings))
+            self.seg = len(strings)
+        elif strings:
             cut = queue[-2][6] if len(queue) > 1 else 0  # where the last message's begin
             if cut:
-                json_chars += utf8_escape_extra(b"".join(strings[:cut]))
+                json_chars += escape_extra(strings[:cut])
             if cut < len(strings):
-                extra = utf8_escape_extra(b"".join(strings[cut:]))
+                extra = escape_extra(strings[cut:])
                 last = (last[0], last[1] + extra, *last[2:])
             strings.clear()
         queue.clear()
@@ -222,12 +273,38 @@ class Walk:
         return WireStats(history=history, pending=pending, system=system, tools=tools)
 
 
-def call_chars(name: str, arguments: dict[str, Any], push: Callable[[bytes], None]) -> int:
+def escape_extra(strings: list[str]) -> int:
+    """What escaping adds to the JSON strings of ``strings`` (one C pass over their UTF-8)."""
+    return utf8_escape_extra(b"".join([s.encode("utf-8", "surrogatepass") for s in strings]))
+
+
+def string_lengths(strings: list[str]) -> int:
+    """The JSON length of ``strings`` without what escaping adds: their lengths, two quotes each."""
+    return sum(map(len, strings)) + 2 * len(strings)
+
+
+def escape_bound(size: int, pushed: int) -> int:
+    """An upper bound on what escaping adds to strings read from a JSON text of ``size`` bytes,
+    given their JSON length without it (``pushed``; each a distinct string of the text, or a
+    string inside one, as tool arguments sent as a JSON string are).
+
+    The text holds each string in at least as many bytes as its JSON form (as the content
+    model writes it: ``ensure_ascii=False``) has characters: a character written as itself is
+    one or more bytes and one character; a character JSON must escape (the quote, the
+    backslash, the control characters) is written as the same escape in both (a backslash and
+    a letter, or a backslash and ``u00XX``); any other escape in the text is longer than the
+    one character it stands for. So what escaping adds is at most what the text holds beyond
+    ``pushed``.
+    """
+    return max(0, size - pushed)
+
+
+def call_chars(name: str, arguments: dict[str, Any], push: Callable[[str], None]) -> int:
     """``len(json_form({"name": name, "args": arguments}))`` as the content model measures it
     (``'{"name":' + name + ',"args":' + arguments + '}'``), the arguments counted, not encoded:
     the object's braces, a colon per member and commas between them, each key's and member's
     JSON length. A string member (most of them: paths, commands, file contents) is counted
-    without what escaping adds to it: its UTF-8 is given to ``push`` (see :class:`Walk`)."""
+    without what escaping adds to it: it is given to ``push`` (see :class:`Walk`)."""
     lengths = NAME_LENGTHS
     if not arguments:
         return _CALL_OVERHEAD + 2 + lengths[name]
@@ -235,7 +312,7 @@ def call_chars(name: str, arguments: dict[str, Any], push: Callable[[bytes], Non
     for key, member in arguments.items():
         if type(member) is str:
             total += lengths[key] + len(member) + 2  # argument names repeat, as tool names do
-            push(member.encode("utf-8", "surrogatepass"))
+            push(member)
         elif member is True or member is None:  # flags and counts (a quarter of the members
             total += lengths[key] + 4  # are): their JSON words, without json_length's calls
         elif member is False:
@@ -247,11 +324,11 @@ def call_chars(name: str, arguments: dict[str, Any], push: Callable[[bytes], Non
     return total
 
 
-def result_chars(name: str, response: Any, push: Callable[[bytes], None]) -> int:
+def result_chars(name: str, response: Any, push: Callable[[str], None]) -> int:
     """A tool result's JSON characters (a string response without what escaping adds to
-    it: its UTF-8 is given to ``push``, see :class:`Walk`)."""
+    it: it is given to ``push``, see :class:`Walk`)."""
     if type(response) is str:
-        push(response.encode("utf-8", "surrogatepass"))
+        push(response)
         return RESULT_OVERHEAD + 2 + NAME_LENGTHS[name] + len(response)
     return RESULT_OVERHEAD + NAME_LENGTHS[name] + json_length(response)
 
