@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from autocompact.content import FunctionCallPart, FunctionResponsePart, Message
-from autocompact.convert import to_anthropic_messages, to_openai_messages
 from autocompact.guard import GuardState
 from autocompact.serve.fastpath import bounds, estimate, read
 from autocompact.serve.readings import Readings
@@ -29,26 +28,10 @@ from .test_fastpath import (
     OPENAI_CASES,
     STATES,
     TOOLS_ANTHROPIC,
-    TOOLS_OPENAI,
     _growing,
+    bodies,
     full_path,
 )
-
-
-def _bodies(history: list[Message]) -> dict[str, dict[str, Any]]:
-    return {
-        "anthropic_messages": {
-            "model": "m",
-            "system": [{"type": "text", "text": "be brief"}],
-            "tools": TOOLS_ANTHROPIC,
-            "messages": to_anthropic_messages(history),
-        },
-        "openai_chat": {
-            "model": "m",
-            "tools": TOOLS_OPENAI,
-            "messages": to_openai_messages(history, "sys\nprompt", thinking="reasoning_content"),
-        },
-    }
 
 
 def _encodings(body: dict[str, Any]) -> dict[str, bytes]:
@@ -69,7 +52,7 @@ def test_bounds_hold_the_exact_estimate(name: str, history: list[Message], state
     exact one reads, the full path's estimate lies within its bounds, and what escaping adds
     lies within the escape bound."""
     guard_state = STATES[state]
-    for protocol, body in _bodies(history).items():
+    for protocol, body in bodies(history).items():
         for encoding, raw in _encodings(body).items():
             decoded = json.loads(raw)
             where = (name, protocol, encoding)
@@ -117,7 +100,7 @@ def test_the_bound_is_tight_when_the_strings_are_all_escapes() -> None:
         *to_history_with_result("\x01" * 5000 + '"\\' * 1000),
         Message.user("next"),
     ]
-    body = _bodies(history)["anthropic_messages"]
+    body = bodies(history)["anthropic_messages"]
     raw = json.dumps(body).encode()
     decoded = json.loads(raw)
     exact = read("anthropic_messages", decoded, decoded["messages"], weight=len(raw))
@@ -139,7 +122,7 @@ def to_history_with_result(output: str) -> list[Message]:
 
 
 def _request(history: list[Message]) -> tuple[dict[str, Any], bytes]:
-    body = _bodies(history)["anthropic_messages"]
+    body = bodies(history)["anthropic_messages"]
     raw = json.dumps(body).encode()
     return json.loads(raw), raw
 

@@ -118,12 +118,9 @@ def _histories() -> list[tuple[str, list[Message]]]:
 HISTORIES = _histories()
 
 
-@pytest.mark.parametrize("state", list(STATES), ids=list(STATES))
-@pytest.mark.parametrize(("name", "history"), HISTORIES, ids=[n for n, _ in HISTORIES])
-def test_fast_estimate_equals_the_full_path(name: str, history: list[Message], state: str) -> None:
-    """Recorded sessions (and generated turns with escapes and non-ASCII) in both protocols:
-    the fast path reads them and gives the full path's estimate and statistics to the token."""
-    bodies = {
+def bodies(history: list[Message]) -> dict[str, dict[str, Any]]:
+    """The history as a request of each protocol (a system prompt and tools beside it)."""
+    return {
         "anthropic_messages": {
             "model": "m",
             "system": [{"type": "text", "text": "be brief"}],
@@ -136,7 +133,14 @@ def test_fast_estimate_equals_the_full_path(name: str, history: list[Message], s
             "messages": to_openai_messages(history, "sys\nprompt", thinking="reasoning_content"),
         },
     }
-    for protocol, body in bodies.items():
+
+
+@pytest.mark.parametrize("state", list(STATES), ids=list(STATES))
+@pytest.mark.parametrize(("name", "history"), HISTORIES, ids=[n for n, _ in HISTORIES])
+def test_fast_estimate_equals_the_full_path(name: str, history: list[Message], state: str) -> None:
+    """Recorded sessions (and generated turns with escapes and non-ASCII) in both protocols:
+    the fast path reads them and gives the full path's estimate and statistics to the token."""
+    for protocol, body in bodies(history).items():
         body = json.loads(json.dumps(body))  # as decoded from the wire
         expected = full_path(protocol, body, STATES[state])
         assert expected is not None, (name, protocol)
