@@ -118,7 +118,8 @@ class Walk:
         self.systems: list[str] = []
         # The messages read since the last checkpoint, as :meth:`add` takes them (a reader
         # may append to it directly), and their strings whose escapes are not counted yet
-        # (appended to by the readers; both are emptied in place).
+        # (appended to by the readers; both are emptied in place, the strings of a walk that
+        # is not exact only by make_exact).
         self.queue: list[Added] = []
         self.strings: list[str] = []
 
