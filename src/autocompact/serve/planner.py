@@ -36,7 +36,7 @@ from autocompact.guard import (
 )
 from autocompact.serve.identity import Identity, identify
 from autocompact.serve.protocol import Converted, WireProtocol
-from autocompact.serve.readings import Reading, Readings
+from autocompact.serve.readings import AT_AUTO, Reading, Readings
 from autocompact.serve.shared import (
     SharedState,
     calibration_moved,
@@ -55,12 +55,11 @@ from autocompact.serve.substitution import (
 from autocompact.serve.upstream import UpstreamProvider
 from autocompact.serve.wire import chain_hashes, splice_body
 from autocompact.sessions.stores.base import Lease, SessionStore, Snapshot
-from autocompact.thresholds import Tier, compute_thresholds, tier_of
+from autocompact.thresholds import compute_thresholds, tier_of
 
 __all__ = ["Decision", "Planner"]
 
 logger = logging.getLogger("autocompact.serve")
-_AT_AUTO = (Tier.AUTO, Tier.HARD)
 CACHE_ENTRIES = 1024
 """How many conversations' snapshots a worker keeps in memory."""
 
@@ -469,7 +468,7 @@ class Planner:
                 converted.messages, system_instruction=converted.system, tools=converted.tools
             ),
         )
-        if tier not in _AT_AUTO and not reactive:
+        if tier not in AT_AUTO and not reactive:
             return base
         lease = await self._lease(identity.session_id, protocol.name)
         if lease is None:  # another worker's compaction took too long: the guarantee alone

@@ -25,14 +25,15 @@ from autocompact.guard import GuardState
 from autocompact.serve.fastpath import Sizing, bounds, estimate, read
 from autocompact.thresholds import Tier, compute_thresholds, tier_of
 
-__all__ = ["SIZING_BYTES", "Reading", "Readings"]
+__all__ = ["AT_AUTO", "SIZING_BYTES", "Reading", "Readings"]
 
 SIZING_BYTES = 64 * 1024 * 1024
 """The request bytes whose readings a worker keeps (each conversation's last request, the
 decoded messages held about 3-4 times their size in memory) so the next request of the same
 conversation reads only what it adds."""
 
-_AT_AUTO = (Tier.AUTO, Tier.HARD)
+AT_AUTO = (Tier.AUTO, Tier.HARD)
+"""The tiers at which a request is compacted, not forwarded as it came."""
 
 
 class Reading:
@@ -98,12 +99,12 @@ class Readings:
             span = bounds(sizing, state)
             if span is not None:
                 tier = tier_of(span[0], thresholds)
-                if tier not in _AT_AUTO and tier_of(span[1], thresholds) == tier:
+                if tier not in AT_AUTO and tier_of(span[1], thresholds) == tier:
                     return Reading(tier, lambda: estimate(self._exact(key, sizing).stats, state))
             sizing = self._exact(key, sizing)
         tokens, sent = estimate(sizing.stats, state)
         tier = tier_of(tokens, thresholds)
-        if tier in _AT_AUTO:
+        if tier in AT_AUTO:
             return None
         return Reading(tier, lambda: (tokens, sent))
 
