@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from typing import Any
 
 import anthropic
@@ -348,6 +349,11 @@ def test_credentials_never_stored_or_logged(proxy: Proxy, caplog: pytest.LogCapt
     )
     assert reply.headers["x-autocompact-action"] == "compacted"
     assert proxy.upstream.headers[0]["x-api-key"] == key  # the side query used it too
+    # The log line follows the response's end (with the learning from its usage): waited for.
+    deadline = time.monotonic() + 10
+    while not (lines := [r.getMessage() for r in caplog.records if "action=" in r.getMessage()]):
+        assert time.monotonic() < deadline, "no log line"
+        time.sleep(0.01)
     path = proxy.app.config.store.removeprefix("sqlite:///")
     proxy.app.store.close()
     from pathlib import Path
@@ -355,7 +361,6 @@ def test_credentials_never_stored_or_logged(proxy: Proxy, caplog: pytest.LogCapt
     for file in Path(path).parent.iterdir():
         assert key.encode() not in file.read_bytes()
     assert key not in caplog.text
-    lines = [r.getMessage() for r in caplog.records if "action=" in r.getMessage()]
     assert len(lines) == 1
     assert "action=compacted" in lines[0]
 

@@ -4,6 +4,8 @@ and count together."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,9 @@ import httpx
 import pytest
 
 from autocompact.serve import ServeApp, ServeConfig
+from autocompact.serve.shared import current_state
 from autocompact.serve.threaded import serve_in_thread
+from autocompact.sessions.stores import open_store
 
 from .scripted import ScriptedUpstream
 from .test_compaction import _long_anthropic
@@ -24,8 +28,9 @@ HEADERS = {"x-autocompact-conversation": "shared-state"}
 @pytest.fixture(params=["sqlite", "postgresql"])
 def two_workers(
     request: pytest.FixtureRequest, tmp_path: Path, upstream: tuple[ScriptedUpstream, str]
-) -> Iterator[tuple[ScriptedUpstream, str, str, str]]:
-    """Two proxies (workers A and B) over one store and the scripted upstream."""
+) -> Iterator[tuple[ScriptedUpstream, str, str, str, str]]:
+    """Two proxies (workers A and B) over one store and the scripted upstream, and the
+    store's URL."""
     script, url = upstream
     store = f"sqlite:///{tmp_path / 'serve.db'}" if request.param == "sqlite" else _dsn()
     config = ServeConfig(
@@ -36,7 +41,7 @@ def two_workers(
     )
     apps = [ServeApp(config), ServeApp(config)]
     with serve_in_thread(apps[0].asgi) as a, serve_in_thread(apps[1].asgi) as b:
-        yield script, url, a, b
+        yield script, url, a, b, store
     for app in apps:
         app.store.close()
 
@@ -47,14 +52,33 @@ def _send(url: str, body: dict[str, Any]) -> httpx.Response:
     return reply
 
 
+def _calibrated(store: str) -> bool:
+    opened = open_store(store)
+    try:
+        states = [current_state(opened.entries(s.session_id)) for s in opened.list_sessions()]
+    finally:
+        opened.close()
+    return any(s is not None and s.state["calibration"]["samples"] > 0 for s in states)
+
+
+def _wait_for_calibration(store: str) -> None:
+    """Wait until the worker stored in ``store`` what it learnt from its response: it learns
+    once the response ended (a client's next request to another worker may come sooner)."""
+    deadline = time.monotonic() + 10
+    while not _calibrated(store):
+        assert time.monotonic() < deadline, "the calibration was never stored"
+        time.sleep(0.01)
+
+
 def test_calibration_learnt_on_one_worker_is_used_on_another(
-    two_workers: tuple[ScriptedUpstream, str, str, str], tmp_path: Path
+    two_workers: tuple[ScriptedUpstream, str, str, str, str], tmp_path: Path
 ) -> None:
     """The upstream's count reported to worker A (bytes/3, above the cold estimate) makes
     worker B compact a request the cold estimate puts below auto. Control: a proxy over a
     fresh store forwards that request."""
-    script, upstream, a, b = two_workers
+    script, upstream, a, b, store = two_workers
     assert _send(a, _long_anthropic(12)).headers["x-autocompact-action"] == "forward"
+    _wait_for_calibration(store)
     body = _long_anthropic(13)
     assert _send(b, body).headers["x-autocompact-action"] == "compacted"
     assert script.rejected == 0
@@ -71,12 +95,12 @@ def test_calibration_learnt_on_one_worker_is_used_on_another(
 
 
 def test_failures_on_one_worker_count_on_another(
-    two_workers: tuple[ScriptedUpstream, str, str, str],
+    two_workers: tuple[ScriptedUpstream, str, str, str, str],
 ) -> None:
     """Summaries that fail on workers A, B, A (empty replies) open the breaker for the
     conversation on both: B's next request at auto makes no side query and is trimmed under
     the window. Per-worker counts (1 on B) would have let it try again."""
-    script, _, a, b = two_workers
+    script, _, a, b, _ = two_workers
     script.summary_reply = ""
     tried = []
     for url, turns in ((a, 16), (b, 19), (a, 22)):
@@ -175,3 +199,57 @@ def test_the_state_chain_ignores_a_state_written_from_a_replaced_one() -> None:
     assert end.state == {"consecutive_failures": 0}
     entries.append(entry(5, "state:3", state_messages({"consecutive_failures": 1})))
     assert current_state(entries).state == {"consecutive_failures": 1}  # type: ignore[union-attr]
+
+
+class _StateWritesWait:
+    """A store whose state writes wait until ``go`` is set (everything else is the real store)."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self.go = threading.Event()
+        self.writing = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def append_turn(self, session_id: str, turn_id: str, *args: Any, **kwargs: Any) -> Any:
+        if turn_id.startswith("state:"):
+            self.writing.set()
+            assert self.go.wait(30), "the test never let the state write go"
+        return self._store.append_turn(session_id, turn_id, *args, **kwargs)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_a_response_does_not_wait_for_its_learning_and_the_next_request_does(
+    tmp_path: Path, upstream: tuple[ScriptedUpstream, str], stream: bool
+) -> None:
+    """What a response's reported usage teaches is stored after the response ended: the client
+    has the whole response while that store write is held. The worker's next request of the
+    conversation waits for it (the upstream sees nothing meanwhile) and is decided on what it
+    learnt: compacted, where the cold estimate forwards it (the control of
+    ``test_calibration_learnt_on_one_worker_is_used_on_another``)."""
+    script, url = upstream
+    store = _StateWritesWait(open_store(f"sqlite:///{tmp_path / 'serve.db'}"))
+    config = ServeConfig(
+        upstreams={"anthropic": url},
+        store=f"sqlite:///{tmp_path / 'serve.db'}",
+        context_window=script.window,
+    )
+    app = ServeApp(config, store=store)  # type: ignore[arg-type]
+    replies: list[httpx.Response] = []
+    with serve_in_thread(app.asgi) as proxy:
+        first = _send(proxy, {**_long_anthropic(12), "stream": stream})
+        assert first.headers["x-autocompact-action"] == "forward"
+        assert first.content  # the whole response, read to its end ...
+        assert store.writing.wait(10)  # ... while what it taught is still being stored
+        seen = len(script.received)
+        second = threading.Thread(target=lambda: replies.append(_send(proxy, _long_anthropic(13))))
+        second.start()
+        second.join(0.5)
+        assert second.is_alive()  # it waits for the learning ...
+        assert len(script.received) == seen  # ... before the upstream sees it
+        store.go.set()
+        second.join(30)
+    app.store.close()
+    assert replies[0].headers["x-autocompact-action"] == "compacted"
+    assert script.rejected == 0

@@ -16,7 +16,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from autocompact.compaction.split import COMPRESSION_PRESERVE_THRESHOLD
 from autocompact.errors import AutocompactError
@@ -448,10 +449,11 @@ class ServeApp:
                 await response.aclose()
             if status < 400:
                 await self._commit(decision, protocol)
-                await self.planner.learn(decision, reported_prompt_tokens(content))
             await self.planner.release(decision)
-            self._log(request, decision, status, added)
-            return Response(content, status_code=status, headers=headers)
+            then = self._then(request, decision, status, added, content if status < 400 else None)
+            return _Followed(content, then, status_code=status, headers=headers)
+
+        usage = bytearray()  # where the stream reported its usage, once it ended well
 
         async def relay() -> AsyncIterator[bytes]:
             ok = False
@@ -483,13 +485,36 @@ class ServeApp:
                     await response.aclose()
                     if ok and status < 400:
                         await self._commit(decision, protocol)
-                        await self.planner.learn(
-                            decision, reported_prompt_tokens(bytes(tail + head))
-                        )
+                        usage.extend(tail + head)
                     await self.planner.release(decision)
-                    self._log(request, decision, status, added)
 
-        return StreamingResponse(relay(), status_code=status, headers=headers)
+        then = self._then(request, decision, status, added, usage)
+        return _FollowedStream(relay(), then, status_code=status, headers=headers)
+
+    def _then(
+        self,
+        request: Request,
+        decision: Decision,
+        status: int,
+        added: float,
+        usage: bytes | bytearray | None,
+    ) -> Callable[[], Awaitable[None]]:
+        """What follows the response, once its last byte went out (or the client hung up):
+        learning from the usage the upstream reported (``usage``: where the response reported
+        it; empty or ``None``, nothing to learn) and the log line. The exact estimate they need
+        (:meth:`Planner.measured`) is made then, so no response waits for it; this worker's
+        next request of the conversation waits for it (:meth:`Planner.following`)."""
+        finished = self.planner.following(decision)
+
+        async def then() -> None:
+            try:
+                if usage:
+                    await self.planner.learn(decision, reported_prompt_tokens(bytes(usage)))
+                self._log(request, decision, status, added)
+            finally:
+                finished()
+
+        return then
 
     async def _commit(self, decision: Decision, protocol: Any) -> None:
         try:
@@ -516,6 +541,42 @@ class ServeApp:
             status,
             added * 1000,
         )
+
+
+async def _followed(sending: Awaitable[None], then: Callable[[], Awaitable[None]]) -> None:
+    try:
+        await sending
+    finally:  # shielded: a client that hung up cancels the sending, not what follows it
+        with anyio.CancelScope(shield=True):
+            await then()
+
+
+class _Followed(Response):
+    """A response, then what follows it (:meth:`ServeApp._then`), once it was sent or could
+    not be."""
+
+    def __init__(self, content: bytes, then: Callable[[], Awaitable[None]], **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self.then = then
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await _followed(super().__call__(scope, receive, send), self.then)
+
+
+class _FollowedStream(StreamingResponse):
+    """A streamed response, then what follows it, as :class:`_Followed`."""
+
+    def __init__(
+        self,
+        content: AsyncIterator[bytes],
+        then: Callable[[], Awaitable[None]],
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(content, **kwargs)
+        self.then = then
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await _followed(super().__call__(scope, receive, send), self.then)
 
 
 def _ours(decision: Decision) -> dict[str, str]:

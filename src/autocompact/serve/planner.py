@@ -65,6 +65,11 @@ CACHE_ENTRIES = 1024
 
 
 _STATE_WRITE_ATTEMPTS = 5
+_FOLLOW_WAIT = 5.0  # seconds a request waits for the learning from its conversation's last
+
+
+def _nothing() -> None:
+    """Nothing to finish (a request of no conversation)."""
 
 
 def _state_of(shared: SharedState | None) -> GuardState:
@@ -173,6 +178,8 @@ class Planner:
         self._limiter = anyio.CapacityLimiter(8)
         # Per conversation: the last request's reading, which the next one resumes from.
         self.readings = Readings()
+        # Per conversation: the learning that follows a response, while it runs.
+        self._following: dict[str, anyio.Event] = {}
 
     async def _store(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=self._limiter)
@@ -270,6 +277,31 @@ class Planner:
         except AutocompactError as exc:
             logger.error("could not store the calibration: %s", exc)
 
+    def following(self, decision: Decision) -> Callable[[], None]:
+        """Mark the decision's conversation as learning from its response, until the returned
+        function is called: called before the response ends, so this worker's next request
+        of the conversation (which the client sends after the end) waits for it and sees
+        what it learned."""
+        key = decision.identity.session_id if decision.identity is not None else None
+        if key is None:
+            return _nothing
+        done = self._following[key] = anyio.Event()
+
+        def finished() -> None:
+            done.set()
+            if self._following.get(key) is done:
+                del self._following[key]
+
+        return finished
+
+    async def _followed(self, key: str) -> None:
+        """Wait for the learning from the conversation's last response, if it still runs
+        (at most :data:`_FOLLOW_WAIT` seconds: a store that hangs delays no request longer)."""
+        running = self._following.get(key)
+        if running is not None:
+            with anyio.move_on_after(_FOLLOW_WAIT):
+                await running.wait()
+
     @staticmethod
     def measured(decision: Decision) -> Decision:
         """The decision with its exact estimate (made now, once, when it was decided on
@@ -319,6 +351,7 @@ class Planner:
         lead = protocol.lead(messages)
         head, conv = messages[:lead], messages[lead:]
         identity = identify(headers, body, conv, protocol.name)
+        await self._followed(identity.session_id)
         client = Decision(body=raw, action="client-compaction", identity=identity)
         # The messages are searched for a compaction block only when the fast reading did not
         # read them all (it reads no block it does not know): one walk over them, not two.
