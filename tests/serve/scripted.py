@@ -62,6 +62,8 @@ class ScriptedUpstream:
     drop_stream_after: int | None = None
     delay: float = 0.0
     summary_delay: float = 0.0
+    stream_pause: float = 0.0
+    """Seconds an Anthropic stream waits before its last event."""
     summary_reply: str = SNAPSHOT
     """What a summary request is answered with (Anthropic; ``""``: an empty summary)."""
     url: str = ""
@@ -318,6 +320,8 @@ class ScriptedUpstream:
         for n, (name, data) in enumerate(events):
             if self.drop_stream_after is not None and n >= self.drop_stream_after:
                 raise RuntimeError("scripted stream drop")
+            if name == "message_stop":
+                await asyncio.sleep(self.stream_pause)
             yield f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
 
 

@@ -253,3 +253,34 @@ def test_a_response_does_not_wait_for_its_learning_and_the_next_request_does(
     app.store.close()
     assert replies[0].headers["x-autocompact-action"] == "compacted"
     assert script.rejected == 0
+
+
+def test_a_request_made_while_a_response_streams_does_not_wait_for_it(
+    tmp_path: Path, upstream: tuple[ScriptedUpstream, str]
+) -> None:
+    """A request of the conversation made while one of its responses still streams (a side
+    request under the same id) goes out and comes back meanwhile: only a request made after a
+    response ended waits for what it taught."""
+    script, url = upstream
+    script.stream_pause = 3.0
+    config = ServeConfig(
+        upstreams={"anthropic": url},
+        store=f"sqlite:///{tmp_path / 'serve.db'}",
+        context_window=script.window,
+    )
+    app = ServeApp(config)
+    streaming: list[httpx.Response] = []
+    with serve_in_thread(app.asgi) as proxy:
+        body = {**_long_anthropic(4), "stream": True}
+        first = threading.Thread(target=lambda: streaming.append(_send(proxy, body)))
+        first.start()
+        deadline = time.monotonic() + 10
+        while not script.received:
+            assert time.monotonic() < deadline, "the streamed request never reached the upstream"
+            time.sleep(0.01)
+        side = _send(proxy, _long_anthropic(4))
+        assert first.is_alive()  # the stream has not ended: the side request did not wait for it
+        first.join(30)
+    app.store.close()
+    assert side.headers["x-autocompact-action"] == "forward"
+    assert streaming[0].content.endswith(b"\n\n")

@@ -450,10 +450,15 @@ class ServeApp:
             if status < 400:
                 await self._commit(decision, protocol)
             await self.planner.release(decision)
-            then = self._then(request, decision, status, added, content if status < 400 else None)
+            usage = content if status < 400 else b""
+            marks = [self.planner.following(decision)]
+            then = self._then(request, decision, status, added, usage, marks)
             return _Followed(content, then, status_code=status, headers=headers)
 
-        usage = bytearray()  # where the stream reported its usage, once it ended well
+        streamed = bytearray()  # where the stream reported its usage, once it ended well
+        # Marked when the stream ended, not when it started: a request of the conversation made
+        # meanwhile (a client's side request under the conversation's id) does not wait.
+        learning: list[Callable[[], None]] = []
 
         async def relay() -> AsyncIterator[bytes]:
             ok = False
@@ -485,10 +490,11 @@ class ServeApp:
                     await response.aclose()
                     if ok and status < 400:
                         await self._commit(decision, protocol)
-                        usage.extend(tail + head)
+                        streamed.extend(tail + head)
+                        learning.append(self.planner.following(decision))
                     await self.planner.release(decision)
 
-        then = self._then(request, decision, status, added, usage)
+        then = self._then(request, decision, status, added, streamed, learning)
         return _FollowedStream(relay(), then, status_code=status, headers=headers)
 
     def _then(
@@ -497,14 +503,15 @@ class ServeApp:
         decision: Decision,
         status: int,
         added: float,
-        usage: bytes | bytearray | None,
+        usage: bytes | bytearray,
+        learning: list[Callable[[], None]],
     ) -> Callable[[], Awaitable[None]]:
         """What follows the response, once its last byte went out (or the client hung up):
         learning from the usage the upstream reported (``usage``: where the response reported
-        it; empty or ``None``, nothing to learn) and the log line. The exact estimate they need
-        (:meth:`Planner.measured`) is made then, so no response waits for it; this worker's
-        next request of the conversation waits for it (:meth:`Planner.following`)."""
-        finished = self.planner.following(decision)
+        it, empty when there is nothing to learn) and the log line. The exact estimate they
+        need (:meth:`Planner.measured`) is made then, so no response waits for it; this
+        worker's next request of the conversation waits for the learning (``learning``: the
+        marks :meth:`Planner.following` made, cleared when it is done)."""
 
         async def then() -> None:
             try:
@@ -512,7 +519,8 @@ class ServeApp:
                     await self.planner.learn(decision, reported_prompt_tokens(bytes(usage)))
                 self._log(request, decision, status, added)
             finally:
-                finished()
+                for finished in learning:
+                    finished()
 
         return then
 

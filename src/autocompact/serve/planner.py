@@ -65,7 +65,7 @@ CACHE_ENTRIES = 1024
 
 
 _STATE_WRITE_ATTEMPTS = 5
-_FOLLOW_WAIT = 5.0  # seconds a request waits for the learning from its conversation's last
+_FOLLOW_WAIT = 5.0  # seconds a request waits for what the conversation's last response taught
 
 
 def _nothing() -> None:
@@ -279,7 +279,7 @@ class Planner:
 
     def following(self, decision: Decision) -> Callable[[], None]:
         """Mark the decision's conversation as learning from its response, until the returned
-        function is called: called before the response ends, so this worker's next request
+        function is called: marked before the response ends, so this worker's next request
         of the conversation (which the client sends after the end) waits for it and sees
         what it learned."""
         key = decision.identity.session_id if decision.identity is not None else None
