@@ -272,3 +272,14 @@ def test_a_model_snapshot_is_read_back_section_by_section() -> None:
     assert [e.text for e in ledger.constraints] == ["Never touch api/v2."]
     assert [e.value for e in ledger.facts] == ["eu-west-9"]
     assert "us-south-4" not in render_ledger(ledger, 20_000)
+
+
+def test_a_sentence_of_one_word_and_an_end_mark_after_a_blank_is_read() -> None:
+    """``Fix .`` is one word once its end mark is off (a second word was looked up, and the
+    ledger failed on an assistant's ``\\`make_all\\` .``)."""
+    assert fact_of("Fix .") is None
+    history = [
+        Message.user("Please look at the build."),
+        Message.model("Done with it. `make_all` ."),
+    ]
+    assert build_ledger(history).goal is not None

@@ -455,7 +455,8 @@ _USE_HEADS = frozenset(["please", "use", "pick", "choose"])
 def _patterns(body: str) -> list[re.Pattern[str]]:
     """The fact patterns that can match ``body`` (cheap substring tests first)."""
     head = body[: body.find(" ")].lower() if " " in body else ""
-    second = body.split(None, 2)[1].lower() if head else ""
+    words = body.split(None, 2) if head else []  # (``Fix .`` is one word once its mark is off)
+    second = words[1].lower() if len(words) > 1 else ""
     out = []
     if head in _SET_HEADS or second in _SET_HEADS:
         out.append(_SET_FACT)
