@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autocompact.compaction.ledger import build_ledger, parse_ledger, render_ledger
 from autocompact.compaction.ledger.text import fact_of, shorten
@@ -283,3 +285,35 @@ def test_a_sentence_of_one_word_and_an_end_mark_after_a_blank_is_read() -> None:
         Message.model("Done with it. `make_all` ."),
     ]
     assert build_ledger(history).goal is not None
+
+
+# Words and marks a sentence reader trips on: end marks after a blank, code spans, lone marks,
+# arrows, markup the summary itself writes, non-ASCII, blank lines, the heads of statements.
+_PIECES = st.sampled_from(
+    [
+        "Fix", "fix", "Done", ".", "..", "…", "!", "?", ":", ";", "-", "—", "=", "->", "→", "`",
+        "`make_all`", "```", "#", "*", "1.", "(", ")", '"', "'", "'s", "I", "We", "we'll", "Let's",
+        "never", "Never", "please", "Please", "use", "Use", "set", "to", "is", "not", "don't",
+        "must", "under", "30", "seconds", "changed", "no longer", "instead", "of", "the", "port",
+        "8080", "v2", "api/v2", "/src/a.py", "now", "goal", "é", "日本", "<state_snapshot>",
+        "</state_snapshot>", "<goal>", "TODO", "commit", "", " ", "\t", "\n", "\n\n",
+    ]
+)  # fmt: skip
+_TEXTS = st.lists(st.tuples(_PIECES, st.sampled_from(["", " ", "  "])), max_size=30).map(
+    lambda pieces: "".join(a + b for a, b in pieces)
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["user", "model"]), _TEXTS), min_size=1, max_size=6))
+def test_the_ledger_reads_any_text(turns: list[tuple[str, str]]) -> None:
+    """Whatever the user and the model wrote, the ledger is built, rendered within any budget
+    and read back: no sentence makes it fail (a lone end mark after one word once did)."""
+    history = [
+        Message.user(text or " ") if role == "user" else Message.model(text or " ")
+        for role, text in turns
+    ]
+    ledger = build_ledger(history)
+    for budget in (200, 2000, 20_000):
+        assert len(render_ledger(ledger, budget)) <= budget
+        parse_ledger(render_ledger(ledger, budget))
