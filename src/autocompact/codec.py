@@ -147,7 +147,8 @@ _FIELD_CHECKS: dict[str, Callable[[object], bool]] = {
     "family": lambda v: isinstance(v, str),
     "payload": lambda v: isinstance(v, Mapping),
     "summary": lambda v: isinstance(v, str),
-    "tokens": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    # (a size in a context: a count a float holds exactly, not a number of 400 digits)
+    "tokens": lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**53,
 }
 
 
@@ -312,11 +313,12 @@ def _checked_part_from_dict(data: object, index: int | None, position: int) -> P
             continue
         value = data[name]
         if not check(value):
-            raise ContentError(
-                f"{where}: field {name!r} of a {kind} part has the wrong type "
-                f"({type(value).__name__})",
-                index=index,
+            wrong = (
+                "is out of range (a count from 0 below 2**53)"
+                if name == "tokens" and isinstance(value, int) and not isinstance(value, bool)
+                else f"has the wrong type ({type(value).__name__})"
             )
+            raise ContentError(f"{where}: field {name!r} of a {kind} part {wrong}", index=index)
         kwargs[name] = value
     return cls(**kwargs)
 
@@ -358,6 +360,8 @@ def _where(index: int | None) -> str:
 def history_from_dicts(items: Sequence[object], *, decoded: bool = False) -> list[Message]:
     """A history from its JSON form (errors name the message index; ``decoded``: see
     :func:`message_from_dict`)."""
+    if isinstance(items, str | bytes | Mapping) or not hasattr(items, "__iter__"):
+        raise ContentError(f"messages must be a list (a JSON array), got {type(items).__name__}")
     if decoded:
         return [message_from_dict(item, index=i, decoded=True) for i, item in enumerate(items)]
     # Plain dicts (another framework's messages, a request) are usually estimated next. The

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from autocompact.content import CharStats, Message, Part, as_message, json_length
-from autocompact.errors import ContentError
+from autocompact.errors import ConfigError, ContentError
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
+from autocompact.validation import check_count, check_history, check_optional_str
 
 __all__ = [
     "BYTES_PER_TOKEN",
@@ -93,6 +94,10 @@ def chars_tokens(
         + media_parts * image_token_estimate
     )
     return math.ceil(exact)
+
+
+def _iterable(value: object) -> bool:
+    return hasattr(value, "__iter__")
 
 
 def estimate_stats_tokens(
@@ -175,17 +180,30 @@ def estimate_prompt_tokens(
     message; no walk over the history. Cold path (first send of a restored session or of a
     sub-agent that inherits a history): the whole history, the pending message, and the system
     instruction and tool declarations when given.
+
+    Raises:
+        ConfigError: a count that is not a whole number of 0 or more, a system instruction that
+            is not a string, tools that are not a list of declarations.
+        ContentError: a history item that is not a :class:`~autocompact.content.Message`.
     """
+    check_count(last_prompt_token_count, "last_prompt_token_count")
+    check_optional_str(system_instruction, "system_instruction")
+    if tools is not None and (isinstance(tools, str | bytes | Mapping) or not _iterable(tools)):
+        raise ConfigError(
+            f"tools must be a list of tool declarations, got {type(tools).__name__}", key="tools"
+        )
     pending = 0
     if user_message is not None:
         pending = estimate_content_tokens([as_message(user_message)], image_token_estimate)
     if last_prompt_token_count > 0:
         return last_prompt_token_count + pending
+    try:
+        walked = estimate_content_tokens(history, image_token_estimate)
+    except (AttributeError, TypeError):  # not a history: the check names what is wrong
+        check_history(history, tool_pairs=False)
+        raise
     return (
-        estimate_content_tokens(history, image_token_estimate)
-        + pending
-        + estimate_text_tokens(system_instruction)
-        + estimate_tools_tokens(tools)
+        walked + pending + estimate_text_tokens(system_instruction) + estimate_tools_tokens(tools)
     )
 
 

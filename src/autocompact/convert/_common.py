@@ -56,6 +56,14 @@ def is_text_block_list(value: Any) -> bool:
     )
 
 
+def require_array(value: Any, what: str) -> Any:
+    """``value`` when it is a list or another sequence of items (not text, bytes or an object);
+    else a :class:`ContentError` that names ``what`` and the type it got."""
+    if isinstance(value, str | bytes | Mapping) or not hasattr(value, "__iter__"):
+        raise ContentError(f"{what} must be a list (a JSON array), got {type(value).__name__}")
+    return value
+
+
 def require_mapping(value: Any, index: int, what: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise ContentError(

@@ -28,6 +28,7 @@ from autocompact.content import (
 from autocompact.convert._common import (
     UNKNOWN_TOOL_NAME,
     JsonDict,
+    require_array,
     require_mapping,
     require_str,
 )
@@ -64,7 +65,7 @@ def from_anthropic_messages(
     tool_names: dict[str, str] = {}
     history = [
         from_anthropic_message(msg, index=index, tool_names=tool_names)
-        for index, msg in enumerate(msgs)
+        for index, msg in enumerate(require_array(msgs, "messages"))
     ]
     return _anthropic_system(system), history
 
@@ -72,6 +73,10 @@ def from_anthropic_messages(
 def _anthropic_system(system: str | Sequence[Mapping[str, Any]] | None) -> str | None:
     if system is None or isinstance(system, str):
         return system
+    if not isinstance(system, list):
+        raise ContentError(
+            f"system must be a string or a list of text blocks, got {type(system).__name__}"
+        )
     texts = []
     for block in system:
         if not isinstance(block, Mapping) or block.get("type") != "text":

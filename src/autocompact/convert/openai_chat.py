@@ -28,6 +28,7 @@ from autocompact.convert._common import (
     data_url,
     is_text_block_list,
     parse_data_url,
+    require_array,
     require_mapping,
     require_str,
     response_text,
@@ -68,7 +69,7 @@ def from_openai_messages(
             history.append(Message(role="user", parts=tuple(pending_user)))
             pending_user = None
 
-    for index, raw in enumerate(msgs):
+    for index, raw in enumerate(require_array(msgs, "messages")):
         msg = require_mapping(raw, index, "an OpenAI message")
         role = msg.get("role")
         if role in ("system", "developer"):
@@ -235,7 +236,12 @@ def _openai_assistant(msg: Mapping[str, Any], index: int) -> Message:
     refusal = msg.get("refusal")
     if isinstance(refusal, str) and refusal and content is None:
         parts.append(TextPart(text=refusal))
-    for call in msg.get("tool_calls") or ():
+    calls = msg.get("tool_calls")
+    if calls is not None and not isinstance(calls, list):
+        raise ContentError(
+            f"message {index}: tool_calls must be a list, got {type(calls).__name__}", index=index
+        )
+    for call in calls or ():
         parts.append(_openai_tool_call(call, index))
     return Message(role="model", parts=tuple(parts))
 

@@ -231,15 +231,29 @@ def response_usage(usage: Any) -> Usage | None:
 
 
 def dict_usage(usage: Any) -> Usage | None:
+    """The usage of a Responses API answer read as JSON (``None``: none reported). A count that
+    is not a whole number of tokens (a string, a list, NaN) is read as not reported (0)."""
     if not isinstance(usage, Mapping):
         return None
-    inputs = usage.get("input_tokens_details") or {}
-    outputs = usage.get("output_tokens_details") or {}
+    inputs = usage.get("input_tokens_details")
+    outputs = usage.get("output_tokens_details")
     return Usage(
-        prompt_tokens=int(usage.get("input_tokens") or 0),
-        output_tokens=int(usage.get("output_tokens") or 0),
-        cached_tokens=int(inputs.get("cached_tokens") or 0) if isinstance(inputs, Mapping) else 0,
-        thinking_tokens=int(outputs.get("reasoning_tokens") or 0)
-        if isinstance(outputs, Mapping)
-        else 0,
+        prompt_tokens=_count(usage.get("input_tokens")),
+        output_tokens=_count(usage.get("output_tokens")),
+        cached_tokens=_count(inputs.get("cached_tokens")) if isinstance(inputs, Mapping) else 0,
+        thinking_tokens=(
+            _count(outputs.get("reasoning_tokens")) if isinstance(outputs, Mapping) else 0
+        ),
     )
+
+
+def _count(value: Any) -> int:
+    """A reported token count: a non-negative whole number (an int, or a float without a
+    fraction), else 0."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return max(value, 0)
+    if isinstance(value, float) and value.is_integer():
+        return max(int(value), 0)
+    return 0

@@ -24,14 +24,14 @@ import anyio
 import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
 
 from autocompact.compaction.split import COMPRESSION_PRESERVE_THRESHOLD
 from autocompact.errors import AutocompactError
 from autocompact.limits import known_limits, query_server_limits, resolve_limits
 from autocompact.serve.anthropic_messages import ANTHROPIC_MESSAGES
+from autocompact.serve.followed import Followed, FollowedStream
 from autocompact.serve.openai_chat import OPENAI_CHAT
 from autocompact.serve.planner import Decision, Planner
 from autocompact.serve.protocol import (
@@ -453,7 +453,7 @@ class ServeApp:
             usage = content if status < 400 else b""
             marks = [self.planner.following(decision)]
             then = self._then(request, decision, status, added, usage, marks)
-            return _Followed(content, then, status_code=status, headers=headers)
+            return Followed(content, then, status_code=status, headers=headers)
 
         streamed = bytearray()  # where the stream reported its usage, once it ended well
         # Marked when the stream ended, not when it started: a request of the conversation made
@@ -495,7 +495,7 @@ class ServeApp:
                     await self.planner.release(decision)
 
         then = self._then(request, decision, status, added, streamed, learning)
-        return _FollowedStream(relay(), then, status_code=status, headers=headers)
+        return FollowedStream(relay(), then, status_code=status, headers=headers)
 
     def _then(
         self,
@@ -549,42 +549,6 @@ class ServeApp:
             status,
             added * 1000,
         )
-
-
-async def _followed(sending: Awaitable[None], then: Callable[[], Awaitable[None]]) -> None:
-    try:
-        await sending
-    finally:  # shielded: a client that hung up cancels the sending, not what follows it
-        with anyio.CancelScope(shield=True):
-            await then()
-
-
-class _Followed(Response):
-    """A response, then what follows it (:meth:`ServeApp._then`), once it was sent or could
-    not be."""
-
-    def __init__(self, content: bytes, then: Callable[[], Awaitable[None]], **kwargs: Any) -> None:
-        super().__init__(content, **kwargs)
-        self.then = then
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await _followed(super().__call__(scope, receive, send), self.then)
-
-
-class _FollowedStream(StreamingResponse):
-    """A streamed response, then what follows it, as :class:`_Followed`."""
-
-    def __init__(
-        self,
-        content: AsyncIterator[bytes],
-        then: Callable[[], Awaitable[None]],
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(content, **kwargs)
-        self.then = then
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await _followed(super().__call__(scope, receive, send), self.then)
 
 
 def _ours(decision: Decision) -> dict[str, str]:

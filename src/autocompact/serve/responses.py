@@ -98,6 +98,8 @@ def from_responses_input(items: Sequence[Any]) -> tuple[str | None, list[Message
             history.append(Message(role="user" if role == "user" else "model", parts=tuple(parts)))
         parts.clear()
 
+    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Sequence):
+        raise ContentError(f"input must be a string or a list of items, got {type(items).__name__}")
     for index, item in enumerate(items):
         kind = _kind(item)
         if kind in _SYSTEM_ROLES and not history and role is None:
@@ -119,8 +121,15 @@ def from_responses_input(items: Sequence[Any]) -> tuple[str | None, list[Message
         if kind in ("user", "assistant", *_SYSTEM_ROLES):
             parts.extend(_text_parts(item.get("content"), index))
         elif kind == "function_call":
+            raw = item.get("arguments") or "{}"
+            if not isinstance(raw, str):
+                raise ContentError(
+                    f"input item {index}: arguments must be a JSON string, got "
+                    f"{type(raw).__name__}",
+                    index=index,
+                )
             try:
-                arguments = json.loads(item.get("arguments") or "{}")
+                arguments = json.loads(raw)
             except ValueError as exc:
                 raise ContentError(
                     f"input item {index}: arguments are not JSON", index=index
@@ -145,6 +154,11 @@ def from_responses_input(items: Sequence[Any]) -> tuple[str | None, list[Message
             if isinstance(item.get("encrypted_content"), str):
                 ref["encrypted_content"] = item["encrypted_content"]
             summary = item.get("summary") or []
+            if not isinstance(summary, list):
+                raise ContentError(
+                    f"input item {index}: summary must be a list, got {type(summary).__name__}",
+                    index=index,
+                )
             text = " ".join(str(s.get("text", "")) for s in summary if isinstance(s, Mapping))
             signature = REASONING_SIGNATURE_PREFIX + json.dumps(ref)
             parts.append(ThinkingPart(text=text, signature=signature))
