@@ -34,7 +34,7 @@ SNAPSHOT = (
 def count_tokens(body: dict[str, Any]) -> int:
     """The upstream's own count: bytes of messages, system and tools as JSON, divided by 3."""
     parts = [body.get("messages"), body.get("system"), body.get("tools")]
-    return len(json.dumps(parts, ensure_ascii=False).encode("utf-8")) // 3
+    return len(json.dumps(parts, ensure_ascii=False).encode("utf-8", "surrogatepass")) // 3
 
 
 def _text(message: Any) -> str:
@@ -119,7 +119,7 @@ class ScriptedUpstream:
             )
         items = body.get("input") or []
         parts = [items, body.get("instructions"), body.get("tools")]
-        tokens = len(json.dumps(parts, ensure_ascii=False).encode("utf-8")) // 3
+        tokens = len(json.dumps(parts, ensure_ascii=False).encode("utf-8", "surrogatepass")) // 3
         if tokens > self.window:
             self.rejected += 1
             error = {"message": f"Your input exceeds the context window ({tokens} tokens).",

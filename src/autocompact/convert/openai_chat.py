@@ -34,6 +34,7 @@ from autocompact.convert._common import (
     response_text,
 )
 from autocompact.errors import ContentError
+from autocompact.jsonsafe import loads
 
 __all__ = ["from_openai_messages", "to_openai_messages"]
 
@@ -257,9 +258,7 @@ def _openai_tool_call(raw: Any, index: int) -> FunctionCallPart:
     name = require_str(function, "name", index, "a tool call function")
     arguments_text = function.get("arguments") or "{}"
     try:
-        arguments = (
-            json.loads(arguments_text) if isinstance(arguments_text, str) else arguments_text
-        )
+        arguments = loads(arguments_text) if isinstance(arguments_text, str) else arguments_text
     except json.JSONDecodeError as exc:
         raise ContentError(
             f"message {index}: tool call {name!r} has arguments that are not valid JSON: {exc}",

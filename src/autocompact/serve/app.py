@@ -11,7 +11,6 @@ error or one in the protocol's error shape; one log line per request says what w
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -28,7 +27,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from autocompact.compaction.split import COMPRESSION_PRESERVE_THRESHOLD
-from autocompact.errors import AutocompactError
+from autocompact.errors import AutocompactError, ContentError
+from autocompact.jsonsafe import loads
 from autocompact.limits import known_limits, query_server_limits, resolve_limits
 from autocompact.serve.anthropic_messages import ANTHROPIC_MESSAGES
 from autocompact.serve.followed import Followed, FollowedStream
@@ -40,7 +40,12 @@ from autocompact.serve.protocol import (
     reported_prompt_tokens,
 )
 from autocompact.serve.responses import RESPONSES
-from autocompact.serve.upstream import UpstreamProvider, forward_headers, response_headers
+from autocompact.serve.upstream import (
+    UpstreamProvider,
+    forward_headers,
+    header_bytes,
+    response_headers,
+)
 from autocompact.sessions.stores import open_store
 from autocompact.sessions.stores.base import SessionStore
 
@@ -242,7 +247,7 @@ class ServeApp:
         stateful = False
         if b'"previous_response_id"' in raw or b"\\u" in raw:  # decoded only when it may say
             try:
-                stateful = bool(json.loads(raw).get("previous_response_id"))
+                stateful = bool(loads(raw).get("previous_response_id"))
             except (ValueError, AttributeError):
                 stateful = False  # the chat path answers with the protocol's error
         handler = self._passthrough if stateful else self._chat
@@ -306,7 +311,9 @@ class ServeApp:
         return self._error(protocol, 413, "request_too_large", message)
 
     async def _send(self, method: str, url: str, headers: Mapping[str, str], body: bytes) -> Any:
-        request = self.client.build_request(method, url, headers=headers, content=body)
+        request = self.client.build_request(
+            method, url, headers=header_bytes(headers), content=body
+        )
         return await self.client.send(request, stream=True)
 
     def _send_error(self, protocol: Any, upstream: str, exc: Exception) -> Response:
@@ -351,7 +358,7 @@ class ServeApp:
             return self._no_upstream(protocol)
         raw = await request.body()
         try:
-            body = json.loads(raw)
+            body = loads(raw)
         except ValueError as exc:
             message = f"the request body is not JSON ({exc}); send a JSON object"
             return self._error(protocol, 400, "invalid_request_error", message)
@@ -422,6 +429,9 @@ class ServeApp:
         write), the request goes out as the client sent it."""
         try:
             return await self.planner.plan(**plan)
+        except ContentError as exc:  # the client's messages: theirs to mend, not an operator's
+            logger.info("forwarding uncompacted a request the proxy cannot read: %s", exc)
+            return Decision(body=raw, action="error-forwarded")
         except AutocompactError as exc:
             logger.error("forwarding uncompacted: %s", exc)
             return Decision(body=raw, action="error-forwarded")

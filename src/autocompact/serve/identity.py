@@ -57,7 +57,7 @@ class Identity:
 
 
 def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
 def _body_id(body: Mapping[str, Any]) -> tuple[str, str] | None:

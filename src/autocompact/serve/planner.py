@@ -508,27 +508,31 @@ class Planner:
             return self._finish(
                 protocol, converted, base, measured, current, conv, pending, head, body
             )
-        if not waited:
-            fresh, fresh_shared = await self._read(identity.session_id)
-            newer = best_record(fresh, chain.upto(fresh, pending), pending)
-            if newer is not None and (record is None or newer.prefix_len > record.prefix_len):
-                # Another worker compacted this conversation while we waited: use its record.
-                await self._store(self.store.release_lease, lease)
-                return await self._plan(
-                    protocol=protocol, body=body, raw=raw, head=head, conv=conv,
-                    pending=pending, chain=chain, records=fresh, shared=fresh_shared,
-                    identity=identity, window=window, provider=provider, reactive=reactive,
-                    waited=True,
-                )  # fmt: skip
         calls = provider.calls
+        held = True  # until given back: whatever fails while it is held gives it back
         try:
+            if not waited:
+                fresh, fresh_shared = await self._read(identity.session_id)
+                newer = best_record(fresh, chain.upto(fresh, pending), pending)
+                if newer is not None and (record is None or newer.prefix_len > record.prefix_len):
+                    # Another worker compacted this conversation while we waited: use its record.
+                    held = False
+                    await self._store(self.store.release_lease, lease)
+                    return await self._plan(
+                        protocol=protocol, body=body, raw=raw, head=head, conv=conv,
+                        pending=pending, chain=chain, records=fresh, shared=fresh_shared,
+                        identity=identity, window=window, provider=provider, reactive=reactive,
+                        waited=True,
+                    )  # fmt: skip
             result = await guard.arun(converted.messages, reactive=reactive, **options)
+            decision = self._finish(
+                protocol, converted, base, result, current, conv, pending, head, body
+            )
         except BaseException:
-            await self._store(self.store.release_lease, lease)
+            if held:  # (shielded: a client that hung up cancels the request, not this)
+                with anyio.CancelScope(shield=True):
+                    await self._store(self.store.release_lease, lease)
             raise
-        decision = self._finish(
-            protocol, converted, base, result, current, conv, pending, head, body
-        )
         if decision.record is None:
             try:
                 if result.compactions or _breaker(result.state) != _breaker(state):

@@ -35,6 +35,7 @@ from autocompact.content import (
 from autocompact.convert import UNKNOWN_TOOL_NAME, parse_data_url
 from autocompact.convert.openai_responses import REASONING_SIGNATURE_PREFIX, to_responses_input
 from autocompact.errors import ContentError, MalformedResponseError
+from autocompact.jsonsafe import loads
 from autocompact.providers.base import ChatRequest, Completion, FinishReason, ToolSpec
 from autocompact.serve.protocol import CLIENT_SUMMARY_PROMPTS, Converted, tool_spec
 
@@ -129,7 +130,7 @@ def from_responses_input(items: Sequence[Any]) -> tuple[str | None, list[Message
                     index=index,
                 )
             try:
-                arguments = json.loads(raw)
+                arguments = loads(raw)
             except ValueError as exc:
                 raise ContentError(
                     f"input item {index}: arguments are not JSON", index=index
@@ -197,8 +198,10 @@ class Responses:
         instructions = body.get("instructions")
         if isinstance(instructions, str) and instructions:
             system = instructions if system is None else f"{instructions}\n\n{system}"
-        start = len(messages)
-        while start > self.lead(messages) and _kind(messages[start - 1]) in _USER_SIDE:
+        # The pending turn: the items the last (user-side) message was read from, a system or
+        # developer message after the first turn among them (read as the user side's text).
+        start, lead = len(messages), self.lead(messages)
+        while start > lead and _kind(messages[start - 1]) in (*_USER_SIDE, *_SYSTEM_ROLES):
             start -= 1
         return Converted(
             system=system, messages=tuple(history), tools=_tools(body), pending_start=start

@@ -28,8 +28,15 @@ from autocompact.errors import (
 )
 from autocompact.providers.base import ChatRequest, Completion, StreamDone, StreamEvent
 from autocompact.serve.protocol import WireProtocol, looks_like_overflow
+from autocompact.serve.wire import dump
 
-__all__ = ["HOP_BY_HOP", "UpstreamProvider", "forward_headers", "response_headers"]
+__all__ = [
+    "HOP_BY_HOP",
+    "UpstreamProvider",
+    "forward_headers",
+    "header_bytes",
+    "response_headers",
+]
 
 HOP_BY_HOP = frozenset(
     {
@@ -62,6 +69,13 @@ def forward_headers(headers: Mapping[str, str]) -> dict[str, str]:
     }
     out["accept-encoding"] = "identity"
     return out
+
+
+def header_bytes(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
+    """Headers as the bytes they came in: a value that is not ASCII (a client's UTF-8, which
+    the server read as Latin-1) goes out as its own bytes again, which httpx would otherwise
+    refuse to encode."""
+    return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
 
 
 def response_headers(headers: httpx.Headers) -> dict[str, str]:
@@ -125,6 +139,13 @@ class UpstreamProvider:
         self.timeout = timeout
         self.calls = 0
 
+    def _request(self, body: Any) -> dict[str, Any]:
+        """The summary request's content and headers: its JSON written as the proxy writes
+        bodies (:func:`~autocompact.serve.wire.dump`), the client's headers as httpx can send
+        them (:func:`header_bytes`)."""
+        headers = header_bytes({**self.headers, "content-type": "application/json"})
+        return {"content": dump(body), "headers": headers}
+
     def _parse(self, response: httpx.Response) -> Completion:
         if response.status_code >= 400:
             raise _error(self.protocol, response.status_code, response.content, self.model)
@@ -143,9 +164,7 @@ class UpstreamProvider:
         self.calls += 1
         body = self.protocol.side_query_body(self.model, request)
         try:
-            response = await self.client.post(
-                self.url, json=body, headers=self.headers, timeout=self.timeout
-            )
+            response = await self.client.post(self.url, **self._request(body), timeout=self.timeout)
         except httpx.TimeoutException as exc:
             raise ProviderTimeoutError(
                 f"the summary request timed out after {self.timeout:g} s",
@@ -162,9 +181,7 @@ class UpstreamProvider:
             # OpenAI's newer models take max_completion_tokens only; compatible servers the
             # older max_tokens: the summary request is sent once more in the form asked for.
             body["max_completion_tokens"] = body.pop("max_tokens")
-            response = await self.client.post(
-                self.url, json=body, headers=self.headers, timeout=self.timeout
-            )
+            response = await self.client.post(self.url, **self._request(body), timeout=self.timeout)
         return self._parse(response)
 
     async def astream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
@@ -177,7 +194,7 @@ class UpstreamProvider:
         body = self.protocol.side_query_body(self.model, request)
         try:
             with httpx.Client(timeout=self.timeout) as client:
-                response = client.post(self.url, json=body, headers=self.headers)
+                response = client.post(self.url, **self._request(body))
         except httpx.HTTPError as exc:
             raise ProviderConnectionError(
                 f"the summary request failed: {exc}",

@@ -19,6 +19,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from autocompact.errors import ContentError
+
 __all__ = [
     "canonical",
     "chain_hashes",
@@ -66,16 +68,24 @@ def canonical(message: Any) -> bytes:
     Serialized once as it is; only a message whose JSON holds a ``"cache_control"`` string (a
     key, or a value exactly that) is stripped and serialized again: the same bytes either way.
     """
-    text = _sorted_json(message)
-    if _MARKER in text:
-        text = _sorted_json(_strip(message))
-    return text.encode("utf-8")
+    try:
+        text = _sorted_json(message)
+        if _MARKER in text:
+            text = _sorted_json(_strip(message))
+    except RecursionError:
+        raise ContentError(
+            "a message is nested too deeply to read (arrays or objects within each other "
+            "hundreds of levels down)"
+        ) from None
+    # A lone surrogate (a client's "\ud800" escape) hashes as its own code point: valid text
+    # gives the bytes of UTF-8 either way.
+    return text.encode("utf-8", "surrogatepass")
 
 
 def chain_hashes(messages: Sequence[Any], *, seed: str = "") -> list[str]:
     """``h[i]``: the hash of messages ``0..i`` (hex, 32 characters)."""
     out: list[str] = []
-    previous = hashlib.sha256(seed.encode("utf-8")).digest()
+    previous = hashlib.sha256(seed.encode("utf-8", "surrogatepass")).digest()
     for message in messages:
         digest = hashlib.sha256(previous + canonical(message)).digest()
         out.append(digest.hex()[:32])
@@ -84,8 +94,14 @@ def chain_hashes(messages: Sequence[Any], *, seed: str = "") -> list[str]:
 
 
 def dump(value: Any) -> bytes:
-    """Compact JSON bytes (the form the proxy writes: no spaces, UTF-8 as is)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    """Compact JSON bytes (the form the proxy writes: no spaces, UTF-8 as is; a text holding a
+    lone surrogate, which a client can send as a ``\\ud800`` escape and UTF-8 cannot hold, is
+    written with escapes, as the client sent it)."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value, separators=(",", ":")).encode("ascii")
 
 
 def splice_body(

@@ -1,0 +1,148 @@
+"""Requests a client may send that the proxy once failed on with a 500 (found by a fuzzer,
+2026-12-06): each is now forwarded or answered in the protocol's error shape, and nothing the
+client sent is lost."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import httpx
+import pytest
+
+from autocompact.serve.planner import Planner
+
+from .conftest import Proxy
+from .test_compaction import _long_anthropic, filler
+
+CHAT, MESSAGES, RESPONSES = "/v1/chat/completions", "/v1/messages", "/v1/responses"
+SURROGATE = '{"role": "user", "content": "hi \\ud800"}'  # a JSON escape UTF-8 cannot hold
+
+
+def _post(proxy: Proxy, path: str, raw: bytes, **headers: Any) -> httpx.Response:
+    return httpx.post(f"{proxy.url}{path}", content=raw, headers=headers, timeout=30)
+
+
+@pytest.mark.parametrize(
+    ("path", "raw"),
+    [
+        (CHAT, '{"model": "m", "messages": [' + SURROGATE + "]}"),
+        (MESSAGES, '{"model": "m", "max_tokens": 5, "messages": [' + SURROGATE + "]}"),
+        (RESPONSES, '{"model": "m", "input": [' + SURROGATE + "]}"),
+        (CHAT, '{"model": "m", "user": "\\udc00", "messages": [{"role": "user", "content": "x"}]}'),
+    ],
+    ids=["chat", "messages", "responses", "body-id"],
+)
+def test_a_lone_surrogate_is_forwarded_as_sent(proxy: Proxy, path: str, raw: str) -> None:
+    """A lone surrogate escape (valid JSON, not valid Unicode) in a message or an id: the
+    request is forwarded byte for byte (it was a 500)."""
+    reply = _post(proxy, path, raw.encode())
+    assert reply.status_code == 200, reply.text
+    assert reply.headers["x-autocompact-action"] in ("forward", "passthrough")
+    assert proxy.upstream.received[-1] == raw.encode()
+
+
+def test_a_lone_surrogate_in_a_compacted_request_is_written_back_as_an_escape(
+    proxy: Proxy,
+) -> None:
+    """At *auto*, a lone surrogate in the pending message and in another field: the request is
+    compacted, and what goes out is JSON holding the same surrogate (as an escape)."""
+    body = _long_anthropic(18)
+    body["messages"][-1]["content"] = "and now \ud800?"
+    body["metadata"] = {"note": "\udc01"}
+    reply = _post(proxy, MESSAGES, json.dumps(body).encode())
+    assert reply.status_code == 200, reply.text
+    assert reply.headers["x-autocompact-action"] == "compacted"
+    sent = json.loads(proxy.upstream.received[-1])
+    assert sent["messages"][-1]["content"] == "and now \ud800?"
+    assert sent["metadata"] == {"note": "\udc01"}
+
+
+def test_a_header_that_is_not_ascii_is_forwarded_as_its_bytes(proxy: Proxy) -> None:
+    """A client's UTF-8 header value reaches the upstream as the same bytes (it was a 500)."""
+    raw = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'
+    reply = httpx.post(
+        f"{proxy.url}{CHAT}", content=raw, headers=[(b"x-title", "café".encode())], timeout=30
+    )
+    assert reply.status_code == 200, reply.text
+    # (the upstream's server reads header bytes as Latin-1, as the proxy's does)
+    assert proxy.upstream.headers[-1]["x-title"].encode("latin-1") == "café".encode()
+
+
+@pytest.mark.parametrize(
+    ("path", "raw"),
+    [(CHAT, b"[" * 100_000), (RESPONSES, b'{"previous_response_id":' + b"[" * 100_000)],
+    ids=["chat", "responses-stateful"],
+)
+def test_a_body_nested_too_deeply_is_a_clear_error(proxy: Proxy, path: str, raw: bytes) -> None:
+    """Nesting no parser can follow: a 400 in the protocol's shape that says so (it was a
+    500, or a bare "Internal Server Error")."""
+    reply = _post(proxy, path, raw)
+    assert reply.status_code == 400
+    assert "nested too deeply" in reply.json()["error"]["message"]
+    assert not proxy.upstream.received
+
+
+def test_a_message_nested_too_deeply_to_hash_is_forwarded_and_logged_as_the_clients(
+    proxy: Proxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A tool input nested 500 deep beside a cache_control marker cannot be hashed: the request
+    goes out as sent, and the log says so at INFO (the client's content, not an operator's
+    fault: it was a 500, then an ERROR line)."""
+    caplog.set_level(logging.INFO, logger="autocompact")
+    nested = "[" * 500 + "]" * 500
+    raw = (
+        '{"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": [{"type": '
+        '"text", "text": "t", "cache_control": {"type": "ephemeral"}}, {"type": "tool_use", '
+        '"id": "a", "name": "n", "input": {"x": ' + nested + "}}]}]}"
+    ).encode()
+    reply = _post(proxy, MESSAGES, raw)
+    assert reply.status_code == 200, reply.text
+    assert proxy.upstream.received[-1] == raw
+    said = [r for r in caplog.records if "nested too deeply" in r.getMessage()]
+    assert said
+    assert all(r.levelno == logging.INFO for r in said)
+
+
+def test_a_failure_after_the_lease_was_taken_gives_it_back(
+    proxy: Proxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compaction that fails after the conversation's lease was taken (here: writing the
+    request) gives the lease back: the conversation's next request is compacted at once, not
+    held for the lease's life and then trimmed."""
+    finish = Planner._finish
+    failed: list[bool] = []
+
+    def once(self: Planner, *args: Any) -> Any:
+        if not failed:
+            failed.append(True)
+            raise RuntimeError("scripted failure after the lease")
+        return finish(self, *args)
+
+    monkeypatch.setattr(Planner, "_finish", once)
+    headers = {"x-autocompact-conversation": "lease"}
+    raw = json.dumps(_long_anthropic(18)).encode()
+    assert _post(proxy, MESSAGES, raw, **headers).status_code == 500
+    reply = _post(proxy, MESSAGES, raw, **headers)
+    assert reply.headers["x-autocompact-action"] == "compacted"
+
+
+def test_a_responses_turn_ending_with_a_developer_message_keeps_the_users_message(
+    proxy: Proxy,
+) -> None:
+    """A Responses input whose turn ends ``user, developer`` (Codex resumed after its own
+    compaction): compacted, both reach the upstream (the user's message was dropped)."""
+    items: list[dict[str, Any]] = [{"role": "developer", "content": "You are terse."}]
+    for turn in range(24):
+        items.append({"role": "user", "content": f"step {turn}: " + filler(turn)})
+        items.append(
+            {"type": "message", "role": "assistant",
+             "content": [{"type": "output_text", "text": f"d{turn}"}]}
+        )  # fmt: skip
+    items.append({"role": "user", "content": "NOW FIX BUG 42"})
+    items.append({"role": "developer", "content": "DEV NOTE 7"})
+    reply = _post(proxy, RESPONSES, json.dumps({"model": "m", "input": items}).encode())
+    assert reply.headers["x-autocompact-action"] == "compacted"
+    sent = json.loads(proxy.upstream.received[-1])["input"]
+    assert sent[-2:] == items[-2:]
