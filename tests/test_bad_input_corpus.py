@@ -213,6 +213,12 @@ TRANSCRIPTS: list[tuple[str, str, str]] = [
     ("openai-usage-negative", _openai({"completion_tokens": -1}), "completion_tokens"),
     ("qwen-usage-string", _qwen({"promptTokenCount": "10"}), "promptTokenCount"),
     ("unknown-object", '{"hello": "world"}', "not a transcript"),
+    # Found by a fuzzer (2026-12-06): each failed inside the reader or the replay.
+    ("usage-huge", _cc_user("a") + "\n" + _cc_assistant({"input_tokens": 10**40}), "2**53"),
+    ("openai-usage-huge", _openai({"prompt_tokens": 10**40}), "prompt_tokens"),
+    ("type-a-list", '{"type": []}\n', "not a transcript"),
+    ("type-an-object", '{"type": "x"}\n{"type": {}}\n', "not a transcript"),
+    ("role-a-list", '[{"role": []}]', "not a transcript"),
 ]
 
 
@@ -227,6 +233,36 @@ def test_bad_transcript(tmp_path: Path, content: str, named: str) -> None:
         read_transcript(path)
     assert str(path) in str(info.value)
     assert named in str(info.value)
+
+
+def test_a_damaged_gzip_file_is_named(tmp_path: Path) -> None:
+    """A gzip header followed by damage: TranscriptFormatError naming the file (it was a raw
+    ``zlib.error``)."""
+    path = tmp_path / "t.jsonl.gz"
+    path.write_bytes(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff" + b"\xff" * 20)
+    with pytest.raises(TranscriptFormatError) as info:
+        read_transcript(path)
+    assert str(path) in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        '{"messages":[{"type":"gemini","content":"hi","tokens":{"input":NaN}}]}',
+        '{"messages":[{"type":"gemini","content":"hi","tokens":{"input":Infinity}}]}',
+        _cc_user("a") + '\n{"type":"system","subtype":"compact_boundary",'
+        '"compactMetadata":{"trigger":"auto","preTokens":NaN}}\n' + _cc_user("b") + "\n",
+    ],
+    ids=["gemini-nan", "gemini-infinity", "claude-code-pre-tokens-nan"],
+)
+def test_a_count_that_is_not_finite_reads_as_none(tmp_path: Path, content: str) -> None:
+    """A count recorded as ``NaN`` or ``Infinity`` where a missing count reads as 0 (it was a
+    raw ``ValueError`` or ``OverflowError``)."""
+    path = tmp_path / "t.json"
+    path.write_text(content)
+    transcript = read_transcript(path)
+    assert all(call.prompt_tokens == 0 for call in transcript.calls)
+    assert all(marker.pre_tokens in (0, None) for marker in transcript.compactions)
 
 
 def test_transcript_not_utf8(tmp_path: Path) -> None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,7 +133,7 @@ def read_first_lines(path: Path, count: int) -> list[str]:
                 lines.append(raw_line.decode("utf-8", errors="replace"))
                 if len(lines) >= count:
                     break
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, zlib.error) as exc:
         raise TranscriptFormatError(f"cannot read the file: {exc}", path=str(path)) from exc
     return lines
 
@@ -163,7 +165,7 @@ def read_bytes(path: Path) -> bytes:
         if magic == _GZIP_MAGIC:
             return _gunzip(path)
         return path.read_bytes()
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, zlib.error) as exc:
         raise TranscriptFormatError(f"cannot read the file: {exc}", path=str(path)) from exc
 
 
@@ -304,11 +306,18 @@ def load_json(path: Path, data: bytes | None = None) -> Any:
         ) from None
 
 
+MAX_TOKENS = 2**53
+"""Above any real count (a float still holds it exactly): a larger one is damage."""
+
+
 def int_field(value: object) -> int:
-    """A non-negative token count from a JSON value (missing or malformed → 0)."""
+    """A non-negative token count from a JSON value (missing or malformed → 0: not a number,
+    not finite, or :data:`MAX_TOKENS` or more)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return 0
-    return max(0, int(value))
+    if isinstance(value, float) and not math.isfinite(value):
+        return 0
+    return max(0, int(value)) if value < MAX_TOKENS else 0
 
 
 def usage_field(usage: Mapping[str, Any], key: str, path: Path, line: int | None) -> int:
@@ -323,9 +332,9 @@ def usage_field(usage: Mapping[str, Any], key: str, path: Path, line: int | None
         return 0
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < MAX_TOKENS:
         raise TranscriptFormatError(
-            f"usage field {key!r} must be a whole number of tokens ≥ 0, got "
+            f"usage field {key!r} must be a whole number of tokens from 0 below 2**53, got "
             f"{type(value).__name__} {value!r:.40}",
             path=str(path),
             line=line,

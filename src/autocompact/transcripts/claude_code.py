@@ -46,7 +46,9 @@ __all__ = ["FORMAT", "looks_like", "read"]
 
 FORMAT = "claude-code"
 
-_ONLY_HERE = frozenset({"progress", "file-history-snapshot", "queue-operation", "summary"})
+# Tuples, compared with ==: a ``type`` that is a list or an object is no kind (a set would fail
+# to hash it).
+_ONLY_HERE = ("progress", "file-history-snapshot", "queue-operation", "summary")
 _SYNTHETIC_MODEL = "<synthetic>"
 # The kinds of line read(): any other is passed over. A tuple, compared with ==, as read() does.
 _READ = ("user", "assistant", "queue-operation", "system")

@@ -20,7 +20,8 @@ from autocompact.transcripts._base import RecordedCall, Transcript, load_json, u
 __all__ = ["FORMAT", "looks_like", "read"]
 
 FORMAT = "openai-json"
-_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+# A tuple, compared with ==: a role that is a list or an object is no role (a set cannot hash it).
+_ROLES = ("system", "developer", "user", "assistant", "tool")
 
 
 def _message_list(document: Any) -> list[Any] | None:

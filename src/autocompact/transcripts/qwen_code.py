@@ -36,7 +36,8 @@ from autocompact.transcripts._gemini import gemini_parts
 __all__ = ["FORMAT", "looks_like", "read"]
 
 FORMAT = "qwen-code"
-_RECORD_TYPES = frozenset({"user", "assistant", "tool_result", "system"})
+# A tuple, compared with ==: a type that is a list or an object is no type (a set cannot hash it).
+_RECORD_TYPES = ("user", "assistant", "tool_result", "system")
 
 
 def looks_like(head: Sequence[Mapping[str, Any]]) -> bool:
