@@ -21,7 +21,13 @@ from __future__ import annotations
 
 from autocompact.errors import ContentError
 
-__all__ = ["PLAUSIBLE_FACTOR", "PLAUSIBLE_SLACK", "check_count", "plausible_prompt_count"]
+__all__ = [
+    "PLAUSIBLE_FACTOR",
+    "PLAUSIBLE_SLACK",
+    "check_count",
+    "plausible_prompt_count",
+    "reported_count",
+]
 
 PLAUSIBLE_FACTOR = 10.0
 """How far (either way) a reported prompt count may be from the local estimate."""
@@ -57,6 +63,21 @@ def plausible_prompt_count(
             PLAUSIBLE_FACTOR,
         )
     return False
+
+
+def reported_count(value: object) -> int:
+    """A token count as a provider reported it in JSON: a whole number of 0 or more (an int, or
+    a float without a fraction, below 2**53); anything else (missing, a string, a list, NaN,
+    ``1e999``, a negative number) reads as not reported, 0."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, float):
+        if not value.is_integer():  # (NaN and the infinities are not whole numbers either)
+            return 0
+        value = int(value)
+    if isinstance(value, int) and 0 <= value < 2**53:
+        return value
+    return 0
 
 
 def check_count(value: object, name: str) -> None:

@@ -8,10 +8,18 @@ import json
 import logging
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
+from autocompact.content import Message
+from autocompact.errors import MalformedResponseError, ProviderTimeoutError
+from autocompact.providers.base import ChatRequest
+from autocompact.serve.anthropic_messages import ANTHROPIC_MESSAGES
+from autocompact.serve.openai_chat import OPENAI_CHAT
 from autocompact.serve.planner import Planner
+from autocompact.serve.responses import RESPONSES as RESPONSES_PROTOCOL
+from autocompact.serve.upstream import UpstreamProvider
 
 from .conftest import Proxy
 from .test_compaction import _long_anthropic, filler
@@ -146,3 +154,62 @@ def test_a_responses_turn_ending_with_a_developer_message_keeps_the_users_messag
     assert reply.headers["x-autocompact-action"] == "compacted"
     sent = json.loads(proxy.upstream.received[-1])["input"]
     assert sent[-2:] == items[-2:]
+
+
+# -- the upstream's summary replies ---------------------------------------------------------
+
+
+def _summary_call(protocol: Any, reply: Any) -> Any:
+    """The summary request of ``protocol`` answered by ``reply`` (a response, or a callable
+    of the request number that gives one or raises)."""
+
+    async def run() -> Any:
+        calls: list[int] = []
+
+        def handler(request: httpx.Request) -> httpx.Response:
+            calls.append(1)
+            return reply(len(calls)) if callable(reply) else reply
+
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+            provider = UpstreamProvider(
+                protocol=protocol, client=client, url="http://upstream/v1/x",
+                headers={"authorization": "Bearer k"}, model="m", timeout=5,
+            )  # fmt: skip
+            request = ChatRequest(messages=(Message.user("hi"),), max_output_tokens=99)
+            return await provider.acomplete(request)
+
+    return anyio.run(run)
+
+
+def test_a_summary_reply_with_counts_that_are_no_counts_is_read() -> None:
+    """Usage of strings and ``incomplete_details`` of a string: the summary is read, the
+    counts as not reported (it was a 500 to the client)."""
+    chat = {"choices": [{"message": {"role": "assistant", "content": "summary"}}],
+            "usage": {"prompt_tokens": "many", "completion_tokens": [1]}}  # fmt: skip
+    assert _summary_call(OPENAI_CHAT, httpx.Response(200, json=chat)).text == "summary"
+    responses = {"output": [{"type": "message", "content": [{"type": "output_text",
+                 "text": "summary"}]}], "usage": {"input_tokens": "x"},
+                 "incomplete_details": "cut"}  # fmt: skip
+    assert _summary_call(RESPONSES_PROTOCOL, httpx.Response(200, json=responses)).text == "summary"
+
+
+def test_a_summary_reply_of_another_shape_is_malformed_and_names_the_upstream() -> None:
+    reply = httpx.Response(200, json={"type": "message", "content": 5})
+    with pytest.raises(MalformedResponseError) as caught:
+        _summary_call(ANTHROPIC_MESSAGES, reply)
+    assert caught.value.provider == "anthropic"
+
+
+def test_the_summary_requests_second_try_that_times_out_is_a_timeout() -> None:
+    """The retry with max_completion_tokens that times out: the library's timeout error (it
+    was a raw httpx error)."""
+    refused = {"error": {"message": "Unsupported parameter: 'max_tokens'. Use "
+                         "'max_completion_tokens'."}}  # fmt: skip
+
+    def reply(number: int) -> httpx.Response:
+        if number == 1:
+            return httpx.Response(400, json=refused)
+        raise httpx.ReadTimeout("timed out")
+
+    with pytest.raises(ProviderTimeoutError):
+        _summary_call(OPENAI_CHAT, reply)

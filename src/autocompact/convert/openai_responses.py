@@ -33,6 +33,7 @@ from autocompact.content import (
 )
 from autocompact.convert._common import data_url, response_text
 from autocompact.errors import ContentError
+from autocompact.usage_check import reported_count
 
 __all__ = [
     "PROVIDER_NAME",
@@ -223,37 +224,25 @@ def response_usage(usage: Any) -> Usage | None:
     inputs = getattr(usage, "input_tokens_details", None)
     outputs = getattr(usage, "output_tokens_details", None)
     return Usage(
-        prompt_tokens=int(getattr(usage, "input_tokens", 0) or 0),
-        output_tokens=int(getattr(usage, "output_tokens", 0) or 0),
-        cached_tokens=int(getattr(inputs, "cached_tokens", 0) or 0),
-        thinking_tokens=int(getattr(outputs, "reasoning_tokens", 0) or 0),
+        prompt_tokens=reported_count(getattr(usage, "input_tokens", 0)),
+        output_tokens=reported_count(getattr(usage, "output_tokens", 0)),
+        cached_tokens=reported_count(getattr(inputs, "cached_tokens", 0)),
+        thinking_tokens=reported_count(getattr(outputs, "reasoning_tokens", 0)),
     )
 
 
 def dict_usage(usage: Any) -> Usage | None:
-    """The usage of a Responses API answer read as JSON (``None``: none reported). A count that
-    is not a whole number of tokens (a string, a list, NaN) is read as not reported (0)."""
+    """The usage of a Responses API answer read as JSON (``None``: none reported; a count that
+    is not one reads as 0: :func:`~autocompact.usage_check.reported_count`)."""
     if not isinstance(usage, Mapping):
         return None
     inputs = usage.get("input_tokens_details")
     outputs = usage.get("output_tokens_details")
+    inputs = inputs if isinstance(inputs, Mapping) else {}
+    outputs = outputs if isinstance(outputs, Mapping) else {}
     return Usage(
-        prompt_tokens=_count(usage.get("input_tokens")),
-        output_tokens=_count(usage.get("output_tokens")),
-        cached_tokens=_count(inputs.get("cached_tokens")) if isinstance(inputs, Mapping) else 0,
-        thinking_tokens=(
-            _count(outputs.get("reasoning_tokens")) if isinstance(outputs, Mapping) else 0
-        ),
+        prompt_tokens=reported_count(usage.get("input_tokens")),
+        output_tokens=reported_count(usage.get("output_tokens")),
+        cached_tokens=reported_count(inputs.get("cached_tokens")),
+        thinking_tokens=reported_count(outputs.get("reasoning_tokens")),
     )
-
-
-def _count(value: Any) -> int:
-    """A reported token count: a non-negative whole number (an int, or a float without a
-    fraction), else 0."""
-    if isinstance(value, bool):
-        return 0
-    if isinstance(value, int):
-        return max(value, 0)
-    if isinstance(value, float) and value.is_integer():
-        return max(int(value), 0)
-    return 0

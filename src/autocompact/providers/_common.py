@@ -26,6 +26,7 @@ from autocompact.errors import (
 
 __all__ = [
     "OVERFLOW_PATTERNS",
+    "REPLY_ERRORS",
     "ErrorBody",
     "LazyClients",
     "convert_transport_error",
@@ -72,6 +73,19 @@ _PROMPT_IN_MESSAGE = (  # most specific first: "requested N tokens" may include 
 )
 
 _MIN_SECRET = 6
+
+REPLY_ERRORS: tuple[type[Exception], ...] = (
+    ValueError,
+    KeyError,
+    TypeError,
+    AttributeError,
+    IndexError,  # (an SDK's stream reader on events out of order)
+    AssertionError,  # (the same, on a stream that does not start as it must)
+    ArithmeticError,  # (a count of 1e999)
+    RecursionError,  # (a body nested past the parser's stack)
+)
+"""What reading a reply the adapter or its SDK cannot make sense of raises: a malformed
+response, not a failure of the library."""
 
 
 def redact(text: str, secret: str | None) -> str:
@@ -154,7 +168,7 @@ def overflow_sizes(message: str) -> tuple[int | None, int | None]:
 
 def looks_like_overflow(status: int | None, message: str, code: str | None = None) -> bool:
     """Whether an error says the prompt does not fit the model's context window."""
-    if code and OVERFLOW_PATTERNS.search(code):
+    if isinstance(code, str) and code and OVERFLOW_PATTERNS.search(code):
         return True
     if status == 413:
         return True
@@ -178,6 +192,7 @@ def provider_error(
     fields such as llama-server's ``n_ctx``, or in the message).
     """
     text = redact(message, api_key)
+    code = code if isinstance(code, str) else None  # (a provider's body may hold anything)
     kwargs: dict[str, Any] = {"provider": provider, "model": model, "status": status}
     if looks_like_overflow(status, text, code):
         window, size = overflow_sizes(text)

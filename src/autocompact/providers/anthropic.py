@@ -41,6 +41,7 @@ from autocompact.errors import (
     ProviderError,
 )
 from autocompact.providers._common import (
+    REPLY_ERRORS,
     LazyClients,
     convert_transport_error,
     converting_errors,
@@ -70,6 +71,7 @@ from autocompact.providers.base import (
     ThinkingDelta,
 )
 from autocompact.thresholds import COMPACT_MAX_OUTPUT_TOKENS
+from autocompact.usage_check import reported_count
 
 __all__ = ["DEFAULT_MAX_TOKENS", "MIN_THINKING_BUDGET", "AnthropicProvider"]
 
@@ -290,7 +292,7 @@ class AnthropicProvider:
             self._capabilities_checked = True
             try:
                 info = self._sync().beta.models.retrieve(self.model)
-            except self._sdk.AnthropicError:
+            except (self._sdk.AnthropicError, *REPLY_ERRORS):  # (a check that says nothing)
                 info = None
             self._native_supported = supported_by_capabilities(info)
         if self._native_supported is False:
@@ -313,7 +315,7 @@ class AnthropicProvider:
             self._capabilities_checked = True
             try:
                 info = await self._async().beta.models.retrieve(self.model)
-            except self._sdk.AnthropicError:
+            except (self._sdk.AnthropicError, *REPLY_ERRORS):  # (a check that says nothing)
                 info = None
             self._native_supported = supported_by_capabilities(info)
         if self._native_supported is False:
@@ -395,7 +397,7 @@ class AnthropicProvider:
             )
         if isinstance(exc, sdk.AnthropicError):
             return ProviderError(redact(str(exc), self._api_key), **where)
-        if isinstance(exc, (ValueError, KeyError, TypeError, AttributeError)):
+        if isinstance(exc, REPLY_ERRORS):
             return MalformedResponseError(
                 redact(f"malformed response: {type(exc).__name__}: {exc}", self._api_key), **where
             )
@@ -461,13 +463,13 @@ def _body_text(body: object) -> str | None:
 def _usage(usage: Any) -> Usage | None:
     if usage is None:
         return None
-    fresh = int(getattr(usage, "input_tokens", 0) or 0)
-    created = int(getattr(usage, "cache_creation_input_tokens", 0) or 0)
-    read = int(getattr(usage, "cache_read_input_tokens", 0) or 0)
+    fresh = reported_count(getattr(usage, "input_tokens", 0))
+    created = reported_count(getattr(usage, "cache_creation_input_tokens", 0))
+    read = reported_count(getattr(usage, "cache_read_input_tokens", 0))
     details = getattr(usage, "output_tokens_details", None)
     return Usage(
         prompt_tokens=fresh + created + read,
-        output_tokens=int(getattr(usage, "output_tokens", 0) or 0),
+        output_tokens=reported_count(getattr(usage, "output_tokens", 0)),
         cached_tokens=read,
-        thinking_tokens=int(getattr(details, "thinking_tokens", 0) or 0),
+        thinking_tokens=reported_count(getattr(details, "thinking_tokens", 0)),
     )

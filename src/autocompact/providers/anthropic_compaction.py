@@ -26,6 +26,7 @@ from typing import Any
 
 from autocompact.content import OpaquePart, Usage
 from autocompact.providers.base import NativeCompaction, NativeOutcome
+from autocompact.usage_check import reported_count
 
 __all__ = [
     "COMPACTION_BETA",
@@ -94,7 +95,8 @@ def supported_by_capabilities(info: Any) -> bool | None:
     if compaction is None:
         return None
     summarize = getattr(compaction, "summarize", None)
-    return bool(compaction.supported) and bool(getattr(summarize, "supported", False))
+    supported = getattr(compaction, "supported", None)
+    return bool(supported is True) and bool(getattr(summarize, "supported", False) is True)
 
 
 def _iteration_usage(usage: Mapping[str, Any] | None) -> Usage | None:
@@ -105,12 +107,12 @@ def _iteration_usage(usage: Mapping[str, Any] | None) -> Usage | None:
         (i for i in iterations if isinstance(i, Mapping) and i.get("type") == "compaction"), None
     )
     source: Mapping[str, Any] = entry if entry is not None else usage
-    read = int(source.get("cache_read_input_tokens") or 0)
+    read = reported_count(source.get("cache_read_input_tokens"))
     return Usage(
-        prompt_tokens=int(source.get("input_tokens") or 0)
-        + int(source.get("cache_creation_input_tokens") or 0)
+        prompt_tokens=reported_count(source.get("input_tokens"))
+        + reported_count(source.get("cache_creation_input_tokens"))
         + read,
-        output_tokens=int(source.get("output_tokens") or 0),
+        output_tokens=reported_count(source.get("output_tokens")),
         cached_tokens=read,
     )
 

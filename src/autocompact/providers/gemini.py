@@ -65,7 +65,13 @@ from autocompact.errors import (
     ProviderError,
     ProviderTimeoutError,
 )
-from autocompact.providers._common import converting_errors, merge_extra, provider_error, redact
+from autocompact.providers._common import (
+    REPLY_ERRORS,
+    converting_errors,
+    merge_extra,
+    provider_error,
+    redact,
+)
 from autocompact.providers.base import (
     ChatRequest,
     Completion,
@@ -75,6 +81,7 @@ from autocompact.providers.base import (
     TextDelta,
     ThinkingDelta,
 )
+from autocompact.usage_check import reported_count
 
 __all__ = ["GeminiProvider", "GeminiThinking", "gemini_thinking"]
 
@@ -304,7 +311,7 @@ class GeminiProvider:
             return ProviderConnectionError(
                 redact(f"could not reach the server: {exc}", self._api_key), **where
             )
-        if isinstance(exc, (ValueError, KeyError, TypeError, AttributeError)):
+        if isinstance(exc, REPLY_ERRORS):
             return MalformedResponseError(
                 redact(f"malformed response: {type(exc).__name__}: {exc}", self._api_key), **where
             )
@@ -496,11 +503,11 @@ def _enum_name(value: Any) -> str:
 
 
 def _usage(meta: Any) -> Usage:
-    candidates = int(getattr(meta, "candidates_token_count", 0) or 0)
-    thoughts = int(getattr(meta, "thoughts_token_count", 0) or 0)
+    candidates = reported_count(getattr(meta, "candidates_token_count", 0))
+    thoughts = reported_count(getattr(meta, "thoughts_token_count", 0))
     return Usage(
-        prompt_tokens=int(getattr(meta, "prompt_token_count", 0) or 0),
+        prompt_tokens=reported_count(getattr(meta, "prompt_token_count", 0)),
         output_tokens=candidates + thoughts,
-        cached_tokens=int(getattr(meta, "cached_content_token_count", 0) or 0),
+        cached_tokens=reported_count(getattr(meta, "cached_content_token_count", 0)),
         thinking_tokens=thoughts,
     )

@@ -33,6 +33,7 @@ from autocompact.errors import (
     ProviderError,
 )
 from autocompact.providers._common import (
+    REPLY_ERRORS,
     LazyClients,
     convert_transport_error,
     converting_errors,
@@ -67,6 +68,7 @@ from autocompact.providers.openai_profiles import (
     openai_profile,
     qwen_profile,
 )
+from autocompact.usage_check import reported_count
 
 __all__ = [
     "COMPATIBLE_BASE_URLS",
@@ -422,7 +424,7 @@ class OpenAIProvider:
             )
         if isinstance(exc, sdk.OpenAIError):
             return ProviderError(redact(str(exc), self._api_key), **where)
-        if isinstance(exc, (ValueError, KeyError, TypeError, AttributeError)):
+        if isinstance(exc, REPLY_ERRORS):
             return MalformedResponseError(
                 redact(f"malformed response: {type(exc).__name__}: {exc}", self._api_key), **where
             )
@@ -464,10 +466,10 @@ def _usage(usage: Any) -> Usage | None:
         usage, "prompt_cache_hit_tokens", None
     )
     return Usage(
-        prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-        output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-        cached_tokens=int(cached or 0),
-        thinking_tokens=int(getattr(output_details, "reasoning_tokens", 0) or 0),
+        prompt_tokens=reported_count(getattr(usage, "prompt_tokens", 0)),
+        output_tokens=reported_count(getattr(usage, "completion_tokens", 0)),
+        cached_tokens=reported_count(cached),
+        thinking_tokens=reported_count(getattr(output_details, "reasoning_tokens", 0)),
     )
 
 

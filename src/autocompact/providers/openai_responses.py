@@ -50,6 +50,7 @@ from autocompact.errors import (
     ProviderError,
 )
 from autocompact.providers._common import (
+    REPLY_ERRORS,
     LazyClients,
     convert_transport_error,
     converting_errors,
@@ -404,7 +405,7 @@ class OpenAIResponsesProvider:
             )
         if isinstance(exc, sdk.OpenAIError):
             return ProviderError(redact(str(exc), self._api_key), **where)
-        if isinstance(exc, (ValueError, KeyError, TypeError, AttributeError)):
+        if isinstance(exc, REPLY_ERRORS):
             return MalformedResponseError(
                 redact(f"malformed response: {type(exc).__name__}: {exc}", self._api_key), **where
             )

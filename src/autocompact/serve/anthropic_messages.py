@@ -27,6 +27,7 @@ from autocompact.serve.protocol import (
     last_user_text,
     tool_spec,
 )
+from autocompact.usage_check import reported_count
 
 __all__ = ["ANTHROPIC_MESSAGES", "AnthropicMessages", "anthropic_tools", "signed_blocks"]
 
@@ -191,13 +192,13 @@ class AnthropicMessages:
         parsed = None
         if isinstance(usage, Mapping):
             prompt = sum(
-                int(usage.get(k) or 0)
+                reported_count(usage.get(k))
                 for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
             )
             parsed = Usage(
                 prompt_tokens=prompt,
-                output_tokens=int(usage.get("output_tokens") or 0),
-                cached_tokens=int(usage.get("cache_read_input_tokens") or 0),
+                output_tokens=reported_count(usage.get("output_tokens")),
+                cached_tokens=reported_count(usage.get("cache_read_input_tokens")),
             )
         stop = reply.get("stop_reason")
         return Completion(

@@ -21,6 +21,7 @@ from autocompact.serve.protocol import (
     last_user_text,
     tool_spec,
 )
+from autocompact.usage_check import reported_count
 
 __all__ = ["OPENAI_CHAT", "OpenAIChat", "openai_tools"]
 
@@ -143,8 +144,8 @@ class OpenAIChat:
         parsed = None
         if isinstance(usage, Mapping):
             parsed = Usage(
-                prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                output_tokens=int(usage.get("completion_tokens") or 0),
+                prompt_tokens=reported_count(usage.get("prompt_tokens")),
+                output_tokens=reported_count(usage.get("completion_tokens")),
             )
         return Completion(
             message=Message(role="model", parts=(TextPart(text=str(content)),)),

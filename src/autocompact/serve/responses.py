@@ -38,6 +38,7 @@ from autocompact.errors import ContentError, MalformedResponseError
 from autocompact.jsonsafe import loads
 from autocompact.providers.base import ChatRequest, Completion, FinishReason, ToolSpec
 from autocompact.serve.protocol import CLIENT_SUMMARY_PROMPTS, Converted, tool_spec
+from autocompact.usage_check import reported_count
 
 __all__ = ["RESPONSES", "Responses", "from_responses_input"]
 
@@ -270,11 +271,12 @@ class Responses:
         parsed = None
         if isinstance(usage, Mapping):
             parsed = Usage(
-                prompt_tokens=int(usage.get("input_tokens") or 0),
-                output_tokens=int(usage.get("output_tokens") or 0),
+                prompt_tokens=reported_count(usage.get("input_tokens")),
+                output_tokens=reported_count(usage.get("output_tokens")),
             )
         status = reply.get("status")
-        incomplete = (reply.get("incomplete_details") or {}).get("reason")
+        details = reply.get("incomplete_details")
+        incomplete = details.get("reason") if isinstance(details, Mapping) else None
         finish = FinishReason.STOP
         if incomplete == "max_output_tokens":
             finish = FinishReason.LENGTH

@@ -19,6 +19,7 @@ import httpx
 
 from autocompact.errors import (
     AuthenticationError,
+    ContentError,
     ContextOverflowError,
     MalformedResponseError,
     ProviderConnectionError,
@@ -26,6 +27,8 @@ from autocompact.errors import (
     ProviderTimeoutError,
     RateLimitError,
 )
+from autocompact.jsonsafe import loads
+from autocompact.providers._common import REPLY_ERRORS
 from autocompact.providers.base import ChatRequest, Completion, StreamDone, StreamEvent
 from autocompact.serve.protocol import WireProtocol, looks_like_overflow
 from autocompact.serve.wire import dump
@@ -54,6 +57,10 @@ HOP_BY_HOP = frozenset(
 )
 _SET_BY_CLIENT = frozenset({"host", "content-length", "accept-encoding"})
 _NOT_RETURNED = frozenset({"content-length", "content-encoding", "date", "server"})
+
+
+# What reading a summary reply whose fields have types they cannot have raises.
+_UNREADABLE: tuple[type[Exception], ...] = (ContentError, *REPLY_ERRORS)
 
 
 def forward_headers(headers: Mapping[str, str]) -> dict[str, str]:
@@ -149,15 +156,22 @@ class UpstreamProvider:
     def _parse(self, response: httpx.Response) -> Completion:
         if response.status_code >= 400:
             raise _error(self.protocol, response.status_code, response.content, self.model)
+        where: dict[str, Any] = {"provider": self.protocol.upstream, "model": self.model}
         try:
-            reply = response.json()
+            reply = loads(response.content)
         except ValueError as exc:
             raise MalformedResponseError(
-                f"the upstream's summary reply is not JSON: {exc}",
-                provider=self.protocol.upstream,
-                model=self.model,
+                f"the upstream's summary reply is not JSON: {exc}", **where
             ) from exc
-        return self.protocol.side_query_reply(reply)
+        try:
+            return self.protocol.side_query_reply(reply)
+        except MalformedResponseError as exc:
+            raise MalformedResponseError(str(exc), **where) from exc
+        except _UNREADABLE as exc:
+            raise MalformedResponseError(
+                f"the upstream's summary reply cannot be read: {type(exc).__name__}: {exc}",
+                **where,
+            ) from exc
 
     async def acomplete(self, request: ChatRequest) -> Completion:
         """Send the summary request and wait for the whole reply."""
@@ -165,6 +179,13 @@ class UpstreamProvider:
         body = self.protocol.side_query_body(self.model, request)
         try:
             response = await self.client.post(self.url, **self._request(body), timeout=self.timeout)
+            if _wants_completion_tokens(response, body):
+                # OpenAI's newer models take max_completion_tokens only; compatible servers the
+                # older max_tokens: the summary request is sent once more in the form asked for.
+                body["max_completion_tokens"] = body.pop("max_tokens")
+                response = await self.client.post(
+                    self.url, **self._request(body), timeout=self.timeout
+                )
         except httpx.TimeoutException as exc:
             raise ProviderTimeoutError(
                 f"the summary request timed out after {self.timeout:g} s",
@@ -177,11 +198,6 @@ class UpstreamProvider:
                 provider=self.protocol.upstream,
                 model=self.model,
             ) from exc
-        if _wants_completion_tokens(response, body):
-            # OpenAI's newer models take max_completion_tokens only; compatible servers the
-            # older max_tokens: the summary request is sent once more in the form asked for.
-            body["max_completion_tokens"] = body.pop("max_tokens")
-            response = await self.client.post(self.url, **self._request(body), timeout=self.timeout)
         return self._parse(response)
 
     async def astream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
