@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, assert_never
 
@@ -88,17 +88,28 @@ class ConvertedItems:
     _items: tuple[Item, ...] = field(default=(), repr=False, compare=False)
 
 
-def _content_parts(content: Any, where: str) -> list[Part]:
+def _field(holder: Any, name: str, index: int, where: str) -> str:
+    """``holder[name]`` when it is a str, else a ContentError naming the item and the field."""
+    value = holder.get(name)
+    if not isinstance(value, str):
+        got = "it is missing" if name not in holder else f"got {type(value).__name__} {value!r:.40}"
+        raise ContentError(f"{where}: field {name!r} must be a string, {got}", index=index)
+    return value
+
+
+def _content_parts(content: Any, index: int) -> list[Part]:
     if isinstance(content, str):
         return [TextPart(text=content)]
-    _check_content(content, where)  # a clear ContentError, not a TypeError
+    where = f"item {index}"
+    _check_content(content, index)  # a clear ContentError, not a TypeError
     parts: list[Part] = []
-    for piece in content:
+    for i, piece in enumerate(content):
         kind = piece.get("type")
+        at = f"{where}: content[{i}] of type {kind!r}"
         if kind in ("input_text", "output_text"):
-            parts.append(TextPart(text=piece["text"]))
+            parts.append(TextPart(text=_field(piece, "text", index, at)))
         elif kind == "refusal":
-            parts.append(TextPart(text=piece["refusal"]))
+            parts.append(TextPart(text=_field(piece, "refusal", index, at)))
         elif kind == "input_image" and piece.get("image_url"):
             parts.append(ImagePart(url=piece["image_url"]))
         elif kind == "input_file" and (piece.get("file_data") or piece.get("file_url")):
@@ -112,14 +123,18 @@ def _content_parts(content: Any, where: str) -> list[Part]:
         else:
             raise ContentError(
                 f"{where}: content of type {kind!r} cannot be expressed by autocompact "
-                "(text, images by URL and files by data or URL can)"
+                "(text, images by URL and files by data or URL can)",
+                index=index,
             )
     return parts
 
 
-def _role_of(item: Item, where: str) -> Literal["user", "model", "system"]:
+def _role_of(item: Item, index: int) -> Literal["user", "model", "system"]:
+    where = f"item {index}"
     if not isinstance(item, dict):
-        raise ContentError(f"{where}: an item must be a dict, got {type(item).__name__}")
+        raise ContentError(
+            f"{where}: an item must be a dict, got {type(item).__name__}", index=index
+        )
     kind = item.get("type")
     if kind in (None, "message") and "role" in item:
         role = item["role"]
@@ -129,66 +144,114 @@ def _role_of(item: Item, where: str) -> Literal["user", "model", "system"]:
             return "user"
         if role == "assistant":
             return "model"
-        raise ContentError(f"{where}: unknown message role {role!r}")
+        raise ContentError(f"{where}: unknown message role {role!r}", index=index)
     if kind in ("function_call", "reasoning"):
         return "model"
     if kind == "function_call_output":
         return "user"
     raise ContentError(
         f"{where}: items of type {kind!r} cannot be expressed by autocompact (messages, function "
-        "calls and outputs and reasoning items can)"
+        "calls and outputs and reasoning items can)",
+        index=index,
     )
 
 
-def _parts_of(item: Item, where: str, names: dict[str, str]) -> list[Part]:
+def _arguments(item: Item, index: int) -> dict[str, Any]:
+    """A call's arguments: its JSON string parsed, or an object given as is (hand-built items)."""
+    raw = item.get("arguments")
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    if raw is not None and not isinstance(raw, str):
+        raise ContentError(
+            f"item {index}: field 'arguments' must be a JSON string or an object, got "
+            f"{type(raw).__name__} {raw!r:.40}",
+            index=index,
+        )
+    try:
+        arguments = json.loads(raw or "{}")
+    except json.JSONDecodeError:
+        arguments = None
+    return arguments if isinstance(arguments, dict) else {"_arguments": raw}
+
+
+def _summary_text(item: Item, index: int) -> str:
+    summary = item.get("summary") or ()
+    where = f"item {index}"
+    if not isinstance(summary, list | tuple):
+        raise ContentError(
+            f"{where}: field 'summary' must be a list of summary_text parts, got "
+            f"{type(summary).__name__} {summary!r:.40}",
+            index=index,
+        )
+    texts: list[str] = []
+    for i, entry in enumerate(summary):
+        if not isinstance(entry, dict):
+            raise ContentError(
+                f"{where}: summary[{i}] must be a summary_text part, got "
+                f"{type(entry).__name__} {entry!r:.40}",
+                index=index,
+            )
+        texts.append(_field({"text": "", **entry}, "text", index, f"{where}: summary[{i}]"))
+    return "\n".join(texts)
+
+
+def _parts_of(item: Item, index: int, names: dict[str, str]) -> list[Part]:
     kind = item.get("type")
+    where = f"item {index}"
     if kind == "function_call":
-        try:
-            arguments = json.loads(item.get("arguments") or "{}")
-        except json.JSONDecodeError:
-            arguments = None
-        if not isinstance(arguments, dict):
-            arguments = {"_arguments": item.get("arguments")}
-        names[item["call_id"]] = item["name"]
-        return [FunctionCallPart(id=item["call_id"], name=item["name"], arguments=arguments)]
+        arguments = _arguments(item, index)
+        call_id = _field(item, "call_id", index, where)
+        names[call_id] = _field(item, "name", index, where)
+        return [FunctionCallPart(id=call_id, name=names[call_id], arguments=arguments)]
     if kind == "function_call_output":
-        call_id = item["call_id"]
+        call_id = _field(item, "call_id", index, where)
+        if item.get("output") is None:
+            raise ContentError(f"{where}: field 'output' is missing (or None)", index=index)
         return [
             FunctionResponsePart(id=call_id, name=names.get(call_id, ""), response=item["output"])
         ]
     if kind == "reasoning":
-        text = "\n".join(s.get("text", "") for s in item.get("summary") or ())
+        text = _summary_text(item, index)
         return [ThinkingPart(text=text, signature=item.get("encrypted_content"))]
-    return _content_parts(item.get("content", ""), where)
+    return _content_parts(item.get("content", ""), index)
 
 
-def _check_content(content: Any, where: str) -> None:
+def _check_content(content: Any, index: int) -> None:
     """``content`` is a list of content-part dicts (a str was taken before), else an error."""
+    where = f"item {index}"
     if not isinstance(content, list | tuple):
         raise ContentError(
             f"{where}: field 'content' must be a string or a list of content parts, got "
-            f"{type(content).__name__} {content!r:.40}"
+            f"{type(content).__name__} {content!r:.40}",
+            index=index,
         )
     for i, piece in enumerate(content):
         if not isinstance(piece, dict):
             raise ContentError(
                 f"{where}: content[{i}] must be a content-part object, got "
-                f"{type(piece).__name__} {piece!r:.40}"
+                f"{type(piece).__name__} {piece!r:.40}",
+                index=index,
             )
 
 
-def _text(content: Any, where: str = "a system item") -> str:
+def _text(content: Any, index: int) -> str:
+    """A system or developer item's text (its parts other than text are not counted)."""
     if isinstance(content, str):
         return content
-    _check_content(content, where)
-    return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    _check_content(content, index)
+    return "".join(
+        _field({"text": "", **p}, "text", index, f"item {index}: content[{i}]")
+        for i, p in enumerate(content)
+    )
 
 
 def to_autocompact(items: Sequence[Item]) -> ConvertedItems:
     """Convert session items.
 
     Raises:
-        ContentError: an item cannot be expressed; the message names its index and type.
+        ContentError: an item cannot be expressed, or a field is missing or of the wrong type
+            (a call's ``arguments`` may be a JSON string or an object); the message names the
+            item's index (also ``.index``) and the field.
     """
     messages: list[Message] = []
     system: list[Item] = []
@@ -196,23 +259,30 @@ def to_autocompact(items: Sequence[Item]) -> ConvertedItems:
     names: dict[str, str] = {}
     role: Literal["user", "model"] | None = None
     parts: list[Part] = []
+    texts: list[str] = []
     for index, item in enumerate(items):
-        where = f"item {index}"
-        side = _role_of(item, where)
+        side = _role_of(item, index)
         if side == "system":
             system.append(item)
+            texts.append(_text(item.get("content", ""), index))
             continue
         if side != role and parts:
             assert role is not None
             messages.append(Message(role=role, parts=tuple(parts)))
             parts = []
         role = side
-        for part in _parts_of(item, where, names):
+        try:
+            item_parts = _parts_of(item, index, names)
+        except ContentError as exc:  # a part refused a value: name the item too
+            if exc.index is not None:
+                raise
+            raise ContentError(f"item {index}: {exc}", index=index) from exc
+        for part in item_parts:
             originals[id(part)] = index
             parts.append(part)
     if parts and role is not None:
         messages.append(Message(role=role, parts=tuple(parts)))
-    text = "\n\n".join(_text(item.get("content", "")) for item in system) or None
+    text = "\n\n".join(texts) or None
     return ConvertedItems(
         messages=tuple(messages),
         system_items=tuple(system),
