@@ -467,3 +467,55 @@ def test_cold_estimate_counts_the_system_prompt_and_tool_schemas() -> None:
     assert started
     assert started[0].tokens >= LADDER.auto
     assert any(isinstance(e, CompactionSucceeded) for e in events)
+
+
+def test_clearing_one_result_keeps_the_other_tool_messages_of_its_run() -> None:
+    """Clearing one ToolMessage of a run keeps the others as the very same objects, and the
+    cleared one keeps its id, artifact and metadata (only its content is the placeholder)."""
+    calls = [
+        {"name": "read_file", "args": {"path": "a", "size": 1}, "id": "c1", "type": "tool_call"},
+        {"name": "read_file", "args": {"path": "b", "size": 1}, "id": "c2", "type": "tool_call"},
+    ]
+    kept = ToolMessage(
+        "small error",
+        tool_call_id="c2",
+        id="t2",
+        status="error",
+        artifact={"keep": "me"},
+        additional_kwargs={"k": "v"},
+        response_metadata={"r": 1},
+    )
+    cleared = ToolMessage("x" * 200_000, tool_call_id="c1", id="t1", artifact={"raw": 1})
+    later = {"name": "read_file", "args": {"path": "c", "size": 1}, "id": "c3", "type": "tool_call"}
+    history: list[BaseMessage] = [
+        HumanMessage("hi", id="h1"),
+        AIMessage("", tool_calls=calls, id="a1"),
+        cleared,
+        kept,
+        AIMessage("ok", id="a2"),
+        HumanMessage("next", id="h2"),
+        AIMessage("", tool_calls=[later], id="a3"),
+        ToolMessage("y" * 120_000, tool_call_id="c3", id="t3"),
+        AIMessage("ok2", id="a4"),
+        HumanMessage("go", id="h3"),
+    ]
+    events: list[Event] = []
+    agent = build(
+        ScriptedModel(messages=iter(["done"])),
+        events=events,
+        context_window=150_000,
+        summarizer="offline",
+    )
+    out = agent.invoke({"messages": history}, config())
+    assert [e.info.method for e in events if isinstance(e, CompactionSucceeded)] == ["clearing"]
+    results = {m.tool_call_id: m for m in out["messages"] if isinstance(m, ToolMessage)}
+    two = results["c2"]
+    assert (two.id, two.content, two.status, two.name) == ("t2", "small error", "error", None)
+    assert (two.artifact, two.additional_kwargs, two.response_metadata) == (
+        {"keep": "me"},
+        {"k": "v"},
+        {"r": 1},
+    )
+    one = results["c1"]
+    assert "cleared" in str(one.content).lower()
+    assert (one.id, one.artifact, one.name) == ("t1", {"raw": 1}, None)

@@ -19,7 +19,7 @@ represented by the tool calls.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, assert_never
 
 from langchain_core.messages import (
@@ -267,8 +267,17 @@ def from_autocompact(
     return out
 
 
-def message_to_langchain(message: Message) -> list[BaseMessage]:
-    """The LangChain messages for one autocompact message."""
+def message_to_langchain(
+    message: Message,
+    *,
+    originals: Callable[[FunctionResponsePart], ToolMessage | None] | None = None,
+) -> list[BaseMessage]:
+    """The LangChain messages for one autocompact message.
+
+    ``originals`` gives the ``ToolMessage`` a function response came from, if known: it comes
+    back unchanged when the response is its own, else as a copy with the new content (a cleared
+    output's placeholder), its id, name, artifact and metadata kept.
+    """
     if message.role == "model":
         calls = [
             ToolCall(name=p.name, args=dict(p.arguments), id=p.id, type="tool_call")
@@ -277,18 +286,25 @@ def message_to_langchain(message: Message) -> list[BaseMessage]:
         rest: list[Part] = [p for p in message.parts if not isinstance(p, FunctionCallPart)]
         return [AIMessage(content=_blocks_of(rest), tool_calls=calls)]
     out: list[BaseMessage] = [
-        ToolMessage(
-            content=_tool_content(p.response),
-            tool_call_id=p.id,
-            name=p.name or None,
-            status="error" if p.is_error else "success",
-        )
+        _tool_message(p, originals(p) if originals is not None else None)
         for p in message.function_responses
     ]
     rest = [p for p in message.parts if not isinstance(p, FunctionResponsePart)]
     if rest or not out:
         out.append(HumanMessage(content=_blocks_of(rest)))
     return out
+
+
+def _tool_message(part: FunctionResponsePart, original: ToolMessage | None) -> ToolMessage:
+    content = _tool_content(part.response)
+    status = "error" if part.is_error else "success"
+    if original is None:
+        return ToolMessage(
+            content=content, tool_call_id=part.id, name=part.name or None, status=status
+        )
+    if original.content == content and original.status == status:
+        return original
+    return original.model_copy(update={"content": content, "status": status})
 
 
 def _tool_content(response: Any) -> str | list[str | dict[str, Any]]:

@@ -47,6 +47,7 @@ from langchain_core.messages import (
     HumanMessage,
     RemoveMessage,
     SystemMessage,
+    ToolMessage,
 )
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -58,7 +59,7 @@ from langgraph.types import Command
 from autocompact.compaction.extractive import extractive_summary
 from autocompact.compaction.plan import CompressionStatus
 from autocompact.compaction.service import CompressionService
-from autocompact.content import Message
+from autocompact.content import FunctionResponsePart, Message
 from autocompact.context_report import ContextReport, build_context_report
 from autocompact.engine import CarriedState, ConversationState, Engine, EngineConfig
 from autocompact.errors import ConfigError
@@ -131,6 +132,19 @@ class _Turn:
             system = "\n".join(s for s in (system, system_text(first)) if s)
         groups = convert_groups(body, offset=len(self.pinned))
         self.sources: dict[int, list[BaseMessage]] = {id(m): src for m, src in groups}
+        # Each tool result's own ToolMessage (by the part, else by its call id when unique), so
+        # a rebuilt run keeps the results it did not change (LC-1).
+        tools = [
+            (p, s)
+            for m, src in groups
+            if m.function_responses
+            for p, s in zip(m.parts, src, strict=True)
+            if isinstance(s, ToolMessage)
+        ]
+        self.tools = {id(p): (p, s) for p, s in tools}
+        self.by_call: dict[str, ToolMessage | None] = {}
+        for _, s in tools:
+            self.by_call[s.tool_call_id] = None if s.tool_call_id in self.by_call else s
         split = max((i + 1 for i, (m, _) in enumerate(groups) if m.role == "model"), default=0)
         history = [m for m, _ in groups[:split]]
         tail = groups[split:]
@@ -198,12 +212,18 @@ class _Turn:
         for message in messages:
             known = self.sources.get(id(message))
             if known is None:
-                known = message_to_langchain(message)
+                known = message_to_langchain(message, originals=self._original)
                 for msg in known:
                     msg.id = msg.id or f"autocompact-{uuid.uuid4()}"
                 self.sources[id(message)] = known
             out.extend(known)
         return out
+
+    def _original(self, part: FunctionResponsePart) -> ToolMessage | None:
+        known = self.tools.get(id(part))
+        if known is not None and known[0] is part:
+            return known[1]
+        return self.by_call.get(part.id)
 
     def rewritten(self) -> bool:
         """Whether the state's history must be replaced: a compaction ran in this hook, or the
