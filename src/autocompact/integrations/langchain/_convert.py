@@ -114,7 +114,7 @@ def system_text(message: SystemMessage) -> str:
     content = message.content
     if isinstance(content, str):
         return content
-    parts = [_block(block, role="system", index=0, calls=frozenset()) for block in content]
+    parts = _content(content, "system", 0, frozenset())
     texts = [p.text for p in parts if isinstance(p, TextPart)]
     if len(texts) != len(parts):
         raise ContentError("the system message holds non-text content, which cannot be expressed")
@@ -129,6 +129,11 @@ def _one(msg: BaseMessage, index: int) -> Message:
             raise ContentError(
                 f"message {index}: the AI message has invalid tool calls "
                 f"({[c.get('name') for c in msg.invalid_tool_calls]}), which cannot be expressed",
+                index=index,
+            )
+        if not isinstance(msg.tool_calls, list | tuple):
+            raise ContentError(
+                f"message {index}: tool_calls must be a list, got {type(msg.tool_calls).__name__}",
                 index=index,
             )
         calls = tuple(_call(call, index) for call in msg.tool_calls)
@@ -148,14 +153,33 @@ def _one(msg: BaseMessage, index: int) -> Message:
 
 
 def _call(call: ToolCall, index: int) -> FunctionCallPart:
+    if not isinstance(call, Mapping):
+        raise ContentError(
+            f"message {index}: a tool call in tool_calls must be a dict, got "
+            f"{type(call).__name__} {call!r:.60}",
+            index=index,
+        )
     call_id = call.get("id")
+    name = call.get("name")
     if not call_id:
         raise ContentError(
-            f"message {index}: tool call {call.get('name')!r} has no id, so its result cannot "
+            f"message {index}: tool call {name!r} has no id, so its result cannot "
             "be paired with it",
             index=index,
         )
-    return FunctionCallPart(id=call_id, name=call["name"], arguments=dict(call.get("args") or {}))
+    if not isinstance(call_id, str) or not isinstance(name, str) or not name:
+        raise ContentError(
+            f"message {index}: tool call {call_id!r} needs a str id and name, got {name!r:.60}",
+            index=index,
+        )
+    args = call.get("args")
+    if args is not None and not isinstance(args, Mapping):
+        raise ContentError(
+            f"message {index}: the args of tool call {name!r} must be a dict, got "
+            f"{type(args).__name__} {args!r:.60}",
+            index=index,
+        )
+    return FunctionCallPart(id=call_id, name=name, arguments=dict(args or {}))
 
 
 def _tool_result(msg: ToolMessage, names: Mapping[str, str], index: int) -> FunctionResponsePart:
@@ -173,6 +197,12 @@ def _content(
 ) -> tuple[Part, ...]:
     if isinstance(content, str):
         return (TextPart(text=content),) if content else ()
+    if not isinstance(content, list):
+        raise ContentError(
+            f"message {index} ({role}): content must be a str or a list of blocks, got "
+            f"{type(content).__name__} {content!r:.60}",
+            index=index,
+        )
     parts: list[Part] = []
     for block in content:
         part = _block(block, role=role, index=index, calls=calls)
@@ -186,6 +216,12 @@ def _block(
 ) -> Part | None:
     if isinstance(block, str):
         return TextPart(text=block)
+    if not isinstance(block, Mapping):
+        raise ContentError(
+            f"message {index} ({role}): a content block must be a str or a dict, got "
+            f"{type(block).__name__} {block!r:.60}",
+            index=index,
+        )
     kind = block.get("type")
 
     def refuse(why: str) -> ContentError:
@@ -312,7 +348,9 @@ def _tool_content(response: Any) -> str | list[str | dict[str, Any]]:
         return response
     if isinstance(response, list) and all(isinstance(b, str | dict) for b in response):
         return list(response)
-    return json.dumps(response, ensure_ascii=False)
+    # A value JSON has no form for (a set, bytes, set on the message without validation) is
+    # written as its str, not a TypeError.
+    return json.dumps(response, ensure_ascii=False, default=str)
 
 
 def _blocks_of(parts: Sequence[Part]) -> str | list[str | dict[str, Any]]:
@@ -353,11 +391,25 @@ def _block_of(part: Part) -> dict[str, Any]:
 def completion_usage(message: AIMessage) -> Usage | None:
     """The usage an ``AIMessage`` reports in ``usage_metadata``, or ``None``."""
     usage = message.usage_metadata
-    if not usage:
+    if not usage or not isinstance(usage, Mapping):
         return None
+    inputs = usage.get("input_token_details")
+    outputs = usage.get("output_token_details")
     return Usage(
-        prompt_tokens=int(usage.get("input_tokens") or 0),
-        output_tokens=int(usage.get("output_tokens") or 0),
-        cached_tokens=int((usage.get("input_token_details") or {}).get("cache_read") or 0),
-        thinking_tokens=int((usage.get("output_token_details") or {}).get("reasoning") or 0),
+        prompt_tokens=_count(usage.get("input_tokens")),
+        output_tokens=_count(usage.get("output_tokens")),
+        cached_tokens=_count(inputs.get("cache_read")) if isinstance(inputs, Mapping) else 0,
+        thinking_tokens=_count(outputs.get("reasoning")) if isinstance(outputs, Mapping) else 0,
     )
+
+
+def _count(value: Any) -> int:
+    """A reported token count: a whole number >= 0 (an int, or a float without a fraction),
+    else 0, not reported (as the Responses reader reads usage)."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return max(value, 0)
+    if isinstance(value, float) and value.is_integer():
+        return max(int(value), 0)
+    return 0

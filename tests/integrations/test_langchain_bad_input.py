@@ -1,0 +1,111 @@
+"""LangChain messages with fields LangChain does not validate (set by assignment or
+``model_construct``): the converter names them in a ContentError, never a raw exception, and
+never changes content silently (cases found by a fuzzer; each failed on the code before)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langchain_core")
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+
+from autocompact.content import Usage
+from autocompact.errors import ContentError
+from autocompact.integrations.langchain import from_autocompact, to_autocompact
+from autocompact.integrations.langchain._convert import completion_usage
+
+
+def assigned(message: BaseMessage, **fields: Any) -> BaseMessage:
+    """``message`` with ``fields`` set by plain assignment (LangChain does not validate it)."""
+    for name, value in fields.items():
+        setattr(message, name, value)
+    return message
+
+
+CALL = {"name": "f", "args": {}, "id": "c1", "type": "tool_call"}
+
+
+@pytest.mark.parametrize(
+    ("messages", "needle"),
+    [
+        pytest.param([assigned(HumanMessage("x"), content=None)], "content", id="content-none"),
+        pytest.param([assigned(HumanMessage("x"), content=5)], "content", id="content-int"),
+        pytest.param([assigned(HumanMessage("x"), content=[None])], "block", id="block-none"),
+        pytest.param([assigned(HumanMessage("x"), content=[["a"]])], "block", id="block-list"),
+        pytest.param(
+            [assigned(SystemMessage("x"), content=None), HumanMessage("hi")],
+            "system",
+            id="system-none",
+        ),
+        pytest.param(
+            [HumanMessage("hi"), assigned(AIMessage(""), tool_calls=[{"args": {}, "id": "c1"}])],
+            "name",
+            id="call-without-name",
+        ),
+        pytest.param(
+            [HumanMessage("hi"), assigned(AIMessage(""), tool_calls=[{**CALL, "args": [1, 2]}])],
+            "args",
+            id="args-list",
+        ),
+        pytest.param(
+            [HumanMessage("hi"), assigned(AIMessage(""), tool_calls=[{**CALL, "args": "xyz"}])],
+            "args",
+            id="args-str",
+        ),
+        pytest.param(
+            [HumanMessage("hi"), assigned(AIMessage(""), tool_calls=["c1"])],
+            "tool call",
+            id="call-str",
+        ),
+        pytest.param(
+            [HumanMessage("hi"), assigned(AIMessage(""), tool_calls=None)],
+            "tool_calls",
+            id="calls-none",
+        ),
+    ],
+)
+def test_unvalidated_fields_raise_content_error(messages: list[BaseMessage], needle: str) -> None:
+    """Each names the message and the field in a ContentError."""
+    with pytest.raises(ContentError, match=needle) as raised:
+        to_autocompact(messages)
+    assert raised.value.index is not None
+    assert f"message {raised.value.index}" in str(raised.value)
+
+
+@pytest.mark.parametrize("content", [{1, 2}, b"x"], ids=["set", "bytes"])
+def test_tool_content_json_cannot_hold_converts_back_as_text(content: Any) -> None:
+    """A ToolMessage content JSON has no form for converts back to a str, not a TypeError."""
+    result = assigned(ToolMessage("r", tool_call_id="c1"), content=content)
+    _, history = to_autocompact([HumanMessage("hi"), AIMessage("", tool_calls=[CALL]), result])
+    back = from_autocompact(history)[-1]
+    assert isinstance(back, ToolMessage)
+    assert back.content == f'"{content}"'
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {"input_tokens": "abc", "output_tokens": 7, "total_tokens": 7},
+        {"input_tokens": float("inf"), "output_tokens": 7, "total_tokens": 7},
+        {"input_tokens": float("nan"), "output_tokens": 7, "total_tokens": 7},
+        {"input_tokens": -3, "output_tokens": 7, "total_tokens": 7},
+        {"input_tokens": 0, "output_tokens": 7, "total_tokens": 7, "input_token_details": [1]},
+        {"input_tokens": 0, "output_tokens": 7, "total_tokens": 7, "output_token_details": "r"},
+    ],
+    ids=["str", "inf", "nan", "negative", "details-list", "details-str"],
+)
+def test_usage_that_is_no_count_reads_as_not_reported(usage: dict[str, Any]) -> None:
+    """A usage value that is not a whole number of tokens reads as 0 (not reported), as the
+    other readers of provider usage read it; the valid counts are kept."""
+    reply = assigned(AIMessage("ok"), usage_metadata=usage)
+    assert isinstance(reply, AIMessage)
+    assert completion_usage(reply) == Usage(output_tokens=7)
