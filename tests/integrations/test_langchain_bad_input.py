@@ -109,3 +109,53 @@ def test_usage_that_is_no_count_reads_as_not_reported(usage: dict[str, Any]) -> 
     reply = assigned(AIMessage("ok"), usage_metadata=usage)
     assert isinstance(reply, AIMessage)
     assert completion_usage(reply) == Usage(output_tokens=7)
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"type": "text", "text": None},
+        {"type": "text", "text": 5},
+        {"type": "reasoning", "reasoning": None},
+        {"type": "thinking", "thinking": 5, "signature": "s"},
+        {"type": "image_url", "image_url": {"url": "https://x.test/a.png", "detail": "high"}},
+        {"type": "image", "url": "https://x.test/a.png", "cache_control": {"type": "ephemeral"}},
+        {"type": "image", "url": "https://x.test/a.png", "extras": {"k": "v"}},
+        {"type": "image", "base64": "QUJD", "mime_type": "image/png", "filename": "a.png"},
+        {
+            "type": "document",
+            "source": {"type": "url", "url": "https://x.test/a.pdf"},
+            "cache_control": {"type": "ephemeral"},
+        },
+    ],
+    ids=[
+        "text-none",
+        "text-int",
+        "reasoning-none",
+        "thinking-int",
+        "image-url-detail",
+        "image-cache-control",
+        "image-extras",
+        "image-filename",
+        "document-cache-control",
+    ],
+)
+def test_a_block_that_would_change_raises(block: dict[str, Any]) -> None:
+    """A block whose text is no str, or a media block with a key no part carries, raises a
+    ContentError naming it instead of coming back changed (documented as lossless)."""
+    message = assigned(HumanMessage("x"), content=[block])
+    with pytest.raises(ContentError, match=str(block["type"])):
+        to_autocompact([message])
+
+
+def test_default_detail_and_media_keys_that_are_carried_still_convert() -> None:
+    """``detail: "auto"`` (the default) and the keys a part holds convert as before."""
+    human = HumanMessage(
+        content=[
+            {"type": "image_url", "image_url": {"url": "https://x.test/a.png", "detail": "auto"}},
+            {"type": "file", "base64": "QUJD", "mime_type": "application/pdf", "filename": "a"},
+            {"type": "image", "source_type": "url", "url": "https://x.test/b.png"},
+        ]
+    )
+    _, (message,) = to_autocompact([human])
+    assert len(message.parts) == 3

@@ -240,44 +240,67 @@ def _block(
         if extra:
             raise refuse(f"unsupported keys {sorted(extra)}")
 
+    def text_of(key: str) -> str:
+        value = block.get(key, "")
+        if not isinstance(value, str):  # never str(None) == 'None': the text would change
+            raise refuse(f"its {key!r} is {type(value).__name__} {value!r:.40}, not text")
+        return value
+
     if kind == "text":
         only("text")
-        return TextPart(text=str(block.get("text", "")))
+        return TextPart(text=text_of("text"))
     if kind == "reasoning" and "reasoning" in block:
         only("reasoning")
-        return ThinkingPart(text=str(block["reasoning"]))
+        return ThinkingPart(text=text_of("reasoning"))
     if kind == "thinking":
         only("thinking", "signature")
-        return ThinkingPart(text=str(block.get("thinking", "")), signature=block.get("signature"))
+        return ThinkingPart(text=text_of("thinking"), signature=block.get("signature"))
     if kind == "redacted_thinking":
         only("data")
-        return ThinkingPart(text=str(block.get("data", "")), redacted=True)
+        return ThinkingPart(text=text_of("data"), redacted=True)
     if kind in ("image", "image_url", "file", "document"):
-        return _media(block, refuse)
+        return _media(block, refuse, only)
     if kind in _MIRRORED_CALLS and block.get("id") in calls:
         return None  # the same call is in AIMessage.tool_calls
     raise refuse("no autocompact part holds it")
 
 
-def _media(block: Mapping[str, Any], refuse: Any) -> Part:
+def _media(
+    block: Mapping[str, Any], refuse: Callable[[str], ContentError], only: Callable[..., None]
+) -> Part:
+    """An image or document part; a key it cannot carry (``detail``, ``cache_control``,
+    ``extras``) raises, as for text blocks: nothing is dropped silently."""
     kind = block["type"]
     data: str | None = None
     url: str | None = None
     mime = block.get("mime_type")
     title = block.get("filename")
+    named = ("filename", "title") if kind in ("file", "document") else ()
+
+    def nested(inner: Mapping[str, Any], *keys: str) -> None:
+        extra = {k for k, v in inner.items() if k not in keys and v is not None}
+        if extra:
+            raise refuse(f"unsupported keys {sorted(extra)}")
+
     if kind == "image_url":
+        only("image_url")
         raw = block.get("image_url")
+        if isinstance(raw, Mapping):  # detail "auto" is the default: the same image
+            nested({k: v for k, v in raw.items() if (k, v) != ("detail", "auto")}, "url")
         url = raw.get("url") if isinstance(raw, Mapping) else raw
         if isinstance(url, str) and url.startswith("data:") and ";base64," in url:
             head, data = url[5:].split(";base64,", 1)
             mime, url = head or None, None
     elif isinstance(block.get("source"), Mapping):  # Anthropic's native image/document block
         source = block["source"]
+        only("source", *named)
+        nested(source, "type", "media_type", "data", "url")
         mime = source.get("media_type")
         data = source.get("data") if source.get("type") == "base64" else None
         url = source.get("url") if source.get("type") == "url" else None
         title = block.get("title")
     else:
+        only("base64", "data", "url", "mime_type", "source_type", *named[:1])
         data = block.get("base64") or (
             block.get("data") if block.get("source_type") != "url" else None
         )
