@@ -13,8 +13,10 @@ from pydantic_ai import messages as pm
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
+from autocompact import ContentError
 from autocompact.integrations.pydantic_ai import (
     Autocompact,
+    to_autocompact,
 )
 
 WHEN = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -73,3 +75,17 @@ def test_a_malformed_record_in_the_history_is_ignored(
         assert agent.run_sync("z", message_history=history).output == "done"
     if input_tokens is not None:
         assert "ignoring message 0's metadata['autocompact']" in caplog.text
+
+
+# -- PAI-5: a system prompt that is not text --------------------------------------------------
+
+
+@pytest.mark.parametrize("content", [None, 5])
+def test_a_system_prompt_that_is_not_text_is_a_content_error(content: Any) -> None:
+    """``SystemPromptPart(None)``: a ContentError naming the message (a TypeError escaped)."""
+    history = [pm.ModelRequest(parts=[pm.SystemPromptPart(content), pm.UserPromptPart("x")])]
+    with pytest.raises(ContentError, match="message 0: a SystemPromptPart's content must be"):
+        to_autocompact(history)
+    agent = Agent(FunctionModel(Seen()), capabilities=[capability()])
+    with pytest.raises(ContentError, match="SystemPromptPart"):
+        agent.run_sync("z", message_history=[*history, pm.ModelResponse(parts=[])])

@@ -35,7 +35,14 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra installed
     raise MissingDependencyError("pydantic-ai-slim", "pydantic-ai") from exc
 
-__all__ = ["Converted", "from_autocompact", "response_part", "to_autocompact", "tool_specs"]
+__all__ = [
+    "Converted",
+    "from_autocompact",
+    "response_part",
+    "system_text",
+    "to_autocompact",
+    "tool_specs",
+]
 
 
 # -- conversion ----------------------------------------------------------------------------------
@@ -136,6 +143,21 @@ def response_part(part: Any, where: str) -> Part:
     )
 
 
+def system_text(parts: Sequence[pm.SystemPromptPart], where: str = "history") -> str | None:
+    """The system prompt parts' text, joined (``None`` for none).
+
+    Raises:
+        ContentError: a part's content is not text.
+    """
+    for part in parts:
+        if not isinstance(part.content, str):
+            raise ContentError(
+                f"{where}: a SystemPromptPart's content must be text, got "
+                f"{type(part.content).__name__} ({part.content!r:.60})"
+            )
+    return "\n\n".join(p.content for p in parts) or None
+
+
 def to_autocompact(history: Sequence[pm.ModelMessage]) -> Converted:
     """Convert a pydantic-ai history.
 
@@ -151,6 +173,7 @@ def to_autocompact(history: Sequence[pm.ModelMessage]) -> Converted:
         if isinstance(model_message, pm.ModelRequest):
             for part in model_message.parts:
                 if isinstance(part, pm.SystemPromptPart):
+                    system_text([part], where)
                     system.append(part)
                     continue
                 converted = _request_parts(part, where)
@@ -171,11 +194,10 @@ def to_autocompact(history: Sequence[pm.ModelMessage]) -> Converted:
         message = Message(role=role, parts=tuple(parts))
         originals[id(message)] = model_message
         messages.append(message)
-    text = "\n\n".join(p.content for p in system) or None
     return Converted(
         messages=tuple(messages),
         system_parts=tuple(system),
-        system_instruction=text,
+        system_instruction=system_text(system),
         _originals=originals,
     )
 

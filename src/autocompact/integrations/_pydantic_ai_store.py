@@ -30,6 +30,7 @@ from autocompact.guard import ContextGuard
 from autocompact.integrations._pydantic_ai_convert import (
     from_autocompact,
     response_part,
+    system_text,
     to_autocompact,
     tool_specs,
 )
@@ -118,9 +119,7 @@ class StoreTurn:
         params = request_context.model_request_parameters
         self.system_parts, self.pending = _split_system(request_context.messages)
         converted = to_autocompact([self.pending])
-        system = "\n\n".join(
-            t for t in ("\n\n".join(p.content for p in self.system_parts), instructions) if t
-        )
+        system = "\n\n".join(t for t in (system_text(self.system_parts), instructions) if t)
         self.core: Engine = guard.store_core(
             store,
             session_id,
