@@ -14,6 +14,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from autocompact import ContentError
+from autocompact.content import DocumentPart, ImagePart
 from autocompact.integrations.pydantic_ai import (
     Autocompact,
     to_autocompact,
@@ -41,6 +42,36 @@ def kinds(messages: list[pm.ModelMessage]) -> list[list[str]]:
 def capability(window: int = 128_000, events: list[Any] | None = None) -> Autocompact:
     hooks = [events.append] if events is not None else []
     return Autocompact(context_window=window, summarizer="offline", hooks=hooks)
+
+
+# -- PAI-1: a URL that tells no media type ----------------------------------------------------
+
+
+def test_an_image_url_without_an_extension_is_sent_as_without_autocompact() -> None:
+    """``ImageUrl("https://picsum.photos/200")``: pydantic-ai sends it; autocompact raised
+    pydantic-ai's 'Could not infer media type' ValueError."""
+    image = pm.ImageUrl(url="https://picsum.photos/200")
+    history: list[pm.ModelMessage] = [
+        pm.ModelRequest(parts=[pm.UserPromptPart(["what is this?", image])]),
+        pm.ModelResponse(parts=[pm.TextPart("a photo")]),
+    ]
+    seen = Seen()
+    agent = Agent(FunctionModel(seen), capabilities=[capability()])
+    assert agent.run_sync("more", message_history=history).output == "done"
+    assert seen.requests[0][0] is history[0]
+    document = pm.DocumentUrl(url="https://example.com/download?id=7")
+    converted = to_autocompact(
+        [pm.ModelRequest(parts=[pm.UserPromptPart([image, document])])]
+    ).messages[0]
+    image_part, document_part = converted.parts
+    assert isinstance(image_part, ImagePart)
+    assert image_part.url == image.url
+    assert image_part.media_type == "image/*"
+    assert isinstance(document_part, DocumentPart)
+    assert document_part.media_type == "application/octet-stream"
+    declared = pm.ImageUrl(url="https://picsum.photos/200", media_type="image/jpeg")
+    converted = to_autocompact([pm.ModelRequest(parts=[pm.UserPromptPart([declared])])])
+    assert converted.messages[0].parts[0] == ImagePart(url=declared.url, media_type="image/jpeg")
 
 
 # -- PAI-4: a malformed autocompact record in message_history ---------------------------------

@@ -74,13 +74,29 @@ def _json_value(value: Any) -> bool:
     return True
 
 
+UNKNOWN_IMAGE = "image/*"
+"""The media type of an ``ImageUrl`` that neither declares one nor tells it by its URL."""
+UNKNOWN_DOCUMENT = "application/octet-stream"
+"""The same for a ``DocumentUrl``."""
+
+
+def _url_media_type(item: pm.ImageUrl | pm.DocumentUrl, unknown: str) -> str:
+    """The URL's media type: declared, else told by the URL's extension, else ``unknown``
+    (pydantic-ai raises ``ValueError`` for a URL such as ``https://picsum.photos/200``, which
+    it sends all the same)."""
+    try:
+        return item.media_type
+    except ValueError:
+        return unknown
+
+
 def _user_content(item: Any, where: str) -> Part:
     if isinstance(item, str):
         return TextPart(text=item)
     if isinstance(item, pm.ImageUrl):
-        return ImagePart(url=item.url, media_type=item.media_type)
+        return ImagePart(url=item.url, media_type=_url_media_type(item, UNKNOWN_IMAGE))
     if isinstance(item, pm.DocumentUrl):
-        return DocumentPart(url=item.url, media_type=item.media_type)
+        return DocumentPart(url=item.url, media_type=_url_media_type(item, UNKNOWN_DOCUMENT))
     if isinstance(item, pm.BinaryContent) and (item.is_image or item.is_document):
         data = base64.b64encode(item.data).decode("ascii")
         if item.is_image:
@@ -236,8 +252,10 @@ def _new_request_parts(parts: Sequence[Part], originals: dict[int, Any]) -> list
 def _media_back(part: ImagePart | DocumentPart) -> Any:
     if part.url is not None:
         if isinstance(part, ImagePart):
-            return pm.ImageUrl(url=part.url, media_type=part.media_type)
-        return pm.DocumentUrl(url=part.url, media_type=part.media_type)
+            image_type = None if part.media_type == UNKNOWN_IMAGE else part.media_type
+            return pm.ImageUrl(url=part.url, media_type=image_type)
+        document_type = None if part.media_type == UNKNOWN_DOCUMENT else part.media_type
+        return pm.DocumentUrl(url=part.url, media_type=document_type)
     data = base64.b64decode(part.data or "")
     return pm.BinaryContent(data=data, media_type=part.media_type)
 
