@@ -64,6 +64,20 @@ class Converted:
     system_parts: tuple[pm.SystemPromptPart, ...]
     system_instruction: str | None
     _originals: dict[int, Any] = field(default_factory=dict, repr=False, compare=False)
+    _layout: _Layout | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where each engine message and part came from, to rebuild a changed request from its
+    original and to put requests without conversation content back in place."""
+
+    history: tuple[pm.ModelMessage, ...]
+    index: dict[int, int]  # id(engine message) -> its history index
+    homes: dict[int, tuple[int, int]]  # id(engine part) -> (history index, part index)
+    parts_of: dict[tuple[int, int], tuple[Part, ...]]  # (history index, part index) -> parts
+    returns: dict[tuple[str, str], tuple[int, int] | None]  # (call id, name) -> home, if one
+    skipped: dict[int | None, list[pm.ModelMessage]]  # next converted index (None: the end)
 
 
 def _json_value(value: Any) -> bool:
@@ -183,18 +197,24 @@ def to_autocompact(history: Sequence[pm.ModelMessage]) -> Converted:
     messages: list[Message] = []
     system: list[pm.SystemPromptPart] = []
     originals: dict[int, Any] = {}
+    layout = _Layout(tuple(history), {}, {}, {}, {}, {})
+    waiting: list[pm.ModelMessage] = []  # requests without conversation content, not yet placed
     for index, model_message in enumerate(history):
         where = f"message {index}"
         parts: list[Part] = []
         if isinstance(model_message, pm.ModelRequest):
-            for part in model_message.parts:
+            for p_index, part in enumerate(model_message.parts):
                 if isinstance(part, pm.SystemPromptPart):
                     system_text([part], where)
                     system.append(part)
                     continue
                 converted = _request_parts(part, where)
-                if len(converted) == 1 and not isinstance(part, pm.UserPromptPart):
-                    originals[id(converted[0])] = part
+                layout.parts_of[index, p_index] = tuple(converted)
+                for item in converted:
+                    layout.homes[id(item)] = (index, p_index)
+                    if isinstance(item, FunctionResponsePart):  # a repeated id: none
+                        key = (item.id, item.name)
+                        layout.returns[key] = None if key in layout.returns else (index, p_index)
                 parts.extend(converted)
             role: Literal["user", "model"] = "user"
         elif isinstance(model_message, pm.ModelResponse):
@@ -206,47 +226,127 @@ def to_autocompact(history: Sequence[pm.ModelMessage]) -> Converted:
         else:
             raise ContentError(f"{where}: not a pydantic-ai ModelRequest or ModelResponse")
         if not parts and role == "user":
-            continue  # a request holding only system prompts
+            waiting.append(model_message)  # only system prompts, or nothing: kept in place
+            continue
+        if waiting:
+            layout.skipped[index], waiting = waiting, []
         message = Message(role=role, parts=tuple(parts))
         originals[id(message)] = model_message
+        layout.index[id(message)] = index
         messages.append(message)
+    if waiting:
+        layout.skipped[None] = waiting
     return Converted(
         messages=tuple(messages),
         system_parts=tuple(system),
         system_instruction=system_text(system),
         _originals=originals,
+        _layout=layout,
     )
 
 
-def _new_request_parts(parts: Sequence[Part], originals: dict[int, Any]) -> list[Any]:
-    out: list[Any] = []
+def _home(part: Part, layout: _Layout) -> tuple[int, int] | None:
+    """The request part ``part`` came from: the same object, or a tool result's new output."""
+    home = layout.homes.get(id(part))
+    if home is None and isinstance(part, FunctionResponsePart):
+        home = layout.returns.get((part.id, part.name))
+    return home
+
+
+def _original_part(
+    home: tuple[int, int], parts: Sequence[Part], layout: _Layout
+) -> pm.ModelRequestPart | None:
+    """The original request part for ``parts`` (all from ``home``), its output replaced when
+    the engine cleared a tool result; ``None`` when they are not what it became."""
+    request = layout.history[home[0]]
+    assert isinstance(request, pm.ModelRequest)
+    original = request.parts[home[1]]
+    if tuple(map(id, parts)) == tuple(map(id, layout.parts_of[home])):
+        return original
+    new = parts[0]
+    if (
+        len(parts) == 1
+        and isinstance(new, FunctionResponsePart)
+        and isinstance(original, pm.ToolReturnPart)
+        and new.is_error == (original.outcome != "success")
+    ):
+        return dataclasses.replace(original, content=new.response)
+    return None
+
+
+def _groups(parts: Sequence[Part], layout: _Layout | None) -> list[tuple[Any, list[Part]]]:
+    """Consecutive parts with the same home, grouped (a part without one alone)."""
+    groups: list[tuple[Any, list[Part]]] = []
     for part in parts:
-        original = originals.get(id(part))
-        if original is not None:
-            out.append(original)
-            continue
-        match part:
-            case TextPart():
-                out.append(pm.UserPromptPart(content=part.text))
-            case ImagePart() | DocumentPart():
-                out.append(pm.UserPromptPart(content=[_media_back(part)]))
-            case FunctionResponsePart():
-                out.append(
-                    pm.ToolReturnPart(
-                        tool_name=part.name,
-                        content=part.response,
-                        tool_call_id=part.id,
-                        outcome="failed" if part.is_error else "success",
-                    )
-                )
-            case OpaquePart():
-                # A native compaction result reaches another framework as its summary text.
-                out.append(pm.UserPromptPart(content=part.summary))
-            case FunctionCallPart() | ThinkingPart():
-                raise ContentError(f"a user message cannot hold a {part.kind} part")
-            case _:
-                assert_never(part)
+        home = _home(part, layout) if layout is not None else None
+        if groups and home is not None and groups[-1][0] == home:
+            groups[-1][1].append(part)
+        else:
+            groups.append((home, [part]))
+    return groups
+
+
+def _rebuilt_request(
+    message: Message, layout: _Layout | None
+) -> tuple[pm.ModelRequest, int | None]:
+    """A request the engine changed, and its history index when it is one original request
+    with parts replaced (rebuilt from the original: its other fields and parts kept)."""
+    groups = _groups(message.parts, layout)
+    if layout is not None and groups and all(home is not None for home, _ in groups):
+        index = groups[0][0][0]
+        original = layout.history[index]
+        assert isinstance(original, pm.ModelRequest)
+        by_part = {home[1]: parts for home, parts in groups if home[0] == index}
+        wanted = [i for i, p in enumerate(original.parts) if not isinstance(p, pm.SystemPromptPart)]
+        if len(by_part) == len(groups) and [home[1] for home, _ in groups] == wanted:
+            new_parts: list[pm.ModelRequestPart] = []
+            for p_index, part in enumerate(original.parts):
+                if p_index not in by_part:  # a system prompt: kept in place
+                    new_parts.append(part)
+                    continue
+                replaced = _original_part((index, p_index), by_part[p_index], layout)
+                if replaced is None:
+                    break
+                new_parts.append(replaced)
+            else:
+                return dataclasses.replace(original, parts=new_parts), index
+    return pm.ModelRequest(parts=_new_request_parts(groups, layout)), None
+
+
+def _new_request_parts(
+    groups: Sequence[tuple[Any, list[Part]]], layout: _Layout | None
+) -> list[Any]:
+    out: list[Any] = []
+    for home, parts in groups:
+        if home is not None and layout is not None:
+            original = _original_part(home, parts, layout)
+            if original is not None:
+                out.append(original)
+                continue
+        out.extend(_new_request_part(part) for part in parts)
     return out
+
+
+def _new_request_part(part: Part) -> Any:
+    match part:
+        case TextPart():
+            return pm.UserPromptPart(content=part.text)
+        case ImagePart() | DocumentPart():
+            return pm.UserPromptPart(content=[_media_back(part)])
+        case FunctionResponsePart():
+            return pm.ToolReturnPart(
+                tool_name=part.name,
+                content=part.response,
+                tool_call_id=part.id,
+                outcome="failed" if part.is_error else "success",
+            )
+        case OpaquePart():
+            # A native compaction result reaches another framework as its summary text.
+            return pm.UserPromptPart(content=part.summary)
+        case FunctionCallPart() | ThinkingPart():
+            raise ContentError(f"a user message cannot hold a {part.kind} part")
+        case _:
+            assert_never(part)
 
 
 def _media_back(part: ImagePart | DocumentPart) -> Any:
@@ -292,35 +392,55 @@ def from_autocompact(
 ) -> list[pm.ModelMessage]:
     """Convert back; what ``converted`` produced comes back as the original objects.
 
-    When the system prompt parts no longer appear (a compaction summarized their request), they
-    are put back at the front of the first request.
+    A request the engine changed (a tool result cleared) is the original request with that
+    part's output replaced. A request holding only system prompts (or nothing) comes back in
+    its place, before the message that followed it, while that message is kept. System prompt
+    parts that no longer appear (a compaction summarized their request) are put back at the
+    front of the first request.
     """
     originals = converted._originals if converted is not None else {}
+    layout = converted._layout if converted is not None else None
     out: list[pm.ModelMessage] = []
+    placed: set[int | None] = set()
+    home: int | None = None
     for message in messages:
         original = originals.get(id(message))
+        home = None
         if original is not None:
-            out.append(original)
-            continue
-        if message.role == "user":
-            out.append(pm.ModelRequest(parts=_new_request_parts(message.parts, originals)))
+            rebuilt = original
+            home = layout.index.get(id(message)) if layout is not None else None
+        elif message.role == "user":
+            rebuilt, home = _rebuilt_request(message, layout)
         else:
-            out.append(pm.ModelResponse(parts=_new_response_parts(message.parts, originals)))
+            rebuilt = pm.ModelResponse(parts=_new_response_parts(message.parts, originals))
+        if layout is not None and home is not None and home not in placed:
+            placed.add(home)
+            out.extend(layout.skipped.get(home, ()))
+        out.append(rebuilt)
+    # What followed the last message, when that one is kept (or there was none).
+    if (
+        layout is not None
+        and None in layout.skipped
+        and (not layout.index or home == max(layout.index.values()))
+    ):
+        out.extend(layout.skipped[None])
     if converted is not None and converted.system_parts:
-        present = any(
-            isinstance(part, pm.SystemPromptPart)
+        present = {
+            id(part)
             for m in out
             if isinstance(m, pm.ModelRequest)
             for part in m.parts
-        )
-        if not present:
+            if isinstance(part, pm.SystemPromptPart)
+        }
+        missing = [p for p in converted.system_parts if id(p) not in present]
+        if missing:
             first = next((i for i, m in enumerate(out) if isinstance(m, pm.ModelRequest)), None)
             if first is None:
-                out.insert(0, pm.ModelRequest(parts=list(converted.system_parts)))
+                out.insert(0, pm.ModelRequest(parts=list(missing)))
             else:
                 head = out[first]
                 assert isinstance(head, pm.ModelRequest)
-                out[first] = dataclasses.replace(head, parts=[*converted.system_parts, *head.parts])
+                out[first] = dataclasses.replace(head, parts=[*missing, *head.parts])
     return out
 
 
