@@ -23,18 +23,21 @@ TESTS = {
         "tests/integrations/test_langchain_store.py",
         "tests/integrations/test_langchain_pending_tools.py",
         "tests/integrations/test_langchain_usage.py",
+        "tests/integrations/test_langchain_bad_input.py",
     ],
     "pydantic-ai": [
         "tests/integrations/test_pydantic_ai.py",
         "tests/integrations/test_pydantic_ai_store.py",
         "tests/integrations/test_integrations_alike.py",
         "tests/integrations/test_pydantic_ai_window.py",
+        "tests/integrations/test_pydantic_ai_history.py",
     ],
     "openai-agents": [
         "tests/integrations/test_openai_agents.py",
         "tests/integrations/test_openai_agents_store.py",
         "tests/integrations/test_openai_agents_one_call.py",
         "tests/integrations/test_openai_agents_defaults.py",
+        "tests/integrations/test_openai_agents_bad_items.py",
     ],
     "openai": ["tests/providers/test_openai.py", "tests/providers/test_openai_responses.py"],
     "anthropic": [
@@ -50,6 +53,7 @@ TESTS = {
         "tests/serve/test_shared_state.py",
         "tests/serve/test_compaction.py",
         "tests/serve/test_real_clients.py",
+        "tests/serve/test_bad_requests.py",
     ],
 }
 

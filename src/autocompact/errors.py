@@ -307,3 +307,18 @@ class TranscriptFormatError(AutocompactError):
         super().__init__(f"{where}: {message}")
         self.path = path
         self.line = line
+
+
+# For the adapters (not an error of the tree): what an unreadable reply raises when read.
+REPLY_ERRORS: tuple[type[Exception], ...] = (
+    ValueError,
+    KeyError,
+    TypeError,
+    AttributeError,
+    IndexError,  # (an SDK's stream reader on events out of order)
+    AssertionError,  # (the same, on a stream that does not start as it must)
+    ArithmeticError,  # (a count of 1e999)
+    RecursionError,  # (a body nested past the parser's stack)
+)
+"""What reading a reply the adapter or its SDK cannot make sense of raises: a malformed
+response, not a failure of the library."""

@@ -26,7 +26,6 @@ from autocompact.errors import (
 
 __all__ = [
     "OVERFLOW_PATTERNS",
-    "REPLY_ERRORS",
     "ErrorBody",
     "LazyClients",
     "convert_transport_error",
@@ -73,19 +72,6 @@ _PROMPT_IN_MESSAGE = (  # most specific first: "requested N tokens" may include 
 )
 
 _MIN_SECRET = 6
-
-REPLY_ERRORS: tuple[type[Exception], ...] = (
-    ValueError,
-    KeyError,
-    TypeError,
-    AttributeError,
-    IndexError,  # (an SDK's stream reader on events out of order)
-    AssertionError,  # (the same, on a stream that does not start as it must)
-    ArithmeticError,  # (a count of 1e999)
-    RecursionError,  # (a body nested past the parser's stack)
-)
-"""What reading a reply the adapter or its SDK cannot make sense of raises: a malformed
-response, not a failure of the library."""
 
 
 def redact(text: str, secret: str | None) -> str:

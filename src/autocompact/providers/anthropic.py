@@ -35,13 +35,13 @@ from typing import Any
 from autocompact.content import Message, OpaquePart, ThinkingPart, Usage
 from autocompact.convert import from_anthropic_message, to_anthropic_messages
 from autocompact.errors import (
+    REPLY_ERRORS,
     ContextOverflowError,
     MalformedResponseError,
     MissingDependencyError,
     ProviderError,
 )
 from autocompact.providers._common import (
-    REPLY_ERRORS,
     LazyClients,
     convert_transport_error,
     converting_errors,

@@ -57,6 +57,7 @@ from autocompact.content import (
     Usage,
 )
 from autocompact.errors import (
+    REPLY_ERRORS,
     AuthenticationError,
     ContentError,
     MalformedResponseError,
@@ -66,7 +67,6 @@ from autocompact.errors import (
     ProviderTimeoutError,
 )
 from autocompact.providers._common import (
-    REPLY_ERRORS,
     converting_errors,
     merge_extra,
     provider_error,

@@ -28,12 +28,12 @@ from typing import Any
 from autocompact.content import Message, Usage
 from autocompact.convert import from_openai_messages, to_openai_messages
 from autocompact.errors import (
+    REPLY_ERRORS,
     MalformedResponseError,
     MissingDependencyError,
     ProviderError,
 )
 from autocompact.providers._common import (
-    REPLY_ERRORS,
     LazyClients,
     convert_transport_error,
     converting_errors,

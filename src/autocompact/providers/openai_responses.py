@@ -45,12 +45,12 @@ from autocompact.convert.openai_responses import (
     to_responses_input,
 )
 from autocompact.errors import (
+    REPLY_ERRORS,
     MalformedResponseError,
     MissingDependencyError,
     ProviderError,
 )
 from autocompact.providers._common import (
-    REPLY_ERRORS,
     LazyClients,
     convert_transport_error,
     converting_errors,

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from autocompact.errors import (
+    REPLY_ERRORS,
     AuthenticationError,
     ContentError,
     ContextOverflowError,
@@ -28,7 +29,6 @@ from autocompact.errors import (
     RateLimitError,
 )
 from autocompact.jsonsafe import loads
-from autocompact.providers._common import REPLY_ERRORS
 from autocompact.providers.base import ChatRequest, Completion, StreamDone, StreamEvent
 from autocompact.serve.protocol import WireProtocol, looks_like_overflow
 from autocompact.serve.wire import dump

@@ -44,6 +44,7 @@ from autocompact.content import (
     Usage,
 )
 from autocompact.errors import ContentError
+from autocompact.usage_check import reported_count
 
 __all__ = [
     "completion_usage",
@@ -418,21 +419,11 @@ def completion_usage(message: AIMessage) -> Usage | None:
         return None
     inputs = usage.get("input_token_details")
     outputs = usage.get("output_token_details")
-    return Usage(
-        prompt_tokens=_count(usage.get("input_tokens")),
-        output_tokens=_count(usage.get("output_tokens")),
-        cached_tokens=_count(inputs.get("cache_read")) if isinstance(inputs, Mapping) else 0,
-        thinking_tokens=_count(outputs.get("reasoning")) if isinstance(outputs, Mapping) else 0,
+    inputs = inputs if isinstance(inputs, Mapping) else {}
+    outputs = outputs if isinstance(outputs, Mapping) else {}
+    return Usage(  # (a count that is no whole number reads as not reported, as elsewhere)
+        prompt_tokens=reported_count(usage.get("input_tokens")),
+        output_tokens=reported_count(usage.get("output_tokens")),
+        cached_tokens=reported_count(inputs.get("cache_read")),
+        thinking_tokens=reported_count(outputs.get("reasoning")),
     )
-
-
-def _count(value: Any) -> int:
-    """A reported token count: a whole number >= 0 (an int, or a float without a fraction),
-    else 0, not reported (as the Responses reader reads usage)."""
-    if isinstance(value, bool):
-        return 0
-    if isinstance(value, int):
-        return max(value, 0)
-    if isinstance(value, float) and value.is_integer():
-        return max(int(value), 0)
-    return 0
