@@ -176,23 +176,12 @@ def _arguments(item: Item, index: int) -> dict[str, Any]:
 
 def _summary_text(item: Item, index: int) -> str:
     summary = item.get("summary") or ()
+    _check_parts(summary, index, "summary", "a list of summary_text parts", "a summary_text part")
     where = f"item {index}"
-    if not isinstance(summary, list | tuple):
-        raise ContentError(
-            f"{where}: field 'summary' must be a list of summary_text parts, got "
-            f"{type(summary).__name__} {summary!r:.40}",
-            index=index,
-        )
-    texts: list[str] = []
-    for i, entry in enumerate(summary):
-        if not isinstance(entry, dict):
-            raise ContentError(
-                f"{where}: summary[{i}] must be a summary_text part, got "
-                f"{type(entry).__name__} {entry!r:.40}",
-                index=index,
-            )
-        texts.append(_field({"text": "", **entry}, "text", index, f"{where}: summary[{i}]"))
-    return "\n".join(texts)
+    return "\n".join(
+        _field({"text": "", **entry}, "text", index, f"{where}: summary[{i}]")
+        for i, entry in enumerate(summary)
+    )
 
 
 def _parts_of(item: Item, index: int, names: dict[str, str]) -> list[Part]:
@@ -218,18 +207,25 @@ def _parts_of(item: Item, index: int, names: dict[str, str]) -> list[Part]:
 
 def _check_content(content: Any, index: int) -> None:
     """``content`` is a list of content-part dicts (a str was taken before), else an error."""
+    _check_parts(
+        content, index, "content", "a string or a list of content parts", "a content-part object"
+    )
+
+
+def _check_parts(value: Any, index: int, field: str, expected: str, part: str) -> None:
+    """``value`` (item ``index``'s ``field``) is a list of dicts, else a ContentError saying
+    that it must be ``expected`` and each entry ``part``."""
     where = f"item {index}"
-    if not isinstance(content, list | tuple):
+    if not isinstance(value, list | tuple):
         raise ContentError(
-            f"{where}: field 'content' must be a string or a list of content parts, got "
-            f"{type(content).__name__} {content!r:.40}",
+            f"{where}: field {field!r} must be {expected}, got "
+            f"{type(value).__name__} {value!r:.40}",
             index=index,
         )
-    for i, piece in enumerate(content):
-        if not isinstance(piece, dict):
+    for i, entry in enumerate(value):
+        if not isinstance(entry, dict):
             raise ContentError(
-                f"{where}: content[{i}] must be a content-part object, got "
-                f"{type(piece).__name__} {piece!r:.40}",
+                f"{where}: {field}[{i}] must be {part}, got {type(entry).__name__} {entry!r:.40}",
                 index=index,
             )
 
