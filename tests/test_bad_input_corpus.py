@@ -265,6 +265,28 @@ def test_a_count_that_is_not_finite_reads_as_none(tmp_path: Path, content: str) 
     assert all(marker.pre_tokens in (0, None) for marker in transcript.compactions)
 
 
+@pytest.mark.parametrize("gzipped", [False, True], ids=["plain", "gzip"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        _cc_user("a") + "\n" + _cc_assistant({"input_tokens": 12}) + "\n",
+        _openai({"prompt_tokens": 9}),
+    ],
+    ids=["claude-code", "openai-json"],
+)
+def test_a_byte_order_mark_is_no_content(tmp_path: Path, content: str, gzipped: bool) -> None:
+    """A file that starts with UTF-8's byte order mark (as some editors write) reads as the
+    same file without it (it was "not valid JSON ... decode using utf-8-sig")."""
+    import gzip
+
+    data = content.encode()
+    plain, marked = tmp_path / "plain.jsonl", tmp_path / "marked.jsonl"
+    plain.write_bytes(gzip.compress(data) if gzipped else data)
+    marked.write_bytes(gzip.compress(b"\xef\xbb\xbf" + data) if gzipped else b"\xef\xbb\xbf" + data)
+    want, got = read_transcript(plain), read_transcript(marked)
+    assert (got.format, got.messages, got.calls) == (want.format, want.messages, want.calls)
+
+
 def test_transcript_not_utf8(tmp_path: Path) -> None:
     """Binary content: TranscriptFormatError naming the file and line."""
     path = tmp_path / "t.jsonl"

@@ -36,6 +36,7 @@ __all__ = [
     "usage_field",
 ]
 
+_BOM = b"\xef\xbb\xbf"  # UTF-8's byte order mark
 _GZIP_MAGIC = b"\x1f\x8b"
 # What str.splitlines ends a line at besides "\n": these ASCII bytes, and "\x85", U+2028 and
 # U+2029 (looked for in the lines that are not ASCII only: a search of the UTF-8 bytes is slower).
@@ -130,6 +131,8 @@ def read_first_lines(path: Path, count: int) -> list[str]:
         opener = gzip.open if magic == _GZIP_MAGIC else open
         with opener(path, "rb") as handle:
             for raw_line in handle:
+                if not lines and raw_line.startswith(_BOM):  # (as read_bytes leaves it out)
+                    raw_line = raw_line[len(_BOM) :]
                 lines.append(raw_line.decode("utf-8", errors="replace"))
                 if len(lines) >= count:
                     break
@@ -162,9 +165,9 @@ def read_bytes(path: Path) -> bytes:
     try:
         with path.open("rb") as raw:
             magic = raw.read(2)
-        if magic == _GZIP_MAGIC:
-            return _gunzip(path)
-        return path.read_bytes()
+        data = _gunzip(path) if magic == _GZIP_MAGIC else path.read_bytes()
+        # A byte order mark (which some editors write at the start of UTF-8) is no content.
+        return data[len(_BOM) :] if data.startswith(_BOM) else data
     except (OSError, EOFError, zlib.error) as exc:
         raise TranscriptFormatError(f"cannot read the file: {exc}", path=str(path)) from exc
 
