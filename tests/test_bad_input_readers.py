@@ -144,3 +144,23 @@ def test_a_usage_count_that_is_no_count_is_read_as_not_reported() -> None:
     assert usage is not None
     assert (usage.prompt_tokens, usage.output_tokens, usage.cached_tokens) == (0, 0, 0)
     assert usage.thinking_tokens == 7
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ([], True),
+        ((1, 2), True),
+        (iter([1]), True),
+        ({1}, True),
+        ("ab", False),
+        (b"ab", False),
+        ({"a": 1}, False),
+        (3, False),
+        (None, False),
+    ],
+)
+def test_is_array_is_the_one_list_test_every_reader_asks(value: object, expected: bool) -> None:
+    from autocompact.jsonsafe import is_array
+
+    assert is_array(value) is expected

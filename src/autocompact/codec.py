@@ -37,6 +37,7 @@ from autocompact.content import (
     measured_call,
 )
 from autocompact.errors import ContentError
+from autocompact.jsonsafe import is_array
 from autocompact.jsonsize import plain_json_length, str_json_length
 
 __all__ = ["history_from_dicts", "history_to_dicts", "message_from_dict", "message_to_dict"]
@@ -360,7 +361,7 @@ def _where(index: int | None) -> str:
 def history_from_dicts(items: Sequence[object], *, decoded: bool = False) -> list[Message]:
     """A history from its JSON form (errors name the message index; ``decoded``: see
     :func:`message_from_dict`)."""
-    if isinstance(items, str | bytes | Mapping) or not hasattr(items, "__iter__"):
+    if not is_array(items):
         raise ContentError(f"messages must be a list (a JSON array), got {type(items).__name__}")
     if decoded:
         return [message_from_dict(item, index=i, decoded=True) for i, item in enumerate(items)]

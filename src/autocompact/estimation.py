@@ -18,6 +18,7 @@ from typing import Any
 
 from autocompact.content import CharStats, Message, Part, as_message, json_length
 from autocompact.errors import ConfigError, ContentError
+from autocompact.jsonsafe import is_array
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
 from autocompact.validation import check_count, check_history, check_optional_str
 
@@ -94,10 +95,6 @@ def chars_tokens(
         + media_parts * image_token_estimate
     )
     return math.ceil(exact)
-
-
-def _iterable(value: object) -> bool:
-    return hasattr(value, "__iter__")
 
 
 def estimate_stats_tokens(
@@ -188,7 +185,7 @@ def estimate_prompt_tokens(
     """
     check_count(last_prompt_token_count, "last_prompt_token_count")
     check_optional_str(system_instruction, "system_instruction")
-    if tools is not None and (isinstance(tools, str | bytes | Mapping) or not _iterable(tools)):
+    if tools is not None and not is_array(tools):
         raise ConfigError(
             f"tools must be a list of tool declarations, got {type(tools).__name__}", key="tools"
         )

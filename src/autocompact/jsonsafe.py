@@ -1,4 +1,5 @@
-"""JSON parsing that never raises a raw ``RecursionError``. Stdlib only.
+"""JSON parsing that never raises a raw ``RecursionError``, and the test for a JSON array.
+Stdlib only.
 
 ``json.loads`` recurses once per nesting level: a file nested 10,000 levels deep (a settings
 file, a transcript line, a session record) ends in ``RecursionError`` deep in the parser.
@@ -10,9 +11,10 @@ message names the file and line without knowing about recursion.
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeGuard
 
-__all__ = ["MAX_JSON_DEPTH", "deep_position", "loads"]
+__all__ = ["MAX_JSON_DEPTH", "deep_position", "is_array", "loads"]
 
 MAX_JSON_DEPTH = 500
 """Nesting deeper than this is reported as too deep when the parser runs out of stack."""
@@ -53,3 +55,10 @@ def deep_position(text: str, limit: int = MAX_JSON_DEPTH) -> int:
         elif ch in "]}":
             depth -= 1
     return 0
+
+
+def is_array(value: object) -> TypeGuard[Iterable[Any]]:
+    """Whether ``value`` stands for a JSON array: a list or another iterable of items, not
+    text, bytes or an object (a mapping), which are iterable too. Every reader of a list a
+    caller hands in (messages, parts, tool calls, tools) asks this before iterating."""
+    return not isinstance(value, str | bytes | Mapping) and hasattr(value, "__iter__")

@@ -13,11 +13,12 @@ requires the next message to answer every one of them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from autocompact.content import CharStats, FunctionResponsePart, Message, Part
 from autocompact.errors import ConfigError, ContentError
+from autocompact.jsonsafe import is_array
 
 __all__ = [
     "check_count",
@@ -155,7 +156,7 @@ def _pair_parts(name: str, index: int, parts: Sequence[Part], open_calls: dict[s
 
 
 def _as_list(history: object, name: str) -> list[Any]:
-    if isinstance(history, str | bytes | Mapping) or not isinstance(history, Iterable):
+    if not is_array(history):
         raise ContentError(
             f"{name} must be a sequence of Message objects, got {type(history).__name__}: "
             "build messages with Message.user(...) / Message.model(...), or read dicts with "

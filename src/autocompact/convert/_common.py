@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any, Literal, TypeAlias
 
 from autocompact.errors import ContentError
+from autocompact.jsonsafe import is_array
 
 ThinkingMode: TypeAlias = Literal["reasoning_content", "drop", "error"]
 """How :func:`to_openai_messages` sends thinking parts (OpenAI itself takes none back)."""
@@ -59,7 +60,7 @@ def is_text_block_list(value: Any) -> bool:
 def require_array(value: Any, what: str) -> Any:
     """``value`` when it is a list or another sequence of items (not text, bytes or an object);
     else a :class:`ContentError` that names ``what`` and the type it got."""
-    if isinstance(value, str | bytes | Mapping) or not hasattr(value, "__iter__"):
+    if not is_array(value):
         raise ContentError(f"{what} must be a list (a JSON array), got {type(value).__name__}")
     return value
 

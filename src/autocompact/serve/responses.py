@@ -35,7 +35,7 @@ from autocompact.content import (
 from autocompact.convert import UNKNOWN_TOOL_NAME, parse_data_url
 from autocompact.convert.openai_responses import REASONING_SIGNATURE_PREFIX, to_responses_input
 from autocompact.errors import ContentError, MalformedResponseError
-from autocompact.jsonsafe import loads
+from autocompact.jsonsafe import is_array, loads
 from autocompact.providers.base import ChatRequest, Completion, FinishReason, ToolSpec
 from autocompact.serve.protocol import CLIENT_SUMMARY_PROMPTS, Converted, tool_spec
 from autocompact.usage_check import reported_count
@@ -100,7 +100,7 @@ def from_responses_input(items: Sequence[Any]) -> tuple[str | None, list[Message
             history.append(Message(role="user" if role == "user" else "model", parts=tuple(parts)))
         parts.clear()
 
-    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Sequence):
+    if not is_array(items):
         raise ContentError(f"input must be a string or a list of items, got {type(items).__name__}")
     for index, item in enumerate(items):
         kind = _kind(item)
