@@ -191,6 +191,45 @@ def test_blocked_prompt_is_a_content_filter_with_an_empty_reply(wire: Wire) -> N
     assert result.text == ""
 
 
+@pytest.mark.parametrize(
+    "body",
+    [{"error": {"code": 500, "message": "boom", "status": "INTERNAL"}}, {}, {"candidates": []}],
+    ids=["an-error-object", "empty", "no-candidates"],
+)
+def test_a_200_with_no_candidate_and_no_block_reason_is_malformed(
+    wire: Wire, body: dict[str, Any]
+) -> None:
+    """A 200 that holds no candidate and says nothing was blocked is no reply (it read as an
+    empty answer with no finish reason); whole and streamed alike, sync and async."""
+    wire.queue(json_response(body))
+    with pytest.raises(MalformedResponseError, match="no candidates") as caught:
+        make(wire).complete(CHAT)
+    assert caught.value.provider == "gemini"
+    assert caught.value.status == 200
+    wire.queue(sse([{"usageMetadata": {"promptTokenCount": 5}}, {"modelVersion": MODEL}]))
+    with pytest.raises(MalformedResponseError, match="no candidates"):
+        list(make(wire).stream(CHAT))
+
+
+async def test_an_async_reply_with_no_candidate_is_malformed(wire: Wire) -> None:
+    wire.queue(json_response({}), sse([{"modelVersion": MODEL}]))
+    provider = make(wire)
+    with pytest.raises(MalformedResponseError, match="no candidates"):
+        await provider.acomplete(CHAT)
+    with pytest.raises(MalformedResponseError, match="no candidates"):
+        [e async for e in provider.astream(CHAT)]
+
+
+def test_a_stream_whose_usage_comes_in_a_chunk_of_its_own_is_read(wire: Wire) -> None:
+    """A chunk with no candidate (usage alone) is no fault when another chunk held one."""
+    wire.queue(sse([reply([{"text": "hi"}]), {"usageMetadata": {"promptTokenCount": 7}}]))
+    done = list(make(wire).stream(CHAT))[-1]
+    assert isinstance(done, StreamDone)
+    assert done.completion.text == "hi"
+    assert done.completion.usage is not None
+    assert done.completion.usage.prompt_tokens == 7
+
+
 def test_usage_reads_prompt_token_count_and_adds_thoughts_to_output(wire: Wire) -> None:
     """Prompt size is promptTokenCount; output counts candidates and thoughts."""
     meta = {

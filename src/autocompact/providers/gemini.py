@@ -23,7 +23,8 @@ Mapping of the generic settings:
   that still runs out ends with ``MAX_TOKENS`` and the engine refuses it.
 * ``finish_reason`` ``MAX_TOKENS`` → length, ``STOP`` → stop (tool call when the reply calls a
   function), the safety/recitation/blocklist family → content filter; a prompt blocked with no
-  candidates → content filter with an empty reply.
+  candidates → content filter with an empty reply; a response with neither candidates nor a
+  block reason (a 200 whose body is an error object) → ``MalformedResponseError``.
 * prompt size = ``usage_metadata.prompt_token_count``; output = candidates + thoughts.
 
 Thought parts are not sent back (their signatures are: a signature rides on the next part as
@@ -406,6 +407,7 @@ class _Accumulator:
         self.usage: Usage | None = None
         self.model: str | None = None
         self.calls = 0
+        self.answered = False  # any chunk held a candidate
 
     def add(self, response: Any) -> Iterator[StreamEvent]:
         self.model = getattr(response, "model_version", None) or self.model
@@ -419,6 +421,7 @@ class _Accumulator:
             if reason is not None:
                 self.blocked = _enum_name(reason)
             return
+        self.answered = True
         candidate = candidates[0]
         if candidate.finish_reason is not None:
             self.finish_reason = _enum_name(candidate.finish_reason)
@@ -475,6 +478,14 @@ class _Accumulator:
             self.parts.append(part)
 
     def finish(self, model: str) -> Completion:
+        if not self.answered and self.blocked is None:
+            # (a 200 whose body is no reply, an error object for one: not an empty answer)
+            raise MalformedResponseError(
+                "the response has no candidates and no reason the prompt was blocked",
+                provider="gemini",
+                model=self.model or model,
+                status=200,
+            )
         raw = self.finish_reason or self.blocked
         if self.blocked is not None and self.finish_reason is None:
             reason: FinishReason | None = FinishReason.CONTENT_FILTER
