@@ -30,7 +30,7 @@ from autocompact.chat import AsyncChatSession, ChatSession
 from autocompact.sessions import load_session
 from autocompact.settings import load_settings
 from autocompact.testing import FakeProvider
-from autocompact.transcripts import read_transcript
+from autocompact.transcripts import detect_format, read_transcript
 
 DEEP = "[" * 10_000 + "]" * 10_000
 
@@ -635,3 +635,22 @@ def corpus_size() -> int:
 def test_the_corpus_has_at_least_a_hundred_cases() -> None:
     """Issue 16 asks for at least 100 bad inputs across the doors."""
     assert corpus_size() >= 100
+
+
+@pytest.mark.parametrize("ending", ["\r", "\r\n"], ids=["cr", "crlf"])
+@pytest.mark.parametrize("by", ["read", "detect"])
+def test_lines_ended_by_carriage_returns_read_as_lines(
+    tmp_path: Path, ending: str, by: str
+) -> None:
+    """A JSONL file whose lines end with a carriage return alone (or CRLF) is detected and read
+    as the same file with line feeds; detection cut its head at line feeds only, so a
+    CR-only file was "not a transcript" though the reader cuts lines as str.splitlines does."""
+    lines = [_cc_user("a"), _cc_assistant({"input_tokens": 12})]
+    plain, other = tmp_path / "plain.jsonl", tmp_path / "other.jsonl"
+    plain.write_text("\n".join(lines) + "\n", newline="")
+    other.write_text(ending.join(lines) + ending, newline="")
+    if by == "detect":
+        assert detect_format(other) == detect_format(plain) == "claude-code"
+        return
+    want, got = read_transcript(plain), read_transcript(other)
+    assert (got.format, got.messages, got.calls) == (want.format, want.messages, want.calls)

@@ -122,7 +122,9 @@ def read_transcript(path: str | Path, format: str | None = None) -> Transcript:
 def _detect(path: Path, lines: list[str], data: bytes | None) -> tuple[str, Any]:
     """The format from the file's first lines, and the parsed document when detecting it took
     one (``data``: the file's content, when already read)."""
-    head = [line for line in lines if line.strip()]
+    # A line may hold more: the reader cuts lines as str.splitlines does, so lines ended by a
+    # carriage return alone are lines too (a raw CR is never inside valid JSON).
+    head = [piece for line in lines for piece in line.split("\r") if piece.strip()]
     if not head:
         raise TranscriptFormatError("the file is empty: not a transcript", path=str(path))
     objects = _HeadObjects(head)
