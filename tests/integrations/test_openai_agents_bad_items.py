@@ -86,6 +86,31 @@ MALFORMED: dict[str, tuple[list[Any], int, str]] = {
         1,
         "'text'.*int",
     ),
+    "image_url-int": (
+        [{"role": "user", "content": [{"type": "input_image", "image_url": 5}]}],
+        0,
+        "'image_url'.*int",
+    ),
+    "file_data-list": (
+        [{"role": "user", "content": [{"type": "input_file", "file_data": ["x"]}]}],
+        0,
+        "'file_data'.*list",
+    ),
+    "file_url-int": (
+        [{"role": "user", "content": [{"type": "input_file", "file_url": 3}]}],
+        0,
+        "'file_url'.*int",
+    ),
+    "filename-dict": (
+        [
+            {
+                "role": "user",
+                "content": [{"type": "input_file", "file_data": "QQ==", "filename": {}}],
+            }
+        ],
+        0,
+        "'filename'.*dict",
+    ),
     "developer-text-none": (
         [{"role": "developer", "content": [{"type": "input_text", "text": None}]}, USER],
         0,

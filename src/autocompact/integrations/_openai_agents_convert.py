@@ -97,6 +97,11 @@ def _field(holder: Any, name: str, index: int, where: str) -> str:
     return value
 
 
+def _optional_field(holder: Any, name: str, index: int, where: str) -> str | None:
+    """``holder[name]`` when it is a str or absent (None), else a ContentError naming it."""
+    return None if holder.get(name) is None else _field(holder, name, index, where)
+
+
 def _content_parts(content: Any, index: int) -> list[Part]:
     if isinstance(content, str):
         return [TextPart(text=content)]
@@ -111,13 +116,13 @@ def _content_parts(content: Any, index: int) -> list[Part]:
         elif kind == "refusal":
             parts.append(TextPart(text=_field(piece, "refusal", index, at)))
         elif kind == "input_image" and piece.get("image_url"):
-            parts.append(ImagePart(url=piece["image_url"]))
+            parts.append(ImagePart(url=_field(piece, "image_url", index, at)))
         elif kind == "input_file" and (piece.get("file_data") or piece.get("file_url")):
             parts.append(
                 DocumentPart(
-                    data=piece.get("file_data"),
-                    url=piece.get("file_url"),
-                    title=piece.get("filename"),
+                    data=_optional_field(piece, "file_data", index, at),
+                    url=_optional_field(piece, "file_url", index, at),
+                    title=_optional_field(piece, "filename", index, at),
                 )
             )
         else:
