@@ -460,3 +460,44 @@ def test_reported_usage_calibrates_the_estimate(proxy: Proxy, tmp_path: Any) -> 
     fresh.store.close()
     assert control.headers["x-autocompact-action"] == "forward"
     assert control.status_code == 200
+
+
+PREFILL = {"role": "assistant", "content": [{"type": "text", "text": "Here is the plan:"}]}
+
+
+def test_an_anthropic_prefill_is_compacted_before_and_sent_last(proxy: Proxy) -> None:
+    """A request that ends with an assistant message (a prefill the model continues) is
+    compacted like one ending with the user's message: the prefill and the user message before
+    it go out unchanged, last. It was forwarded as it came (the engine read the prefill as the
+    pending message and refused it), over the window: the upstream answered 400."""
+    from .scripted import count_tokens
+
+    body = _long_anthropic(18)
+    body["messages"].append(PREFILL)
+    client = anthropic.Anthropic(base_url=proxy.url, api_key="sk-ant-test", max_retries=0)
+    raw = client.messages.with_raw_response.create(**body)
+    assert raw.headers["x-autocompact-action"] == "compacted"
+    assert raw.parse().content[0].type == "text"
+    sent = json.loads(proxy.upstream.received[-1])
+    assert sent["messages"][-2:] == [{"role": "user", "content": "and now?"}, PREFILL]
+    assert len(sent["messages"]) < len(body["messages"])
+    assert count_tokens(sent) <= proxy.upstream.window
+    assert proxy.upstream.rejected == 0
+    # The next turn (the prefill continued, then the user) finds the record.
+    body["messages"][-1] = {"role": "assistant", "content": "Here is the plan: step one."}
+    body["messages"].append({"role": "user", "content": "go on"})
+    again = client.messages.with_raw_response.create(**body)
+    assert again.headers["x-autocompact-action"] == "substituted"
+    assert json.loads(proxy.upstream.received[-1])["messages"][-1]["content"] == "go on"
+
+
+def test_a_prefill_is_counted(proxy: Proxy) -> None:
+    """The prefill's size counts toward the tiers: a conversation below *auto* without it is
+    compacted when a long prefill takes it past the window."""
+    body = _long_anthropic(11)
+    short = httpx.post(f"{proxy.url}/v1/messages", json=body, timeout=30)
+    assert short.headers["x-autocompact-action"] == "forward"
+    body["messages"].append({"role": "assistant", "content": "Draft: " + filler(99, 9000)})
+    long = httpx.post(f"{proxy.url}/v1/messages", json=body, timeout=30)
+    assert long.headers["x-autocompact-action"] in ("compacted", "trimmed")
+    assert proxy.upstream.rejected == 0

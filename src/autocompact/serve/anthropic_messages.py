@@ -1,7 +1,8 @@
 """Anthropic Messages (``/v1/messages``) for the proxy. Pure.
 
 The conversation is ``messages``; ``system`` (a string or text blocks) is the system prompt.
-The pending message is the last user message (text or tool results).
+The pending message is the last user message (text or tool results); assistant messages after
+it are a prefill, which the model continues: sent after it unchanged, and counted.
 
 Signed blocks: Anthropic checks a ``thinking`` block's signature and a ``redacted_thinking``
 block's data; a replacement written by the proxy keeps such a block only when the very same
@@ -93,6 +94,10 @@ def _key(block: Mapping[str, Any]) -> tuple[str, str, str] | None:
     return None
 
 
+def _is_assistant(message: Mapping[str, Any]) -> bool:
+    return message.get("role") == "assistant"
+
+
 def anthropic_tools(body: Mapping[str, Any]) -> tuple[ToolSpec, ...]:
     """The request's tool declarations as the estimate counts them."""
     tools = body.get("tools")
@@ -119,11 +124,21 @@ class AnthropicMessages:
     def convert(self, body: Mapping[str, Any], messages: Sequence[Any]) -> Converted:
         """The request in the content model (``ContentError`` when it cannot be)."""
         system, history = from_anthropic_messages(messages, body.get("system"))
+        # Assistant messages after the last user message are a prefill: the model continues
+        # them. The pending message is that user message; the prefill goes out after it.
+        end = len(messages)
+        while end and isinstance(messages[end - 1], Mapping) and _is_assistant(messages[end - 1]):
+            end -= 1
+        prefill = 0
+        if 0 < end < len(messages):
+            while prefill < len(history) and history[-1 - prefill].role == "model":
+                prefill += 1
         return Converted(
             system=system,
             messages=tuple(history),
             tools=anthropic_tools(body),
-            pending_start=max(len(messages) - 1, 0),
+            pending_start=end - 1 if prefill else max(len(messages) - 1, 0),
+            prefill=prefill,
         )
 
     def to_wire(self, messages: Sequence[Message], source: Sequence[Any]) -> list[Any]:

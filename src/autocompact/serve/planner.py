@@ -479,12 +479,12 @@ class Planner:
             summary_target_tokens=self.summary_target_tokens,
         )
         options: dict[str, Any] = {
-            "system_instruction": converted.system,
+            "system_instruction": converted.counted_system,
             "tools": converted.tools,
             "state": state,
         }
         try:
-            measured = guard.guarantee(converted.messages, **options)
+            measured = guard.guarantee(converted.guarded, **options)
         except AutocompactError as exc:
             logger.info("forwarding a request the engine cannot measure: %s", exc)
             return Decision(body=as_sent, action=action, identity=identity)
@@ -524,7 +524,7 @@ class Planner:
                         identity=identity, window=window, provider=provider, reactive=reactive,
                         waited=True,
                     )  # fmt: skip
-            result = await guard.arun(converted.messages, reactive=reactive, **options)
+            result = await guard.arun(converted.guarded, reactive=reactive, **options)
             decision = self._finish(
                 protocol, converted, base, result, current, conv, pending, head, body
             )
@@ -577,7 +577,7 @@ class Planner:
             )
         sent_stats = request_stats(
             result.request,
-            system_instruction=converted.system,
+            system_instruction=converted.counted_system,
             tools=converted.tools,
         )
         base = replace(

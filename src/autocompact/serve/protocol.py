@@ -85,12 +85,29 @@ class Converted:
         messages: the conversation; the last is the pending user message or tool results.
         tools: the tool declarations (counted).
         pending_start: the index in the wire messages where the pending message starts.
+        prefill: how many of the last ``messages`` are a prefill: model messages after the
+            pending message, which the model continues (Anthropic); they are sent as they
+            are, after it.
     """
 
     system: str | None
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...]
     pending_start: int
+    prefill: int = 0
+
+    @property
+    def guarded(self) -> tuple[Message, ...]:
+        """The messages the engine reads: all but a prefill (they end with the pending one)."""
+        return self.messages[: len(self.messages) - self.prefill]
+
+    @property
+    def counted_system(self) -> str | None:
+        """The system prompt as the engine counts it: with a prefill's text, which is sent
+        unchanged as the system prompt is."""
+        if not self.prefill:
+            return self.system
+        return "\n".join([self.system or "", *(m.text for m in self.messages[-self.prefill :])])
 
 
 def tool_spec(name: object, description: object, parameters: object) -> ToolSpec:
