@@ -219,6 +219,10 @@ TRANSCRIPTS: list[tuple[str, str, str]] = [
     ("type-a-list", '{"type": []}\n', "not a transcript"),
     ("type-an-object", '{"type": "x"}\n{"type": {}}\n', "not a transcript"),
     ("role-a-list", '[{"role": []}]', "not a transcript"),
+    # A number of more digits than Python reads (json.loads raises a plain ValueError): the
+    # replay said "unexpected ValueError ... This is a bug in autocompact".
+    ("number-too-long-line", _cc_user("a") + '\n{"n": ' + "1" * 5000 + "}\n", ":2: "),
+    ("number-too-long-document", '[\n{"n": ' + "1" * 5000 + "}]", "more than 4300 digits"),
 ]
 
 

@@ -164,3 +164,30 @@ def test_is_array_is_the_one_list_test_every_reader_asks(value: object, expected
     from autocompact.jsonsafe import is_array
 
     assert is_array(value) is expected
+
+
+BIG_NUMBER = "1" * 5000  # more digits than Python converts to an int (4,300)
+
+
+def test_a_number_too_long_to_read_is_a_json_error_at_the_number() -> None:
+    """``json.loads`` raises a plain ValueError for it (no JSONDecodeError, so no caller's
+    "not valid JSON" message caught it); jsonsafe.loads reports it as one, at the number."""
+    import json
+
+    from autocompact.jsonsafe import loads
+
+    with pytest.raises(json.JSONDecodeError, match="more than 4300 digits") as caught:
+        loads('{"a": ' + BIG_NUMBER + "}")
+    assert caught.value.pos == 6
+
+
+def test_tool_arguments_with_a_number_too_long_to_read_are_a_content_error() -> None:
+    call = {"id": "c1", "type": "function"}
+    call["function"] = {"name": "f", "arguments": '{"a": ' + BIG_NUMBER + "}"}
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]
+    with pytest.raises(ContentError, match=r"message 1: .*'f'.*more than 4300 digits"):
+        from_openai_messages(messages)

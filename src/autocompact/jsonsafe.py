@@ -5,12 +5,16 @@ Stdlib only.
 file, a transcript line, a session record) ends in ``RecursionError`` deep in the parser.
 :func:`loads` turns that into a :class:`json.JSONDecodeError` whose position is where the
 nesting passed :data:`MAX_JSON_DEPTH`, so every caller's existing "not valid JSON (line, column)"
-message names the file and line without knowing about recursion.
+message names the file and line without knowing about recursion. A number of more digits than
+Python converts (a plain ``ValueError`` from ``json.loads``) is reported the same way, at the
+number.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeGuard
 
@@ -21,7 +25,9 @@ MAX_JSON_DEPTH = 500
 
 
 def loads(text: str | bytes) -> Any:
-    """``json.loads``, with too-deep nesting reported as a :class:`json.JSONDecodeError`."""
+    """``json.loads``, with too-deep nesting and a number too long for Python to read reported
+    as a :class:`json.JSONDecodeError` (``json.loads`` raises a ``RecursionError`` and a plain
+    ``ValueError`` for them)."""
     try:
         return json.loads(text)
     except RecursionError:
@@ -30,6 +36,18 @@ def loads(text: str | bytes) -> Any:
             f"nested too deeply (more than {MAX_JSON_DEPTH} levels of arrays or objects)",
             doc,
             deep_position(doc),
+        ) from None
+    except ValueError as exc:
+        if isinstance(exc, json.JSONDecodeError):
+            raise
+        # (Python reads an integer of at most sys.get_int_max_str_digits() digits: 4,300)
+        doc = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+        limit = sys.get_int_max_str_digits()
+        found = re.search(rf"\d{{{limit + 1},}}", doc) if limit else None
+        raise json.JSONDecodeError(
+            f"a number of more than {limit} digits, too long to read",
+            doc,
+            found.start() if found else 0,
         ) from None
 
 

@@ -216,3 +216,18 @@ async def test_object_arguments_compact_end_to_end() -> None:
     assert result.final_output == "ok"
     assert session.trimmed_requests == 1
     assert model.requests[0]["tokens"] < 60_000
+
+
+@pytest.mark.parametrize(
+    "arguments", ['{"a": ' + "1" * 5000 + "}", "[" * 100_000], ids=["long-number", "deep"]
+)
+def test_arguments_python_cannot_read_are_kept_as_they_came(arguments: str) -> None:
+    """Arguments that are JSON Python cannot read (a number of more than 4,300 digits, nesting
+    past the parser's stack) are kept as text, as arguments that are not JSON are (they were a
+    raw ValueError and RecursionError); the item comes back unchanged."""
+    items = [USER, call(arguments=arguments), output()]
+    converted = to_autocompact(items)
+    (part,) = converted.messages[1].function_calls
+    assert part.arguments == {"_arguments": arguments}
+    back = from_autocompact(converted.messages, converted)
+    assert all(a is b for a, b in zip(back, items, strict=True))

@@ -213,3 +213,35 @@ def test_the_summary_requests_second_try_that_times_out_is_a_timeout() -> None:
 
     with pytest.raises(ProviderTimeoutError):
         _summary_call(OPENAI_CHAT, reply)
+
+
+BIG_NUMBER = "1" * 5000  # more digits than Python converts to an int (4,300)
+
+
+def test_tool_arguments_with_a_number_too_long_to_read_are_forwarded_as_sent(
+    proxy: Proxy,
+) -> None:
+    """Tool-call arguments holding a number Python cannot read (``json.loads`` raises a plain
+    ValueError): the request goes out as sent (it was a 500)."""
+    arguments = json.dumps('{"a": ' + BIG_NUMBER + "}")
+    raw = (
+        '{"model": "m", "messages": [{"role": "user", "content": "x"}, {"role": "assistant", '
+        '"content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": '
+        '"f", "arguments": ' + arguments + '}}]}, {"role": "tool", "tool_call_id": "c", '
+        '"content": "ok"}, {"role": "user", "content": "y"}]}'
+    ).encode()
+    reply = _post(proxy, CHAT, raw)
+    assert reply.status_code == 200, reply.text
+    assert proxy.upstream.received[-1] == raw
+
+
+@pytest.mark.parametrize("path", [CHAT, MESSAGES])
+def test_a_body_number_too_long_to_read_is_a_clear_error(proxy: Proxy, path: str) -> None:
+    """The body itself: a 400 that names the number (it named Python's int limit and told the
+    client to call sys.set_int_max_str_digits)."""
+    raw = ('{"model": "m", "max_tokens": ' + BIG_NUMBER + ', "messages": []}').encode()
+    reply = _post(proxy, path, raw)
+    assert reply.status_code == 400
+    assert "a number of more than 4300 digits" in reply.text
+    assert "set_int_max_str_digits" not in reply.text
+    assert not proxy.upstream.received

@@ -31,6 +31,7 @@ from autocompact.content import (
     Usage,
 )
 from autocompact.errors import ConfigError, ContentError, MissingDependencyError, ProviderError
+from autocompact.jsonsafe import loads
 from autocompact.providers.base import (
     AsyncOnlyProvider,
     ChatRequest,
@@ -173,7 +174,7 @@ def _arguments(item: Item, index: int) -> dict[str, Any]:
             index=index,
         )
     try:
-        arguments = json.loads(raw or "{}")
+        arguments = loads(raw or "{}")
     except json.JSONDecodeError:
         arguments = None
     return arguments if isinstance(arguments, dict) else {"_arguments": raw}
