@@ -27,6 +27,12 @@ from autocompact import (
     TranscriptFormatError,
 )
 from autocompact.chat import AsyncChatSession, ChatSession
+from autocompact.compaction import CompressionService, CompressOptions, find_split_point
+from autocompact.compaction.clearing import clear_tool_outputs
+from autocompact.compaction.extractive import extractive_summary
+from autocompact.engine import EngineConfig
+from autocompact.estimation import estimate_prompt_tokens
+from autocompact.guard import ContextGuard
 from autocompact.sessions import load_session
 from autocompact.settings import load_settings
 from autocompact.testing import FakeProvider
@@ -86,6 +92,86 @@ def test_bad_window(cls: type, window: Any) -> None:
     assert type(info.value) is ConfigError
     assert "context_window" in str(info.value)
     assert info.value.key == "context_window"
+
+
+SHARES = [1, 1.5, -0.1, float("nan"), float("inf"), "0.3", None, True]
+TARGETS = [0, -5, 2.5, "800", True]
+
+
+@pytest.mark.parametrize("share", SHARES, ids=repr)
+def test_bad_keep_share_is_refused_when_the_session_is_made(share: Any) -> None:
+    """A keep_share that is no share: ConfigError naming it when the session, guard or engine
+    configuration is made (it was accepted, then a raw ValueError or TypeError at the first
+    compaction, in the middle of a send)."""
+    for make in (
+        lambda: ChatSession(FakeProvider(), context_window=100_000, keep_share=share),
+        lambda: ContextGuard(
+            context_window=100_000, compression=CompressionService(FakeProvider()), keep_share=share
+        ),
+        lambda: EngineConfig(context_window=100_000, keep_share=share),
+        lambda: CompressOptions(context_window=100_000, keep_share=share),
+    ):
+        with pytest.raises(ConfigError, match="keep_share") as info:
+            make()
+        assert info.value.key == "keep_share"
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=repr)
+def test_bad_summary_target_is_refused_when_the_session_is_made(target: Any) -> None:
+    with pytest.raises(ConfigError, match="summary_target_tokens"):
+        ChatSession(FakeProvider(), context_window=100_000, summary_target_tokens=target)
+    with pytest.raises(ConfigError, match="summary_target_tokens"):
+        ContextGuard(
+            context_window=100_000,
+            compression=CompressionService(FakeProvider()),
+            summary_target_tokens=target,
+        )
+
+
+@pytest.mark.parametrize(
+    ("call", "named"),
+    [
+        (lambda: clear_tool_outputs([], protect_tokens="5"), "protect_tokens"),
+        (lambda: clear_tool_outputs([], protect_tokens=None), "protect_tokens"),
+        (lambda: clear_tool_outputs([], image_token_estimate=-1), "image_token_estimate"),
+        (lambda: extractive_summary([], max_tokens="900"), "max_tokens"),
+        (lambda: extractive_summary([], max_tokens=None), "max_tokens"),
+        (
+            lambda: estimate_prompt_tokens([], None, 0, image_token_estimate=float("nan")),
+            "image_token_estimate",
+        ),
+        (lambda: CompressOptions(context_window=0), "context_window"),
+        (lambda: CompressOptions(context_window=1000, trigger="auto"), "trigger"),
+        (
+            lambda: CompressOptions(context_window=1000, last_prompt_token_count=-1),
+            "last_prompt_token_count",
+        ),
+    ],
+    ids=[
+        "clear-protect-str",
+        "clear-protect-none",
+        "clear-image-negative",
+        "extractive-max-str",
+        "extractive-max-none",
+        "estimate-image-nan",
+        "options-window-zero",
+        "options-trigger-str",
+        "options-count-negative",
+    ],
+)
+def test_function_api_values_are_config_errors_naming_the_argument(
+    call: Callable[[], object], named: str
+) -> None:
+    """The function API's counts and options: ConfigError naming the argument (they were
+    raw TypeErrors, ValueErrors and AttributeErrors from deep inside)."""
+    with pytest.raises(ConfigError, match=named) as info:
+        call()
+    assert info.value.key == named
+
+
+def test_a_split_fraction_that_is_no_number_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="preserve_fraction"):
+        find_split_point([], "0.5")  # type: ignore[arg-type]
 
 
 # -- settings files ------------------------------------------------------------------------------

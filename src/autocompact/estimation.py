@@ -184,6 +184,7 @@ def estimate_prompt_tokens(
         ContentError: a history item that is not a :class:`~autocompact.content.Message`.
     """
     check_count(last_prompt_token_count, "last_prompt_token_count")
+    check_count(image_token_estimate, "image_token_estimate")
     check_optional_str(system_instruction, "system_instruction")
     if tools is not None and not is_array(tools):
         raise ConfigError(

@@ -142,6 +142,7 @@ class ContextGuard:
         self.keep_share = keep_share
         self.summary_target_tokens = summary_target_tokens
         self.hooks = tuple(hooks)
+        self._config(None, ())  # a bad value is a ConfigError now, not at the first request
 
     def _core(
         self,

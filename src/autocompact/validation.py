@@ -25,6 +25,7 @@ __all__ = [
     "check_history",
     "check_optional_str",
     "check_outgoing",
+    "check_share",
     "check_tool_pairs",
     "scan_history",
 ]
@@ -45,6 +46,21 @@ def check_count(value: object, name: str, *, positive: bool = False, optional: b
     low = 1 if positive else 0
     if value < low:
         raise ConfigError(f"{name} must be {low} or more, got {value}", key=name)
+    return value
+
+
+def check_share(value: object, name: str) -> Any:
+    """A share from 0 up to, not including, 1 (an int or a float; not a bool, not NaN).
+
+    Raises:
+        ConfigError: anything else; the message names ``name``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
+        raise ConfigError(
+            f"{name} must be a number from 0 up to (not including) 1, got "
+            f"{type(value).__name__} {value!r:.60}",
+            key=name,
+        )
     return value
 
 

@@ -14,9 +14,11 @@ from autocompact.compaction.clearing import DEFAULT_PROTECT_TOKENS
 from autocompact.compaction.space import SpaceBreakdown
 from autocompact.compaction.split import COMPRESSION_PRESERVE_THRESHOLD
 from autocompact.content import Message
+from autocompact.errors import ConfigError
 from autocompact.estimation import PendingMessage
 from autocompact.providers.base import ChatRequest, Completion, ToolSpec
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
+from autocompact.validation import check_count, check_share
 
 __all__ = [
     "CompressOptions",
@@ -102,6 +104,10 @@ class CompressOptions:
         skip_without_room: on automatic, hard and reactive triggers, send no side query when no
             summary can buy room (design decision 70); ``replay``'s legacy policy turns it off
             to simulate the rule before it.
+
+    Raises:
+        ConfigError: a count that is not a whole number (the window: not 1 or more), a share
+            outside ``[0, 1)``, a trigger that is not a :class:`CompressionTrigger`.
     """
 
     context_window: int
@@ -125,11 +131,20 @@ class CompressOptions:
     skip_without_room: bool = True
 
     def __post_init__(self) -> None:
-        if not 0 <= self.keep_share < 1:
-            raise ValueError(f"keep_share must be in [0, 1), got {self.keep_share}")
-        if self.summary_target_tokens is not None and self.summary_target_tokens < 1:
-            raise ValueError(
-                f"summary_target_tokens must be a positive count, got {self.summary_target_tokens}"
+        check_count(self.context_window, "context_window", positive=True)
+        check_count(self.consecutive_failures, "consecutive_failures")
+        check_count(self.last_prompt_token_count, "last_prompt_token_count")
+        check_count(self.image_token_estimate, "image_token_estimate")
+        check_count(self.protect_tool_tokens, "protect_tool_tokens")
+        check_share(self.keep_share, "keep_share")
+        check_count(
+            self.summary_target_tokens, "summary_target_tokens", positive=True, optional=True
+        )
+        if not isinstance(self.trigger, CompressionTrigger):
+            raise ConfigError(
+                f"trigger must be a CompressionTrigger, got {type(self.trigger).__name__} "
+                f"{self.trigger!r:.60}",
+                key="trigger",
             )
 
 

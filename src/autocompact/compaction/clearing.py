@@ -43,6 +43,7 @@ from autocompact.errors import ConfigError
 from autocompact.estimation import content_stats, estimate_stats_tokens
 from autocompact.jsonsize import str_json_length
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
+from autocompact.validation import check_count
 
 __all__ = [
     "CLEARED_PREFIX",
@@ -256,14 +257,20 @@ def clear_tool_outputs(
         The new history and what was cleared.
 
     Raises:
-        ConfigError: ``protect_tokens`` is negative.
+        ConfigError: ``protect_tokens`` or ``image_token_estimate`` is no whole number of 0 or
+            more.
     """
-    if protect_tokens < 0:
+    if (
+        isinstance(protect_tokens, bool)
+        or not isinstance(protect_tokens, int)
+        or protect_tokens < 0
+    ):
         raise ConfigError(
-            f"protect_tokens must be 0 or more, got {protect_tokens}: pass how many estimated "
-            "tokens of the newest tool output to keep",
+            f"protect_tokens must be a whole number of 0 or more, got {protect_tokens!r:.60}: "
+            "pass how many estimated tokens of the newest tool output to keep",
             key="protect_tokens",
         )
+    check_count(image_token_estimate, "image_token_estimate")
     slots = _slots(history)
     if not slots:
         return ClearingResult(history=tuple(history))

@@ -107,8 +107,12 @@ def find_split_point(
     Raises:
         ValueError: ``preserve_fraction`` is not in ``[0, 1)``.
     """
-    if not 0 <= preserve_fraction < 1:
-        raise ValueError(f"preserve_fraction must be in [0, 1), got {preserve_fraction}")
+    if (
+        isinstance(preserve_fraction, bool)
+        or not isinstance(preserve_fraction, int | float)
+        or not 0 <= preserve_fraction < 1
+    ):
+        raise ValueError(f"preserve_fraction must be in [0, 1), got {preserve_fraction!r:.60}")
     if not history:
         return 0
     tokens = [exact_tokens(m.stats, image_token_estimate) for m in history]

@@ -29,7 +29,7 @@ from autocompact.thresholds import (
     compute_thresholds,
     parse_window,
 )
-from autocompact.validation import check_count, check_optional_str
+from autocompact.validation import check_count, check_optional_str, check_share
 
 __all__ = ["EngineConfig"]
 
@@ -76,6 +76,10 @@ class EngineConfig:
         check_optional_str(self.system_instruction, "system_instruction")
         check_count(self.image_token_estimate, "image_token_estimate")
         check_count(self.max_output_tokens, "max_output_tokens", positive=True, optional=True)
+        check_share(self.keep_share, "keep_share")
+        check_count(
+            self.summary_target_tokens, "summary_target_tokens", positive=True, optional=True
+        )
         tools = tuple(self.tools)
         tools_chars = tools_json_chars(tools)
         fixed_stats = CharStats(

@@ -77,12 +77,16 @@ def extractive_summary(
         The snapshot text: at most ``max_tokens × 4`` characters, and shorter than the input.
 
     Raises:
-        ConfigError: ``max_tokens`` is below :data:`MIN_SUMMARY_TOKENS`.
+        ConfigError: ``max_tokens`` is no whole number of :data:`MIN_SUMMARY_TOKENS` or more.
     """
-    if max_tokens < MIN_SUMMARY_TOKENS:
+    if (
+        isinstance(max_tokens, bool)
+        or not isinstance(max_tokens, int)
+        or max_tokens < MIN_SUMMARY_TOKENS
+    ):
         raise ConfigError(
-            f"max_tokens must be at least {MIN_SUMMARY_TOKENS} for an extractive summary, got "
-            f"{max_tokens}: pass a larger cap",
+            f"max_tokens must be a whole number of at least {MIN_SUMMARY_TOKENS} for an "
+            f"extractive summary, got {max_tokens!r:.60}: pass a larger cap",
             key="max_tokens",
         )
     limit = max_tokens * BYTES_PER_TOKEN
