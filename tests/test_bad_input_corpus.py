@@ -31,7 +31,11 @@ from autocompact.compaction import CompressionService, CompressOptions, find_spl
 from autocompact.compaction.clearing import clear_tool_outputs
 from autocompact.compaction.extractive import extractive_summary
 from autocompact.engine import EngineConfig
-from autocompact.estimation import estimate_prompt_tokens
+from autocompact.estimation import (
+    estimate_content_chars,
+    estimate_content_tokens,
+    estimate_prompt_tokens,
+)
 from autocompact.guard import ContextGuard
 from autocompact.sessions import load_session
 from autocompact.settings import load_settings
@@ -167,6 +171,46 @@ def test_function_api_values_are_config_errors_naming_the_argument(
     with pytest.raises(ConfigError, match=named) as info:
         call()
     assert info.value.key == named
+
+
+NOT_MESSAGES: list[tuple[str, Any, str]] = [
+    ("a-str", "hello", "must be a sequence of Message objects, got str"),
+    ("none", None, "must be a sequence of Message objects, got NoneType"),
+    ("a-dict", {"role": "user"}, "must be a sequence of Message objects, got dict"),
+    ("ints", [1, 2], "[0] must be a Message"),
+    ("a-str-second", [Message.user("a"), "b"], "[1] must be a Message"),
+    ("a-dict-last", [Message.user("a"), {"role": "user", "content": "b"}], "[1] must be"),
+]
+READERS: dict[str, Callable[[Any], object]] = {
+    "estimate_content_tokens": estimate_content_tokens,
+    "estimate_content_chars": estimate_content_chars,
+    "find_split_point": find_split_point,
+    "clear_tool_outputs": clear_tool_outputs,
+    "extractive_summary": extractive_summary,
+    "CompressionService.compress": lambda h: CompressionService(FakeProvider()).compress(
+        h, CompressOptions(context_window=1000, force=True)
+    ),
+    "ContextGuard.run": lambda h: ContextGuard(
+        context_window=10_000, compression=CompressionService(FakeProvider())
+    ).run(h),
+    "ContextGuard.guarantee": lambda h: ContextGuard(
+        context_window=10_000, compression=CompressionService(FakeProvider())
+    ).guarantee(h),
+}
+
+
+@pytest.mark.parametrize("reader", list(READERS.values()), ids=list(READERS))
+@pytest.mark.parametrize(
+    ("history", "words"), [c[1:] for c in NOT_MESSAGES], ids=[c[0] for c in NOT_MESSAGES]
+)
+def test_a_history_of_other_things_is_a_content_error_naming_the_item(
+    reader: Callable[[Any], object], history: Any, words: str
+) -> None:
+    """The function API handed something that is no history: a ContentError that names the
+    item (they were raw AttributeErrors and TypeErrors from deep inside)."""
+    with pytest.raises(ContentError) as info:
+        reader(history)
+    assert words in str(info.value)
 
 
 def test_a_split_fraction_that_is_no_number_is_a_value_error() -> None:

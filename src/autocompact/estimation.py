@@ -20,7 +20,12 @@ from autocompact.content import CharStats, Message, Part, as_message, json_lengt
 from autocompact.errors import ConfigError, ContentError
 from autocompact.jsonsafe import is_array
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
-from autocompact.validation import check_count, check_history, check_optional_str
+from autocompact.validation import (
+    check_count,
+    check_history,
+    check_optional_str,
+    explain_bad_items,
+)
 
 __all__ = [
     "BYTES_PER_TOKEN",
@@ -69,7 +74,10 @@ def estimate_content_chars(
     contents: Contents, image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE
 ) -> int:
     """The character count of messages or parts, as the one shared counter sees them."""
-    return stats_chars(content_stats(contents), image_token_estimate)
+    try:
+        return stats_chars(content_stats(contents), image_token_estimate)
+    except (AttributeError, TypeError) as exc:
+        explain_bad_items(contents, "contents", exc, parts=True)
 
 
 def stats_chars(stats: CharStats, image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE) -> int:
@@ -107,8 +115,15 @@ def estimate_stats_tokens(
 def estimate_content_tokens(
     contents: Contents, image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE
 ) -> int:
-    """Estimated tokens of messages or parts: text at 4 chars, JSON at 2, media at a fixed count."""
-    return estimate_stats_tokens(content_stats(contents), image_token_estimate)
+    """Estimated tokens of messages or parts: text at 4 chars, JSON at 2, media at a fixed count.
+
+    Raises:
+        ContentError: an item is neither a message nor a part (named by its index).
+    """
+    try:
+        return estimate_stats_tokens(content_stats(contents), image_token_estimate)
+    except (AttributeError, TypeError) as exc:
+        explain_bad_items(contents, "contents", exc, parts=True)
 
 
 def estimate_text_tokens(text: str | None) -> int:

@@ -34,6 +34,7 @@ from autocompact.events import Hook
 from autocompact.providers.base import ChatRequest, Completion, Provider, StreamEvent, ToolSpec
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
 from autocompact.usage_check import plausible_prompt_count
+from autocompact.validation import explain_bad_items, message_list
 
 if TYPE_CHECKING:
     from autocompact.sessions.stores.base import SessionStore
@@ -152,16 +153,21 @@ class ContextGuard:
         state: GuardState,
         last_prompt_token_count: int,
     ) -> tuple[Engine, Message]:
-        if not messages or messages[-1].role != "user":
+        try:
+            messages = tuple(message_list(messages, "messages"))
+            last = messages[-1].role if messages else None
+            config = self._config(system_instruction, tools)
+            carried = ConversationState.start(
+                messages[:-1], last_prompt_token_count=last_prompt_token_count, carried=state
+            )
+        except (AttributeError, TypeError) as exc:
+            explain_bad_items(messages, "messages", exc)
+        if last != "user":
             raise ContentError(
                 "a request must end with the pending user message or tool results "
                 f"(got {'no messages' if not messages else 'a model message last'})"
             )
         provider: Provider = self.compression.provider or _NoChatProvider()
-        config = self._config(system_instruction, tools)
-        carried = ConversationState.start(
-            messages[:-1], last_prompt_token_count=last_prompt_token_count, carried=state
-        )
         core = Engine(
             provider,
             config,
@@ -232,7 +238,7 @@ class ContextGuard:
         """
         state = state or GuardState()
         core, pending = self._core(
-            tuple(messages), system_instruction, tools, state, last_prompt_token_count
+            messages, system_instruction, tools, state, last_prompt_token_count
         )
         tokens = core.estimate_tokens(pending)
         if reactive:
@@ -268,7 +274,7 @@ class ContextGuard:
         left out of the request until it is below auto."""
         state = state or GuardState()
         core, pending = self._core(
-            tuple(messages), system_instruction, tools, state, last_prompt_token_count
+            messages, system_instruction, tools, state, last_prompt_token_count
         )
         tokens = core.estimate_tokens(pending)
         request, trim = core.request_for(pending)

@@ -14,7 +14,7 @@ requires the next message to answer every one of them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any, NoReturn, get_args
 
 from autocompact.content import CharStats, FunctionResponsePart, Message, Part
 from autocompact.errors import ConfigError, ContentError
@@ -27,6 +27,8 @@ __all__ = [
     "check_outgoing",
     "check_share",
     "check_tool_pairs",
+    "explain_bad_items",
+    "message_list",
     "scan_history",
 ]
 
@@ -93,7 +95,7 @@ def scan_history(history: object, *, name: str = "history") -> tuple[list[Messag
             a function response, or a tool call is never answered / a tool result answers no
             call (names the index and the id).
     """
-    items = _as_list(history, name)
+    items = message_list(history, name)
     text = json_chars = media = 0
     open_calls: dict[str, int] = {}
     # This loop is the restore's cost (issue 11, measured with cProfile): it reads the cached
@@ -133,7 +135,7 @@ def check_history(
     """
     if tool_pairs:
         return tuple(scan_history(history, name=name)[0])
-    items = _as_list(history, name)
+    items = message_list(history, name)
     for index, message in enumerate(items):
         if not isinstance(message, Message):
             _not_a_message(name, index, message)
@@ -171,7 +173,32 @@ def _pair_parts(name: str, index: int, parts: Sequence[Part], open_calls: dict[s
         open_calls[call_id] = index
 
 
-def _as_list(history: object, name: str) -> list[Any]:
+def explain_bad_items(
+    items: object, name: str, error: BaseException, *, parts: bool = False
+) -> NoReturn:
+    """Raise the :class:`ContentError` naming what in ``items`` is no :class:`Message` (nor a
+    part, when ``parts``), or ``error`` once more when every item is one. For the function
+    API's readers, which do not check what they are given first (a walk over every message):
+    they call this when reading it failed with an ``AttributeError`` or ``TypeError``."""
+    try:
+        listed = message_list(items, name)
+    except ContentError as exc:
+        raise exc from error
+    allowed: tuple[type, ...] = (Message, *get_args(Part)) if parts else (Message,)
+    for index, item in enumerate(listed):
+        if not isinstance(item, allowed):
+            raise ContentError(
+                f"{name}[{index}] must be a Message{' or a part' if parts else ''}, got "
+                f"{type(item).__name__}: build it with Message.user(...) / Message.model(...), "
+                "or read dicts with autocompact.codec.history_from_dicts",
+                index=index,
+            ) from error
+    raise error
+
+
+def message_list(history: object, name: str) -> list[Any]:
+    """``history`` as a list, when it is a sequence (a str, a mapping, ``None`` is not: a
+    :class:`ContentError` naming ``name``); its items are not checked."""
     if not is_array(history):
         raise ContentError(
             f"{name} must be a sequence of Message objects, got {type(history).__name__}: "

@@ -43,7 +43,7 @@ from autocompact.errors import ConfigError
 from autocompact.estimation import content_stats, estimate_stats_tokens
 from autocompact.jsonsize import str_json_length
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
-from autocompact.validation import check_count
+from autocompact.validation import check_count, explain_bad_items
 
 __all__ = [
     "CLEARED_PREFIX",
@@ -271,7 +271,10 @@ def clear_tool_outputs(
             key="protect_tokens",
         )
     check_count(image_token_estimate, "image_token_estimate")
-    slots = _slots(history)
+    try:
+        slots = _slots(history)
+    except (AttributeError, TypeError) as exc:
+        explain_bad_items(history, "history", exc)
     if not slots:
         return ClearingResult(history=tuple(history))
     latest = latest_turn_start(history)

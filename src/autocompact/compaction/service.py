@@ -24,6 +24,7 @@ from autocompact.content import Message, portable_history
 from autocompact.errors import ConfigError, ProviderError
 from autocompact.providers.base import ChatRequest, Completion, Provider
 from autocompact.thresholds import COMPACT_MAX_OUTPUT_TOKENS
+from autocompact.validation import check_history
 
 __all__ = [
     "Awaiting",
@@ -178,14 +179,23 @@ class CompressionService:
         return self.side_provider(self.provider)
 
     def flow(self, history: Sequence[Message], options: CompressOptions) -> CompressionFlow:
-        """The compaction flow for this service's configuration (for custom drivers)."""
+        """The compaction flow for this service's configuration (for custom drivers).
+
+        Raises:
+            ContentError: ``history`` is not a sequence of messages (names the item).
+        """
+        check_history(history, tool_pairs=False)
         local = self.summarizer if self.provider is None else None
         if local is not None:
             local = _reading_text(local)
         return compress_flow(history, options, summarizer=local)
 
     def compress(self, history: Sequence[Message], options: CompressOptions) -> CompressionResult:
-        """One compaction attempt; on failure the returned history is the input, untouched."""
+        """One compaction attempt; on failure the returned history is the input, untouched.
+
+        Raises:
+            ContentError: ``history`` is not a sequence of messages (names the item).
+        """
         result = drive_flow(self.flow(history, options), self._provider_for)
         _log(result)
         return result

@@ -22,6 +22,7 @@ from autocompact.content import CharStats, Message
 from autocompact.errors import ContentError
 from autocompact.estimation import BYTES_PER_TOKEN, BYTES_PER_TOKEN_JSON
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
+from autocompact.validation import explain_bad_items
 
 __all__ = [
     "COMPRESSION_PRESERVE_THRESHOLD",
@@ -113,11 +114,14 @@ def find_split_point(
         or not 0 <= preserve_fraction < 1
     ):
         raise ValueError(f"preserve_fraction must be in [0, 1), got {preserve_fraction!r:.60}")
-    if not history:
-        return 0
-    tokens = [exact_tokens(m.stats, image_token_estimate) for m in history]
+    try:
+        if len(history) == 0:  # (None is no empty history)
+            return 0
+        tokens = [exact_tokens(m.stats, image_token_estimate) for m in history]
+        cuts = valid_cuts(history)
+    except (AttributeError, TypeError) as exc:
+        explain_bad_items(history, "history", exc)
     target = sum(tokens) * (1 - preserve_fraction)
-    cuts = valid_cuts(history)
     best = 0
     cumulative = 0.0
     for index in range(1, len(history) + 1):

@@ -29,6 +29,7 @@ from autocompact.content import Message, json_form
 from autocompact.errors import ConfigError
 from autocompact.estimation import BYTES_PER_TOKEN, estimate_content_chars
 from autocompact.thresholds import COMPACT_MAX_OUTPUT_TOKENS
+from autocompact.validation import check_history
 
 if TYPE_CHECKING:
     from autocompact.compaction.extractive.terms import key_terms, shorten_middle
@@ -89,6 +90,7 @@ def extractive_summary(
             f"extractive summary, got {max_tokens!r:.60}: pass a larger cap",
             key="max_tokens",
         )
+    check_history(messages, name="messages", tool_pairs=False)
     limit = max_tokens * BYTES_PER_TOKEN
     if messages:
         limit = min(limit, estimate_content_chars(messages) - 1)
