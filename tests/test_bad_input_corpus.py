@@ -43,6 +43,7 @@ from autocompact.testing import FakeProvider
 from autocompact.transcripts import detect_format, read_transcript
 
 DEEP = "[" * 10_000 + "]" * 10_000
+LONG = "9" * 5_000  # an integer past Python's 4,300-digit limit on int(str)
 
 
 def _circular() -> dict[str, Any]:
@@ -250,6 +251,8 @@ SETTINGS: list[tuple[str, str, str]] = [
     ("bad-value", '{"model": }', "not valid JSON"),
     ("deep", '{"model":\n' + DEEP + "}", "nested too deeply"),
     ("not-utf8", "\udcff", "cannot read"),
+    # Found by a fuzzer (2026-12-06): json.loads's plain ValueError, unexpected in the CLI.
+    ("number-too-long", '{"chatCompression":\n{"imageTokenEstimate": ' + LONG + "}}", ":2:"),
 ]
 
 
@@ -349,10 +352,8 @@ TRANSCRIPTS: list[tuple[str, str, str]] = [
     ("type-a-list", '{"type": []}\n', "not a transcript"),
     ("type-an-object", '{"type": "x"}\n{"type": {}}\n', "not a transcript"),
     ("role-a-list", '[{"role": []}]', "not a transcript"),
-    # A number of more digits than Python reads (json.loads raises a plain ValueError): the
-    # replay said "unexpected ValueError ... This is a bug in autocompact".
-    ("number-too-long-line", _cc_user("a") + '\n{"n": ' + "1" * 5000 + "}\n", ":2: "),
-    ("number-too-long-document", '[\n{"n": ' + "1" * 5000 + "}]", "more than 4300 digits"),
+    ("number-too-long-line", _cc_user("a") + '\n{"type": "user", "n": ' + LONG + "}\n", ":2:"),
+    ("number-too-long-document", '[\n{"role": "user", "n": -' + LONG + "}]", ":2:"),
 ]
 
 
@@ -481,6 +482,8 @@ SESSIONS: list[tuple[str, str, str]] = [
     ("state-string", _session(HEADER, {"type": "state", "consecutive_failures": "x"}), ":2:"),
     ("history-not-list", _session(HEADER, {"type": "compaction", "info": {}, "history": 5}), ":2:"),
     ("parts-not-list", _session(HEADER, {"type": "message", "message": {"role": "user"}}), ":2:"),
+    ("number-too-long", _session(HEADER, '{"type": "state", "n": ' + LONG + "}"), ":2:"),
+    ("number-too-long-header", '{"type": "header", "schema": ' + LONG + "}\n", ":1:"),
 ]
 
 

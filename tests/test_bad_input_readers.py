@@ -176,7 +176,7 @@ def test_a_number_too_long_to_read_is_a_json_error_at_the_number() -> None:
 
     from autocompact.jsonsafe import loads
 
-    with pytest.raises(json.JSONDecodeError, match="more than 4300 digits") as caught:
+    with pytest.raises(json.JSONDecodeError, match="more than 4,300 digits") as caught:
         loads('{"a": ' + BIG_NUMBER + "}")
     assert caught.value.pos == 6
 
@@ -189,5 +189,5 @@ def test_tool_arguments_with_a_number_too_long_to_read_are_a_content_error() -> 
         {"role": "assistant", "content": None, "tool_calls": [call]},
         {"role": "tool", "tool_call_id": "c1", "content": "ok"},
     ]
-    with pytest.raises(ContentError, match=r"message 1: .*'f'.*more than 4300 digits"):
+    with pytest.raises(ContentError, match=r"message 1: .*'f'.*more than 4,300 digits"):
         from_openai_messages(messages)

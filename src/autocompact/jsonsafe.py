@@ -5,9 +5,9 @@ Stdlib only.
 file, a transcript line, a session record) ends in ``RecursionError`` deep in the parser.
 :func:`loads` turns that into a :class:`json.JSONDecodeError` whose position is where the
 nesting passed :data:`MAX_JSON_DEPTH`, so every caller's existing "not valid JSON (line, column)"
-message names the file and line without knowing about recursion. A number of more digits than
-Python converts (a plain ``ValueError`` from ``json.loads``) is reported the same way, at the
-number.
+message names the file and line without knowing about recursion. An integer longer than
+Python's limit on integer digits (``sys.get_int_max_str_digits()``, 4300 by default), which
+``json.loads`` refuses with a plain ``ValueError``, is reported the same way, at the number.
 """
 
 from __future__ import annotations
@@ -18,16 +18,15 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeGuard
 
-__all__ = ["MAX_JSON_DEPTH", "deep_position", "is_array", "loads"]
+__all__ = ["MAX_JSON_DEPTH", "deep_position", "is_array", "loads", "long_number_position"]
 
 MAX_JSON_DEPTH = 500
 """Nesting deeper than this is reported as too deep when the parser runs out of stack."""
 
 
 def loads(text: str | bytes) -> Any:
-    """``json.loads``, with too-deep nesting and a number too long for Python to read reported
-    as a :class:`json.JSONDecodeError` (``json.loads`` raises a ``RecursionError`` and a plain
-    ``ValueError`` for them)."""
+    """``json.loads``, with too-deep nesting and too-long integers reported as a
+    :class:`json.JSONDecodeError`."""
     try:
         return json.loads(text)
     except RecursionError:
@@ -38,17 +37,31 @@ def loads(text: str | bytes) -> Any:
             deep_position(doc),
         ) from None
     except ValueError as exc:
-        if isinstance(exc, json.JSONDecodeError):
+        if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):
             raise
-        # (Python reads an integer of at most sys.get_int_max_str_digits() digits: 4,300)
+        # The one other ValueError json.loads raises: an integer past the digit limit.
         doc = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
-        limit = sys.get_int_max_str_digits()
-        found = re.search(rf"\d{{{limit + 1},}}", doc) if limit else None
         raise json.JSONDecodeError(
-            f"a number of more than {limit} digits, too long to read",
+            f"a number has more than {sys.get_int_max_str_digits():,} digits",
             doc,
-            found.start() if found else 0,
+            long_number_position(doc),
         ) from None
+
+
+# A JSON string (skipped), or an integer: its digits (group 1), not part of a fraction or an
+# exponent.
+_STRING_OR_INTEGER = re.compile(r'"(?:[^"\\]|\\.)*"|(?<![0-9.eE+-])-?([0-9]+)(?![0-9.eE])')
+
+
+def long_number_position(text: str) -> int:
+    """The offset of the first integer (outside strings) with more digits than
+    ``sys.get_int_max_str_digits()`` allows (else 0)."""
+    limit = sys.get_int_max_str_digits()
+    for match in _STRING_OR_INTEGER.finditer(text):
+        digits = match.group(1)
+        if digits is not None and len(digits) > limit > 0:
+            return match.start()
+    return 0
 
 
 def deep_position(text: str, limit: int = MAX_JSON_DEPTH) -> int:

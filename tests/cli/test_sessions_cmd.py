@@ -118,6 +118,30 @@ def test_list_names_unreadable_files_and_lists_the_rest(chat_env: ChatEnv) -> No
     assert clean.err == ""
 
 
+def test_a_number_too_long_to_read_is_named_and_the_rest_listed(chat_env: ChatEnv) -> None:
+    """A record holding an integer of 5,000 digits (past Python's limit on int(str)): list
+    names the file and line and lists the others; show names it too; the file is unchanged.
+    Every command failed on it with "unexpected ValueError"."""
+    sid = _one_session(chat_env)
+    long = chat_env.sessions / "long.jsonl"
+    header = json.loads((chat_env.sessions / f"{sid}.jsonl").read_text().splitlines()[0])
+    content = (
+        json.dumps({**header, "id": "long"}) + '\n{"type": "clear", "n": ' + "9" * 5000 + "}\n"
+    )
+    long.write_text(content)
+    listed = chat_env.run(["sessions", "list"])
+    assert listed.code == 1, listed.err
+    assert sid in listed.out
+    assert f"{long}:2: a record holds a number of more than" in listed.err
+    shown = chat_env.run(["sessions", "show", "long"])
+    assert shown.code == 2
+    assert f"{long}:2:" in shown.err
+    assert "unexpected" not in shown.err
+    resumed = chat_env.run(["chat", "--provider", "fake", "--resume", "long"], ["hi"])
+    assert resumed.code == 2
+    assert long.read_text() == content
+
+
 def test_unknown_id(chat_env: ChatEnv) -> None:
     """An unknown id is a usage error that names it."""
     result = chat_env.run(["sessions", "show", "nope"])

@@ -242,6 +242,6 @@ def test_a_body_number_too_long_to_read_is_a_clear_error(proxy: Proxy, path: str
     raw = ('{"model": "m", "max_tokens": ' + BIG_NUMBER + ', "messages": []}').encode()
     reply = _post(proxy, path, raw)
     assert reply.status_code == 400
-    assert "a number of more than 4300 digits" in reply.text
+    assert "a number has more than 4,300 digits" in reply.text
     assert "set_int_max_str_digits" not in reply.text
     assert not proxy.upstream.received

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -375,7 +376,7 @@ def _line_parser(path: Path) -> Callable[[bytes, int], object]:
             value, end = _scan_once(text, index)
         except (StopIteration, json.JSONDecodeError):
             return None
-        except RecursionError:
+        except (RecursionError, ValueError):  # too deep, or an integer past the digit limit
             return _parse_line(line, path, number)  # the same error, with its message
         while end < size and text[end] in _JSON_SPACE:
             end += 1
@@ -395,6 +396,15 @@ def _parse_line(line: bytes, path: Path, number: int) -> object:
         raise SessionFileError(
             f"a record is nested more than {jsonsafe.MAX_JSON_DEPTH} levels deep; this build "
             "cannot read it (the file was left unchanged)",
+            path=str(path),
+            line=number,
+        ) from None
+    except ValueError:
+        # An integer longer than Python reads (json.loads's one plain ValueError): no
+        # interrupted write either.
+        raise SessionFileError(
+            f"a record holds a number of more than {sys.get_int_max_str_digits():,} digits; "
+            "this build cannot read it (the file was left unchanged)",
             path=str(path),
             line=number,
         ) from None
