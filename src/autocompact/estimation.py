@@ -22,7 +22,6 @@ from autocompact.jsonsafe import is_array
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
 from autocompact.validation import (
     check_count,
-    check_history,
     check_optional_str,
     explain_bad_items,
 )
@@ -211,10 +210,9 @@ def estimate_prompt_tokens(
     if last_prompt_token_count > 0:
         return last_prompt_token_count + pending
     try:
-        walked = estimate_content_tokens(history, image_token_estimate)
-    except (AttributeError, TypeError):  # not a history: the check names what is wrong
-        check_history(history, tool_pairs=False)
-        raise
+        walked = estimate_stats_tokens(content_stats(history), image_token_estimate)
+    except (AttributeError, TypeError) as exc:  # not a history: the check names what is wrong
+        explain_bad_items(history, "history", exc)
     return (
         walked + pending + estimate_text_tokens(system_instruction) + estimate_tools_tokens(tools)
     )
