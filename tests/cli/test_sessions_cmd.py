@@ -142,6 +142,33 @@ def test_a_number_too_long_to_read_is_named_and_the_rest_listed(chat_env: ChatEn
     assert long.read_text() == content
 
 
+def test_a_lone_surrogate_in_a_session_file_is_shown_as_a_question_mark(
+    chat_env: ChatEnv,
+) -> None:
+    """A hand-edited session file with a lone surrogate escape ("\\ud800") in the model name
+    and a message: list, show and a resumed chat print it as "?" (each failed with
+    "unexpected UnicodeEncodeError" while printing); export and the file are unchanged."""
+    sid = _one_session(chat_env)
+    path = chat_env.sessions / f"{sid}.jsonl"
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    message = {"role": "user", "parts": [{"kind": "text", "text": "odd \ud800 text"}]}
+    lines[0] = json.dumps({**header, "model": "m\ud800"})
+    lines.append(json.dumps({"type": "message", "message": message}))
+    path.write_text("\n".join(lines) + "\n")
+    before = path.read_bytes()
+    listed = chat_env.run(["sessions", "list"])
+    assert listed.code == 0, listed.err
+    assert "fake/m?" in listed.out
+    shown = chat_env.run(["sessions", "show", sid])
+    assert shown.code == 0, shown.err
+    assert "odd ? text" in shown.out
+    resumed = chat_env.run(["chat", "--provider", "fake", "--resume", sid, "--no-save"], [])
+    assert resumed.code == 0, resumed.err
+    assert "fake/m?" in resumed.out
+    assert path.read_bytes() == before
+
+
 def test_unknown_id(chat_env: ChatEnv) -> None:
     """An unknown id is a usage error that names it."""
     result = chat_env.run(["sessions", "show", "nope"])

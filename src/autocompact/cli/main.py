@@ -8,8 +8,10 @@ Each command lives in its own module under ``autocompact.cli`` and exposes
 from __future__ import annotations
 
 import argparse
+import codecs
 import gc
 import importlib
+import io
 import os
 import sys
 from collections.abc import Sequence
@@ -139,8 +141,31 @@ def _print_traceback() -> None:
     traceback.print_exc()
 
 
+_OUTPUT_ERRORS = "autocompact.output"
+
+
+def _escape_or_replace(exc: UnicodeError) -> tuple[str | bytes, int]:
+    """The output streams' error handler: ``surrogateescape`` where it applies (the bytes of a
+    name that is not UTF-8 are written back as they came), else ``replace``."""
+    try:
+        return codecs.lookup_error("surrogateescape")(exc)
+    except UnicodeError:
+        return codecs.lookup_error("replace")(exc)
+
+
+def _tolerant_output() -> None:
+    """Make stdout and stderr write what they cannot encode (a lone surrogate a hand-edited
+    session file holds, as ``"\\ud800"``) as ``?`` instead of failing the command on it; a
+    handler the environment chose (``PYTHONIOENCODING``) is kept."""
+    codecs.register_error(_OUTPUT_ERRORS, _escape_or_replace)
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and stream.errors in ("strict", "surrogateescape"):
+            stream.reconfigure(errors=_OUTPUT_ERRORS)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (0 ok, 1 failure, 2 bad input)."""
+    _tolerant_output()
     arguments = list(sys.argv[1:] if argv is None else argv)
     # --debug is accepted anywhere on the line, before or after the command.
     debug = "--debug" in arguments
