@@ -169,6 +169,21 @@ def test_a_lone_surrogate_in_a_session_file_is_shown_as_a_question_mark(
     assert path.read_bytes() == before
 
 
+def test_show_a_compaction_whose_counts_are_not_numbers(chat_env: ChatEnv) -> None:
+    """A hand-edited compaction record whose token counts are not numbers: show prints "?" for
+    them (it failed with "unexpected ValueError" and showed nothing)."""
+    sid = _one_session(chat_env)
+    path = chat_env.sessions / f"{sid}.jsonl"
+    for count in ('"x"', "[1]", "NaN", "true"):
+        info = '{"status": "compressed", "trigger": "auto", "original_token_count": ' + count
+        with path.open("a") as f:
+            f.write('{"type": "compaction", "info": ' + info + "}}\n")
+        shown = chat_env.run(["sessions", "show", sid])
+        assert shown.code == 0, shown.err
+        assert "(compacted ? → 0 tokens, auto)" in shown.out
+        assert "first question" in shown.out
+
+
 def test_unknown_id(chat_env: ChatEnv) -> None:
     """An unknown id is a usage error that names it."""
     result = chat_env.run(["sessions", "show", "nope"])

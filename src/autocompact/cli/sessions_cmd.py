@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -121,6 +122,14 @@ def _part_text(message: Message) -> str:
     return "\n\n".join(pieces)
 
 
+def _tokens(value: object) -> str:
+    """A compaction record's token count as :func:`format_tokens` writes it; ``?`` for what is
+    not a finite number (a hand-edited file)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return "?"
+    return format_tokens(value)
+
+
 def run_show(args: argparse.Namespace) -> int:
     """``sessions show ID``."""
     address = store_address(args)
@@ -142,8 +151,8 @@ def run_show(args: argparse.Namespace) -> int:
     for c in saved.compactions:
         if c.get("status") == "compressed":
             console.print(
-                f"(compacted {format_tokens(c.get('original_token_count', 0))} → "
-                f"{format_tokens(c.get('new_token_count', 0))} tokens, {c.get('trigger')})",
+                f"(compacted {_tokens(c.get('original_token_count', 0))} → "
+                f"{_tokens(c.get('new_token_count', 0))} tokens, {c.get('trigger')})",
                 style="yellow",
                 markup=False,
             )
