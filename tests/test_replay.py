@@ -400,6 +400,52 @@ def test_cli_plot_writes_a_png(tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("cli")
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [
+        ("chart.qqq", "cannot write a .qqq chart; end the name with one of"),
+        ("", "--plot needs a file name"),
+        (".", "is a directory: give a file name"),
+        ("missing/chart.png", "the folder"),
+    ],
+    ids=["unknown-extension", "empty", "directory", "no-folder"],
+)
+def test_cli_plot_to_a_name_matplotlib_cannot_write(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    given: str,
+    named: str,
+) -> None:
+    """--plot to a file matplotlib cannot write is a usage error naming it, before the replay,
+    and nothing is written. An unknown extension was "unexpected ValueError" after the replay;
+    an empty name wrote no chart and exited 0; a directory (or a name without an extension)
+    was written as NAME.png while the message said NAME."""
+    pytest.importorskip("matplotlib", reason="the plot extra is not installed")
+    path = openai_file(tmp_path, synthetic(3))
+    monkeypatch.chdir(tmp_path)
+    assert cli_main.main(["replay", str(path), "--plot", given, "--json"]) == 2
+    captured = capsys.readouterr()
+    assert named in captured.err
+    assert "unexpected" not in captured.err
+    assert captured.out == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chat.json"]
+
+
+@pytest.mark.usefixtures("cli")
+def test_cli_plot_without_an_extension_names_the_png(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--plot chart writes chart.png (as matplotlib names it) and says so (it said "chart")."""
+    pytest.importorskip("matplotlib", reason="the plot extra is not installed")
+    path = openai_file(tmp_path, synthetic(3))
+    monkeypatch.chdir(tmp_path)
+    assert cli_main.main(["replay", str(path), "--plot", "chart"]) == 0
+    assert "Chart written to chart.png" in capsys.readouterr().err
+    assert (tmp_path / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.usefixtures("cli")
 def test_cli_plot_without_matplotlib(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

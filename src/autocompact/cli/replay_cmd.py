@@ -102,8 +102,10 @@ def _run(args: argparse.Namespace) -> int:
     for path in paths:
         if not path.is_file():
             raise ConfigError(f"{path}: no such file", key="FILE")
-    if args.plot:
+    plot = None
+    if args.plot is not None:
         _require_matplotlib()
+        plot = _plot_path(args.plot)
     reports = _replay_all(paths, options, show_progress=not args.json and len(paths) > 1)
     if args.json:
         print(indented_json({"files": [r.as_json() for r in reports]}))
@@ -115,11 +117,47 @@ def _run(args: argparse.Namespace) -> int:
             _print_report(console, report)
         if len(reports) > 1:
             _print_totals(console, reports)
-    if args.plot:
-        write_plot(reports, Path(args.plot))
+    if plot is not None:
+        write_plot(reports, plot)
         if not args.json:
-            print(f"Chart written to {args.plot}", file=sys.stderr)
+            print(f"Chart written to {plot}", file=sys.stderr)
     return 0
+
+
+def _plot_path(text: str) -> Path:
+    """The file ``--plot`` names, checked before the replay: a name without an extension gets
+    ``.png`` (as matplotlib adds it, so the message names the file written).
+
+    Raises:
+        ConfigError: no name, a directory, a folder that does not exist, or an extension
+            matplotlib cannot write.
+    """
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    path = Path(text)
+    if not text.strip():
+        raise ConfigError("--plot needs a file name, e.g. --plot chart.png", key="--plot")
+    if path.is_dir():
+        raise ConfigError(
+            f"--plot {path} is a directory: give a file name, e.g. {path / 'chart.png'}",
+            key="--plot",
+        )
+    if not path.suffix:
+        path = path.with_name(path.name + ".png")
+    kinds = FigureCanvasBase.get_supported_filetypes()
+    if path.suffix[1:].lower() not in kinds:
+        raise ConfigError(
+            f"--plot {path}: cannot write a {path.suffix} chart; end the name with one of "
+            f"{', '.join('.' + kind for kind in sorted(kinds))}",
+            key="--plot",
+        )
+    if not path.parent.is_dir():
+        raise ConfigError(
+            f"--plot {path}: the folder {path.parent} does not exist; create it or write the "
+            "chart elsewhere",
+            key="--plot",
+        )
+    return path
 
 
 def _rate(value: float) -> float:
@@ -512,5 +550,9 @@ def write_plot(reports: Sequence[FileReport], path: Path) -> None:
         figure.savefig(path, dpi=110)
     except OSError as exc:
         raise ConfigError(f"cannot write the chart to {path}: {exc}", key="--plot") from exc
+    except (ValueError, RuntimeError) as exc:  # a format matplotlib has no writer for here
+        raise ConfigError(
+            f"cannot write the chart to {path}: {exc}; write a .png or .svg instead", key="--plot"
+        ) from exc
     finally:
         plt.close(figure)
