@@ -301,6 +301,22 @@ def test_chat_refuses_a_window_that_is_no_models(chat_env: ChatEnv, window: str)
     assert "assumed" not in result.out
 
 
+@pytest.mark.parametrize("store", [None, "sqlite"])
+@pytest.mark.parametrize("given", ["", "  "], ids=["empty", "blank"])
+def test_chat_refuses_an_empty_resume_id(chat_env: ChatEnv, given: str, store: str | None) -> None:
+    """`chat --resume ""` (an unset shell variable) is a usage error naming --resume; it
+    started and saved a new chat, exit 0."""
+    args = ["chat", "--provider", "fake", "--resume", given]
+    if store:
+        args += ["--store", f"sqlite:///{chat_env.home / 'sessions.db'}"]
+    with pytest.raises(SystemExit) as info:
+        chat_env.run(args, ["hi"])
+    assert info.value.code == 2
+    err = chat_env.capsys.readouterr().err
+    assert "argument --resume: expected a session id" in err
+    assert not chat_env.home.exists()
+
+
 def test_chat_refuses_a_settings_file_that_is_a_directory(chat_env: ChatEnv) -> None:
     """A settings.json that is a directory is named, not ignored."""
     (chat_env.cwd / ".autocompact" / "settings.json").mkdir(parents=True)

@@ -112,7 +112,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="resume the latest session started in this directory",
     )
-    resume.add_argument("--resume", metavar="ID", help="resume a saved session by id (or prefix)")
+    resume.add_argument(
+        "--resume",
+        metavar="ID",
+        type=_session_id,
+        help="resume a saved session by id (or prefix)",
+    )
     p.add_argument("--no-save", action="store_true", help="do not save this session")
     p.add_argument(
         "--store",
@@ -132,6 +137,15 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}")
     return value
+
+
+def _session_id(text: str) -> str:
+    """``--resume``: an id, not an empty one (an unset shell variable started a new chat)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"expected a session id (autocompact sessions list shows them), got {text!r}"
+        )
+    return text
 
 
 def _choose(
