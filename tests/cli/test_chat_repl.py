@@ -334,6 +334,14 @@ def test_breaker_opens_and_recovers_on_screen(chat_env: ChatEnv) -> None:
         ('[{"error": "boom"}]', "unknown error 'boom'"),
         ('[{"finish_reason": "sideways"}]', "unknown finish_reason 'sideways'"),
         ("[7]", "reply 0 must be a string or an object"),
+        # Found by a fuzzer (2026-12-06): each was "unexpected ValueError" (or TypeError,
+        # OverflowError, KeyError).
+        ('["a", {"prompt_tokens": "abc"}]', "reply 1: prompt_tokens and output_tokens must be"),
+        ('[{"output_tokens": [1]}]', "reply 0: prompt_tokens and output_tokens must be"),
+        ('[{"prompt_tokens": NaN}]', "reply 0: prompt_tokens and output_tokens must be"),
+        ('[{"prompt_tokens": 1e400}]', "reply 0: prompt_tokens and output_tokens must be"),
+        ('[{"prompt_tokens": -5}]', "reply 0: prompt_tokens and output_tokens must be"),
+        ('[{"text": "a", "purpose": "zz"}]', "reply 0: unknown purpose 'zz'"),
     ],
 )
 def test_bad_fake_script_is_a_usage_error(chat_env: ChatEnv, content: str, message: str) -> None:

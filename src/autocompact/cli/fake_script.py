@@ -15,6 +15,7 @@ from autocompact import jsonsafe
 from autocompact.content import Usage
 from autocompact.errors import (
     ConfigError,
+    ContentError,
     ContextOverflowError,
     ProviderError,
     ProviderTimeoutError,
@@ -48,6 +49,9 @@ _ERRORS: dict[str, Callable[[], ProviderError]] = {
     "timeout": lambda: ProviderTimeoutError("scripted timeout", provider="fake"),
     "too_long": lambda: ContextOverflowError("prompt is too long (scripted)", provider="fake"),
 }
+
+
+_PURPOSES = (None, "chat", "side_query")
 
 
 def load_fake_script(path: Path) -> list[tuple[FakeReply, Any]]:
@@ -93,9 +97,24 @@ def load_fake_script(path: Path) -> list[tuple[FakeReply, Any]]:
             )
         usage = None
         if "prompt_tokens" in item or "output_tokens" in item:
-            usage = Usage(
-                prompt_tokens=int(item.get("prompt_tokens", 0)),
-                output_tokens=int(item.get("output_tokens", 0)),
+            try:
+                usage = Usage(
+                    prompt_tokens=int(item.get("prompt_tokens", 0)),
+                    output_tokens=int(item.get("output_tokens", 0)),
+                )
+            except (TypeError, ValueError, OverflowError, ContentError):
+                raise ConfigError(
+                    f"{path}: reply {n}: prompt_tokens and output_tokens must be whole numbers "
+                    f"of 0 or more, got {item.get('prompt_tokens')!r:.40} and "
+                    f"{item.get('output_tokens')!r:.40}",
+                    file=str(path),
+                ) from None
+        purpose = item.get("purpose")
+        if purpose not in _PURPOSES:
+            raise ConfigError(
+                f"{path}: reply {n}: unknown purpose {purpose!r:.40}; use chat or side_query "
+                "(or leave it out)",
+                file=str(path),
             )
         try:
             finish = FinishReason(item.get("finish_reason", "stop"))
@@ -110,5 +129,5 @@ def load_fake_script(path: Path) -> list[tuple[FakeReply, Any]]:
             finish_reason=finish,
             error=_ERRORS[error]() if error else None,
         )
-        out.append((reply, item.get("purpose")))
+        out.append((reply, purpose))
     return out
