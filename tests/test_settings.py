@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,17 @@ def test_bad_settings_name_the_file_and_key(tmp_path: Path, content: object, nee
     assert str(path) in str(caught.value)
     assert needle in str(caught.value)
     assert caught.value.file == str(path)
+
+
+def test_a_byte_order_mark_is_no_content(tmp_path: Path) -> None:
+    """A settings file that starts with UTF-8's byte order mark (as some editors write) reads
+    as the same file without it (it was refused as "not valid JSON (Unexpected UTF-8 BOM
+    (decode using utf-8-sig))")."""
+    text = json.dumps({"model": {"provider": "fake", "contextWindow": "64k"}})
+    plain = write(tmp_path / "plain.json", text)
+    marked = tmp_path / "marked.json"
+    marked.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    settings = load_settings([marked])
+    assert settings.provider == "fake"
+    assert settings.context_window == 64_000
+    assert replace(settings, sources=()) == replace(load_settings([plain]), sources=())

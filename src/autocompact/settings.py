@@ -92,7 +92,8 @@ def load_settings(paths: Sequence[Path], *, base: Settings | None = None) -> Set
                 )
             continue
         try:
-            data = jsonsafe.loads(path.read_text(encoding="utf-8"))
+            # "utf-8-sig": a byte order mark (as some editors write) is no content.
+            data = jsonsafe.loads(path.read_text(encoding="utf-8-sig"))
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(
                 f"{path}: cannot read the settings file: {exc}", file=str(path)
