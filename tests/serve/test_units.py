@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -161,6 +162,40 @@ def test_cli_refuses_without_upstream() -> None:
     from autocompact.cli.main import main
 
     assert main(["serve"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("option", "named"),
+    [
+        (["--port", "99999"], "argument --port: expected a port from 1 to 65535"),
+        (["--port", "65536"], "argument --port: expected a port from 1 to 65535"),
+        (["--log-level", "bogus"], "argument --log-level: expected one of critical"),
+        (["--log-level", ""], "argument --log-level: expected one of critical"),
+        (["--log-level", "5"], "argument --log-level: expected one of critical"),
+    ],
+)
+def test_cli_refuses_a_bad_port_or_log_level(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    option: list[str],
+    named: str,
+) -> None:
+    """A port past 65535 or an unknown log level is a usage error naming the option, before
+    anything starts (they were "unexpected OverflowError" from the socket's bind and
+    "unexpected ValueError" from logging)."""
+    from autocompact.cli.main import main
+
+    started: list[object] = []
+    uvicorn = pytest.importorskip("uvicorn")
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: started.append(a))
+    args = ["serve", "--upstream", "openai=http://127.0.0.1:9/v1"]
+    args += ["--store", f"sqlite:///{tmp_path / 'serve.db'}", *option]
+    with pytest.raises(SystemExit) as info:
+        main(args)
+    assert info.value.code == 2
+    assert named in capsys.readouterr().err
+    assert started == []
 
 
 async def test_side_query_retries_with_max_completion_tokens() -> None:

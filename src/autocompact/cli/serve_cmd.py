@@ -58,6 +58,22 @@ def _positive(value: str) -> int:
     return number
 
 
+def _port(value: str) -> int:
+    number = _positive(value)
+    if number > 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 1 to 65535, got {number}")
+    return number
+
+
+def _log_level(value: str) -> str:
+    levels = [name.lower() for name in logging.getLevelNamesMapping()]
+    if value.strip().lower() not in levels:
+        raise argparse.ArgumentTypeError(
+            f"expected one of {', '.join(sorted(levels))}, got {value!r:.40}"
+        )
+    return value.strip()
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``serve`` command."""
     parser = subparsers.add_parser(
@@ -78,7 +94,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="openai=URL and/or anthropic=URL: where requests go (one at least)",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--port", type=_positive, default=8787, help="port (default 8787)")
+    parser.add_argument("--port", type=_port, default=8787, help="port (default 8787)")
     parser.add_argument(
         "--store",
         help="session store for the compactions: sqlite:///path or postgresql://… (default: "
@@ -123,7 +139,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=0.3,
         help="share of the history a compaction keeps verbatim (default 0.3)",
     )
-    parser.add_argument("--log-level", default="info", help="log level (default info)")
+    parser.add_argument(
+        "--log-level", type=_log_level, default="info", help="log level (default info)"
+    )
     parser.set_defaults(handler=run)
 
 
