@@ -137,6 +137,36 @@ def test_a_newer_schema_is_one_error_line(chat_env: ChatEnv) -> None:
     assert "Traceback" not in result.err + result.out
 
 
+@pytest.mark.parametrize("kind", ["empty-file", "other-database"])
+@pytest.mark.parametrize("action", ["list", "show", "export"])
+def test_reading_a_sqlite_file_that_holds_no_store_leaves_it_unchanged(
+    chat_env: ChatEnv, kind: str, action: str
+) -> None:
+    """`sessions list|show|export --store sqlite:///FILE` on an empty file or another
+    program's database: exit 2 naming the file, and the file's bytes unchanged (the read
+    created autocompact's tables in it and switched it to WAL; list exited 0)."""
+    import sqlite3
+
+    path = chat_env.cwd.parent / "other.db"
+    if kind == "empty-file":
+        path.write_bytes(b"")
+    else:
+        conn = sqlite3.connect(path)
+        conn.execute("CREATE TABLE notes (body TEXT)")
+        conn.execute("INSERT INTO notes VALUES ('mine')")
+        conn.commit()
+        conn.close()
+    before = path.read_bytes()
+    args = ["sessions", action, *(["some-id"] if action != "list" else [])]
+    result = chat_env.run([*args, "--store", f"sqlite://{path}"])
+    assert result.code == 2, result.out
+    assert f"{path} holds no autocompact sessions" in result.err
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in path.parent.iterdir() if p.name.startswith("other")) == [
+        "other.db"
+    ]
+
+
 def test_sessions_slash_command_lists_the_store(chat_env: ChatEnv, address: str) -> None:
     """/sessions in a chat started with --store lists that store's sessions (SQL included),
     marks the current one, and reads no JSONL file."""

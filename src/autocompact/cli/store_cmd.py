@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from autocompact.content import Message
 from autocompact.errors import ConfigError, SessionStoreError
 from autocompact.sessions import SessionHeader, export_session
 from autocompact.sessions.records import SavedSession
-from autocompact.sessions.stores import JsonlStore, SessionStore, Snapshot, open_store
+from autocompact.sessions.stores import JsonlStore, SessionStore, Snapshot, SqliteStore, open_store
 from autocompact.sessions.stores.address import parse_store_address
 
 __all__ = [
@@ -90,12 +91,37 @@ def _saved(snapshot: Snapshot, history: tuple[Message, ...]) -> SavedSession:
 
 def open_existing(address: str) -> SessionStore:
     """The store at ``address`` for a command that only reads: a SQLite file or a JSONL folder
-    that does not exist is an error, never created (nor its folders).
+    that does not exist is an error, never created (nor its folders); nor is a SQLite file
+    that holds no session store (another program's database, an empty file) changed.
 
     Raises:
         SessionStoreError: the store does not exist.
     """
-    return open_store(address, create=False)
+    store = open_store(address, create=False)
+    if isinstance(store, SqliteStore):
+        _check_holds_sessions(store)
+    return store
+
+
+def _check_holds_sessions(store: SqliteStore) -> None:
+    """Refuse a SQLite file without autocompact's tables: opening it as a store would add them
+    (and switch it to WAL). A file this cannot read is left to the store to name."""
+    try:
+        conn = sqlite3.connect(f"{store.path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            found = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ac_sessions'"
+            ).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return
+    if found is None:
+        raise SessionStoreError(
+            f"{store.path} holds no autocompact sessions (it is empty or another program's "
+            "database); check the path — reading a store never changes one",
+            store=store.address,
+        )
 
 
 def resolve_id(store: SessionStore, session_id: str) -> str:
