@@ -184,6 +184,28 @@ def test_show_a_compaction_whose_counts_are_not_numbers(chat_env: ChatEnv) -> No
         assert "first question" in shown.out
 
 
+def test_export_refuses_to_write_into_the_sessions_directory(chat_env: ChatEnv) -> None:
+    """export -o SESSION_FILE (or any path in the sessions directory, --store DIR too) is
+    refused and the session file is unchanged: it was replaced by the export (no header, no
+    state), and the session was lost."""
+    sid = _one_session(chat_env)
+    path = chat_env.sessions / f"{sid}.jsonl"
+    before = path.read_bytes()
+    for args in (
+        ["sessions", "export", sid, "-o", str(path)],
+        ["sessions", "export", sid, "-o", str(chat_env.sessions / ".." / "sessions" / path.name)],
+        ["sessions", "export", sid, "--store", str(chat_env.sessions), "-o", str(path)],
+    ):
+        result = chat_env.run(args)
+        assert result.code == 2, result.err
+        assert "will not write the export into the sessions directory" in result.err
+        assert path.read_bytes() == before
+    assert chat_env.run(["sessions", "show", sid]).code == 0
+    outside = chat_env.cwd / "export.jsonl"
+    assert chat_env.run(["sessions", "export", sid, "-o", str(outside)]).code == 0
+    assert "first question" in outside.read_text()
+
+
 def test_unknown_id(chat_env: ChatEnv) -> None:
     """An unknown id is a usage error that names it."""
     result = chat_env.run(["sessions", "show", "nope"])

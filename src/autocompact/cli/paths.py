@@ -10,7 +10,7 @@ from pathlib import Path
 
 from autocompact.errors import SessionFileError
 
-__all__ = ["data_dir", "secrets_in_env", "settings_paths", "write_private"]
+__all__ = ["data_dir", "secrets_in_env", "settings_paths", "write_export", "write_private"]
 
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 
@@ -54,3 +54,15 @@ def write_private(path: Path, text: str) -> None:
         raise SessionFileError(
             f"cannot write the export: {exc.strerror or exc}", path=str(path)
         ) from exc
+
+
+def write_export(path: Path, text: str, sessions: Path | None) -> None:
+    """:func:`write_private`, refusing a file in ``sessions`` (the JSONL session directory):
+    an export written over a session file would replace the session with a lossy copy."""
+    if sessions is not None and sessions.resolve() in path.resolve().parents:
+        raise SessionFileError(
+            f"will not write the export into the sessions directory {sessions}: a file there "
+            "is (or would be read as) a saved session; give -o a path outside it",
+            path=str(path),
+        )
+    write_private(path, text)

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from autocompact.cli.listing import list_files
-from autocompact.cli.paths import data_dir, write_private
+from autocompact.cli.paths import data_dir, write_export
 from autocompact.cli.render import format_tokens
 from autocompact.cli.store_cmd import (
     run_store_export,
@@ -167,10 +167,11 @@ def run_export(args: argparse.Namespace) -> int:
     address = store_address(args)
     if address is not None:
         return run_store_export(args, address)
-    saved = _store().open(args.id)
+    store = _store()
+    saved = store.open(args.id)
     text = export_session(saved, args.format)
     if args.output:
-        write_private(Path(args.output), text)
+        write_export(Path(args.output), text, store.root)
     else:
         sys.stdout.write(text)
     return 0

@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from autocompact.cli.paths import secrets_in_env, write_private
+from autocompact.cli.paths import secrets_in_env, write_export
 from autocompact.content import Message
 from autocompact.errors import ConfigError, SessionStoreError
 from autocompact.sessions import SessionHeader, export_session
@@ -215,7 +215,8 @@ def run_store_export(args: argparse.Namespace, address: str) -> int:
         history = snapshot.history
     text = export_session(_saved(snapshot, history), args.format)
     if args.output:
-        write_private(Path(args.output), text)
+        sessions = Path(store.root) if isinstance(store, JsonlStore) else None
+        write_export(Path(args.output), text, sessions)
     else:
         sys.stdout.write(text)
     return 0
