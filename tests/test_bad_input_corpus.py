@@ -483,6 +483,17 @@ SESSIONS: list[tuple[str, str, str]] = [
     ("history-not-list", _session(HEADER, {"type": "compaction", "info": {}, "history": 5}), ":2:"),
     ("parts-not-list", _session(HEADER, {"type": "message", "message": {"role": "user"}}), ":2:"),
     ("number-too-long", _session(HEADER, '{"type": "state", "n": ' + LONG + "}"), ":2:"),
+    # A model record of the wrong types was blamed on the header (line 1).
+    ("model-provider-number", _session(HEADER, {"type": "model", "provider": 5}), ":2: a model"),
+    (
+        "model-window-string",
+        _session(
+            HEADER,
+            _msg({"kind": "text", "text": "x"}),
+            {"type": "model", "model": "m", "context_window": "x"},
+        ),
+        ":3: a model record is malformed: 'context_window'",
+    ),
     ("number-too-long-header", '{"type": "header", "schema": ' + LONG + "}\n", ":1:"),
 ]
 

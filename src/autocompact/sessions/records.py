@@ -543,6 +543,14 @@ def _replay(
                     for key in ("provider", "model", "context_window", "window_source")
                     if key in record
                 }
+                for key, value in state.model.items():  # checked here: the header says line 1
+                    wanted = int if key == "context_window" else str
+                    if key != "window_source" and (
+                        not isinstance(value, wanted) or isinstance(value, bool)
+                    ):
+                        raise ContentError(
+                            f"{key!r} must be a {wanted.__name__}, got {value!r:.40}"
+                        )
             elif kind == "clear":
                 state.history = []
                 state.last_prompt_token_count = 0
