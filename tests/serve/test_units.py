@@ -198,6 +198,24 @@ def test_cli_refuses_a_bad_port_or_log_level(
     assert started == []
 
 
+@pytest.mark.parametrize("store", ["", "  "], ids=["empty", "blank"])
+def test_cli_refuses_an_empty_store(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], store: str
+) -> None:
+    """`serve --store ""` is an error naming --store before anything starts (it served on the
+    default serve.db, or $AUTOCOMPACT_STORE, as if --store were not given)."""
+    from autocompact.cli.main import main
+
+    started: list[object] = []
+    uvicorn = pytest.importorskip("uvicorn")
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: started.append(a))
+    monkeypatch.setenv("AUTOCOMPACT_STORE", "sqlite:///never-opened.db")
+    args = ["serve", "--upstream", "openai=http://127.0.0.1:9/v1", "--store", store]
+    assert main(args) == 2
+    assert "--store is empty" in capsys.readouterr().err
+    assert started == []
+
+
 async def test_side_query_retries_with_max_completion_tokens() -> None:
     """An OpenAI upstream that refuses max_tokens gets the summary request once more with
     max_completion_tokens; the client's headers go with both."""

@@ -179,6 +179,12 @@ def run(args: argparse.Namespace) -> int:
         import uvicorn
     except ImportError as exc:
         raise MissingDependencyError("uvicorn", "serve") from exc
+    if args.store is not None and not args.store.strip():  # not the default store, silently
+        raise ConfigError(
+            f"--store is empty ({args.store!r}): give sqlite:///path or postgresql://…, or "
+            f"leave --store out for ${STORE_ENV} or serve.db in the user data directory",
+            key="--store",
+        )
     data = {
         "upstreams": dict(args.upstream),
         "store": args.store or os.environ.get(STORE_ENV) or _default_store(),
