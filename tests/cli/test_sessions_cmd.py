@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from .conftest import ChatEnv
 
 
@@ -204,6 +206,28 @@ def test_export_refuses_to_write_into_the_sessions_directory(chat_env: ChatEnv) 
     outside = chat_env.cwd / "export.jsonl"
     assert chat_env.run(["sessions", "export", sid, "-o", str(outside)]).code == 0
     assert "first question" in outside.read_text()
+
+
+@pytest.mark.parametrize(
+    ("option", "named"),
+    [
+        (["export", "ID", "-o", ""], "argument -o/--output: expected a path, got ''"),
+        (["export", "ID", "--output", " "], "argument -o/--output: expected a path, got ' '"),
+        (["import", "--store", "sqlite:///x.db", "--from", ""], "argument --from: expected a"),
+    ],
+)
+def test_an_empty_path_is_a_usage_error(chat_env: ChatEnv, option: list[str], named: str) -> None:
+    """`export -o ""` and `import --from ""` (an unset shell variable) are usage errors naming
+    the option: the export went to stdout, exit 0, and the import read the usual directory."""
+    sid = _one_session(chat_env)
+    args = ["sessions", *[sid if a == "ID" else a for a in option]]
+    with pytest.raises(SystemExit) as info:
+        chat_env.run(args)
+    assert info.value.code == 2
+    captured = chat_env.capsys.readouterr()
+    assert named in captured.err
+    assert captured.out == ""
+    assert not (chat_env.cwd / "x.db").exists()
 
 
 def test_unknown_id(chat_env: ChatEnv) -> None:

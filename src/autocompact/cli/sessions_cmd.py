@@ -61,7 +61,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="openai: a JSON array of chat-completions messages; jsonl: one neutral message "
         "a line (default)",
     )
-    export.add_argument("-o", "--output", help="write to this file instead of stdout")
+    export.add_argument("-o", "--output", type=_named, help="write to this file instead of stdout")
     export.set_defaults(handler=run_export)
     export.add_argument("--store", metavar="ADDRESS", help=store_help)
     export.add_argument(
@@ -75,8 +75,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     imp.add_argument("ids", nargs="*", metavar="ID", help="the sessions to copy (default: all)")
     imp.add_argument("--store", metavar="ADDRESS", help=store_help, required=False)
-    imp.add_argument("--from", dest="source", help="the JSONL directory (default: the usual one)")
+    imp.add_argument(
+        "--from", dest="source", type=_named, help="the JSONL directory (default: the usual one)"
+    )
     imp.set_defaults(handler=run_import)
+
+
+def _named(text: str) -> str:
+    """``-o`` and ``--from``: a path, not an empty one (an unset shell variable wrote the
+    export to stdout, or imported the usual directory)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a path, got {text!r}")
+    return text
 
 
 def _store() -> SessionStore:
