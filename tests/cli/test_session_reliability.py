@@ -317,6 +317,27 @@ def test_chat_refuses_an_empty_resume_id(chat_env: ChatEnv, given: str, store: s
     assert not chat_env.home.exists()
 
 
+@pytest.mark.parametrize("window", [-5, 0, 10**30])
+def test_resume_names_a_saved_window_that_is_no_window(chat_env: ChatEnv, window: int) -> None:
+    """A hand-edited header whose configured window is no window: resuming names the session
+    file and says to pass --window, which resumes it (it was "context_window must be 0 or more
+    tokens", naming no file; 0 resumed on the assumed window)."""
+    path = _latest_session(chat_env)
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    lines[0] = json.dumps({**header, "context_window": window, "window_source": "configured"})
+    path.write_text("\n".join(lines) + "\n")
+    before = path.read_bytes()
+    # --no-save: in one process the failed run would still hold the session's lock
+    result = chat_env.run(["chat", "--provider", "fake", "--resume", path.stem, "--no-save"])
+    assert result.code == 2
+    assert f"{path}: the saved session's context_window" in result.err
+    assert "pass --window N" in result.err
+    assert path.read_bytes() == before
+    fixed = chat_env.run(["chat", "--provider", "fake", "--resume", path.stem, "--window", "64k"])
+    assert fixed.code == 0, fixed.err
+
+
 def test_chat_refuses_a_settings_file_that_is_a_directory(chat_env: ChatEnv) -> None:
     """A settings.json that is a directory is named, not ignored."""
     (chat_env.cwd / ".autocompact" / "settings.json").mkdir(parents=True)

@@ -182,10 +182,18 @@ def _choose(
         )
     elif settings.context_window is not None:
         window, source = settings.context_window, "configured"
-    elif header is not None and same and header.window_source == "configured":
+    elif saved is not None and header is not None and same and header.window_source == "configured":
         # A window given when the session started stays with it (a known window is looked up
         # again, so a corrected model table applies).
-        window, source = header.context_window, "configured"
+        try:
+            window = parse_window(header.context_window, name="context_window", minimum=1)
+        except ConfigError as exc:  # a hand-edited header: say where, and the way round it
+            raise ConfigError(
+                f"{saved.path}: the saved session's {exc}; pass --window N to resume it",
+                file=str(saved.path),
+                key="context_window",
+            ) from exc
+        source = "configured"
     system = args.system if args.system is not None else (header and header.system_instruction)
     return Choice(
         provider=provider,
