@@ -161,13 +161,22 @@ def test_calibration_is_remembered_for_the_next_chat(chat_env: ChatEnv, server: 
     assert second.samples == 2
 
 
-def test_damaged_calibration_file_is_ignored(chat_env: ChatEnv, server: _Server) -> None:
-    """A damaged calibrations.json never stops a chat; it is relearned."""
+@pytest.mark.parametrize(
+    "damage",
+    ["{not json", '{"models": ' + "[" * 100_000, '{"n": ' + "1" * 5000 + "}"],
+    ids=["not-json", "nested-too-deep", "number-too-long"],
+)
+def test_damaged_calibration_file_is_ignored(
+    chat_env: ChatEnv, server: _Server, damage: str
+) -> None:
+    """A damaged calibrations.json never stops a chat; it is relearned (nesting past the
+    parser was an "unexpected RecursionError")."""
     chat_env.home.mkdir(parents=True, exist_ok=True)
-    (chat_env.home / "calibrations.json").write_text("{not json")
+    (chat_env.home / "calibrations.json").write_text(damage)
     result = chat_env.run(_local(chat_env, server), ["hi there"])
     assert result.code == 0, result.err
     assert "Hello from the server" in result.out
+    assert "set_int_max_str_digits" not in result.err + result.out
 
 
 def test_reply_stopped_at_its_length_limit_says_so(chat_env: ChatEnv, server: _Server) -> None:

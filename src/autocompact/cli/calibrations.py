@@ -19,6 +19,7 @@ from typing import Any
 from autocompact.errors import ContentError
 from autocompact.estimation import Calibration
 from autocompact.filemodes import make_private_dirs
+from autocompact.jsonsafe import loads
 
 __all__ = ["CALIBRATIONS_FILE", "CalibrationMemory"]
 
@@ -45,7 +46,7 @@ class CalibrationMemory:
 
     def _read(self) -> dict[str, Any]:
         try:
-            data = json.loads(self.path.read_text("utf-8"))
+            data = loads(self.path.read_text("utf-8"))  # (too deep: a JSONDecodeError too)
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as exc:
