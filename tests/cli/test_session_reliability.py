@@ -317,6 +317,17 @@ def test_chat_refuses_an_empty_resume_id(chat_env: ChatEnv, given: str, store: s
     assert not chat_env.home.exists()
 
 
+@pytest.mark.parametrize("given", ["", "  "], ids=["empty", "blank"])
+def test_chat_refuses_an_empty_model_name(chat_env: ChatEnv, given: str) -> None:
+    """`chat --model ""` (an unset shell variable) is a usage error naming --model; it chatted
+    with the provider's default model, saying nothing."""
+    with pytest.raises(SystemExit) as info:
+        chat_env.run(["chat", "--provider", "fake", "--model", given], ["hi"])
+    assert info.value.code == 2
+    assert "argument --model: expected a model name" in chat_env.capsys.readouterr().err
+    assert not chat_env.home.exists()
+
+
 @pytest.mark.parametrize("window", [-5, 0, 10**30])
 def test_resume_names_a_saved_window_that_is_no_window(chat_env: ChatEnv, window: int) -> None:
     """A hand-edited header whose configured window is no window: resuming names the session

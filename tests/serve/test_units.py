@@ -172,6 +172,7 @@ def test_cli_refuses_without_upstream() -> None:
         (["--log-level", "bogus"], "argument --log-level: expected one of critical"),
         (["--log-level", ""], "argument --log-level: expected one of critical"),
         (["--log-level", "5"], "argument --log-level: expected one of critical"),
+        (["--host", ""], "argument --host: '' is not an address to listen on"),
     ],
 )
 def test_cli_refuses_a_bad_port_or_log_level(
@@ -196,6 +197,49 @@ def test_cli_refuses_a_bad_port_or_log_level(
     assert info.value.code == 2
     assert named in capsys.readouterr().err
     assert started == []
+
+
+def test_cli_refuses_a_host_that_does_not_resolve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A --host the resolver does not know is a usage error naming --host (uvicorn exited 3
+    with "[Errno -2] Name or service not known", naming no option). The resolver is stood in
+    for: tests make no name lookups."""
+    import socket
+
+    from autocompact.cli.main import main
+
+    def unknown(host: str, *args: object, **kwargs: object) -> object:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    started: list[object] = []
+    uvicorn = pytest.importorskip("uvicorn")
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: started.append(a))
+    monkeypatch.setattr(socket, "getaddrinfo", unknown)
+    args = ["serve", "--upstream", "openai=http://127.0.0.1:9/v1", "--host", "not a host"]
+    with pytest.raises(SystemExit) as info:
+        main([*args, "--store", f"sqlite:///{tmp_path / 'serve.db'}"])
+    assert info.value.code == 2
+    assert "argument --host: 'not a host' is not an address to listen on" in (
+        capsys.readouterr().err
+    )
+    assert started == []
+
+
+def test_cli_banner_writes_an_ipv6_address_in_brackets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--host ::`` is announced as a URL a browser or client takes (``http://[::]:8787``; it
+    said ``http://:::8787``)."""
+    from autocompact.cli.main import main
+
+    started: list[object] = []
+    uvicorn = pytest.importorskip("uvicorn")
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: started.append(a))
+    args = ["serve", "--upstream", "openai=http://127.0.0.1:9/v1", "--host", "::"]
+    assert main([*args, "--store", f"sqlite:///{tmp_path / 'serve.db'}"]) == 0
+    assert "autocompact serve on http://[::]:8787 " in capsys.readouterr().err
+    assert len(started) == 1
 
 
 @pytest.mark.parametrize("store", ["", "  "], ids=["empty", "blank"])

@@ -94,7 +94,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--provider",
         help="openai, anthropic, gemini, qwen, openai-compatible or fake (offline)",
     )
-    p.add_argument("--model", help="the model name")
+    p.add_argument("--model", type=_model_name, help="the model name")
     p.add_argument("--base-url", help="the server's base URL (openai-compatible servers)")
     p.add_argument("--window", help="the context window in tokens, e.g. 131072, 128k, 1m")
     p.add_argument("--system", help="the system instruction")
@@ -137,6 +137,13 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}")
     return value
+
+
+def _model_name(text: str) -> str:
+    """``--model``: a name, not an empty one (an unset shell variable used the default)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a model name, got {text!r}")
+    return text
 
 
 def _session_id(text: str) -> str:

@@ -65,6 +65,26 @@ def _port(value: str) -> int:
     return number
 
 
+def _host(value: str) -> str:
+    """``--host``: an address this machine can resolve (uvicorn exited 3 on it, naming no
+    option)."""
+    import socket
+
+    try:
+        socket.getaddrinfo(value, None)
+    except (OSError, UnicodeError) as exc:
+        raise argparse.ArgumentTypeError(
+            f"{value!r:.60} is not an address to listen on ({exc}); give an IP address such "
+            "as 127.0.0.1 or 0.0.0.0, or a host name this machine resolves"
+        ) from exc
+    return value
+
+
+def _url_host(host: str) -> str:
+    """``host`` as a URL writes it (an IPv6 address in brackets)."""
+    return f"[{host}]" if ":" in host else host
+
+
 def _log_level(value: str) -> str:
     levels = [name.lower() for name in logging.getLevelNamesMapping()]
     if value.strip().lower() not in levels:
@@ -93,7 +113,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="NAME=URL",
         help="openai=URL and/or anthropic=URL: where requests go (one at least)",
     )
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--host", type=_host, default="127.0.0.1", help="address to listen on")
     parser.add_argument("--port", type=_port, default=8787, help="port (default 8787)")
     parser.add_argument(
         "--store",
@@ -200,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("autocompact").setLevel(args.log_level.upper())
     print(
-        f"autocompact serve on http://{args.host}:{args.port} → "
+        f"autocompact serve on http://{_url_host(args.host)}:{args.port} → "
         + ", ".join(f"{k}={v}" for k, v in sorted(config.upstreams.items())),
         file=sys.stderr,
     )
