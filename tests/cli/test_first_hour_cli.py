@@ -196,6 +196,18 @@ def test_unknown_provider_is_named_not_a_missing_model(chat_env: ChatEnv) -> Non
     assert "unknown provider 'bogus'" in result.err
     assert "needs --model" not in result.err
     assert "anthropic" in result.err
+    assert "Error: --provider: unknown provider" in result.err
+
+
+def test_unknown_provider_from_a_settings_file_names_the_file(chat_env: ChatEnv) -> None:
+    """The same provider written in a settings file: the error names the key and the file
+    (it named nothing, as if it had come from --provider)."""
+    settings = chat_env.cwd / ".autocompact" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text('{"model": {"provider": "bogus"}}')
+    result = chat_env.run(["chat"], ["hi"])
+    assert result.code == 2
+    assert f"model.provider in {settings}: unknown provider 'bogus'" in result.err
 
 
 def test_local_server_that_cannot_be_asked_warns_and_names_window(chat_env: ChatEnv) -> None:

@@ -164,6 +164,11 @@ def _choose(
 ) -> Choice:
     header = saved.header if saved is not None else None
     provider = args.provider or (header and header.provider) or settings.provider
+    origin = "--provider"
+    if not args.provider and saved is not None and header is not None and header.provider:
+        origin = f"{saved.path}: the saved session's provider"
+    elif not args.provider and settings.provider:
+        origin = "model.provider in " + " or ".join(map(str, settings.sources or ("settings",)))
     if provider is None:
         from autocompact.providers.registry import API_KEY_VARIABLES
 
@@ -209,6 +214,7 @@ def _choose(
         window=window,
         window_source=source,
         system=system or None,
+        provider_origin=origin,
     )
 
 

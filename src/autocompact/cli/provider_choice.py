@@ -42,6 +42,8 @@ class Choice:
     window: int | None
     window_source: WindowSource
     system: str | None
+    provider_origin: str = "--provider"
+    """Where ``provider`` was given, as an error names it."""
 
 
 def build_provider(
@@ -63,8 +65,9 @@ def build_provider(
 
     if choice.provider not in PROVIDER_NAMES:
         raise ConfigError(
-            f"unknown provider {choice.provider!r:.40}: use one of {', '.join(PROVIDER_NAMES)}",
-            key="--provider",
+            f"{choice.provider_origin}: unknown provider {choice.provider!r:.40}: use one of "
+            f"{', '.join(PROVIDER_NAMES)}",
+            key=choice.provider_origin,
         )
     model = choice.model or DEFAULT_MODELS.get(choice.provider)
     if model is None:
