@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeGuard
 
 __all__ = ["MAX_JSON_DEPTH", "deep_position", "is_array", "loads", "long_number_position"]
@@ -30,22 +30,28 @@ def loads(text: str | bytes) -> Any:
     try:
         return json.loads(text)
     except RecursionError:
-        doc = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
-        raise json.JSONDecodeError(
+        raise _decode_error(
+            text,
             f"nested too deeply (more than {MAX_JSON_DEPTH} levels of arrays or objects)",
-            doc,
-            deep_position(doc),
+            deep_position,
         ) from None
     except ValueError as exc:
         if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):
             raise
         # The one other ValueError json.loads raises: an integer past the digit limit.
-        doc = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
-        raise json.JSONDecodeError(
+        raise _decode_error(
+            text,
             f"a number has more than {sys.get_int_max_str_digits():,} digits",
-            doc,
-            long_number_position(doc),
+            long_number_position,
         ) from None
+
+
+def _decode_error(
+    text: str | bytes, message: str, where: Callable[[str], int]
+) -> json.JSONDecodeError:
+    """The JSONDecodeError for ``text``, at the offset ``where`` finds in it."""
+    doc = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+    return json.JSONDecodeError(message, doc, where(doc))
 
 
 # A JSON string (skipped), or an integer: its digits (group 1), not part of a fraction or an
