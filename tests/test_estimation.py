@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import pytest
 
-import autocompact.content as content_module
+import autocompact.jsonsize as jsonsize_module
 from autocompact import (
     DocumentPart,
     FunctionCallPart,
@@ -174,14 +174,14 @@ def test_pending_may_be_string_message_or_parts() -> None:
 def test_part_stats_computed_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """A part's JSON form is serialized once, however many times the history is estimated."""
     calls = 0
-    real = content_module.json_form
+    real = jsonsize_module.json_form
 
     def counting(value: object) -> str:
         nonlocal calls
         calls += 1
         return real(value)
 
-    monkeypatch.setattr(content_module, "json_form", counting)
+    monkeypatch.setattr(jsonsize_module, "json_form", counting)
     history = [
         # A Fraction is no JSON value: the encoder writes it (default=str), so it is serialized.
         Message.model(FunctionCallPart(id=f"c{i}", name="ls", arguments={"i": Fraction(i, 3)}))

@@ -13,13 +13,19 @@ cached on the instance, so the pre-send estimate never serializes the same JSON 
 from __future__ import annotations
 
 import _thread
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from autocompact.errors import ContentError
-from autocompact.jsonsize import plain_json_length, str_json_length, utf8_json_length
+from autocompact.jsonsize import (
+    json_form,
+    json_length,
+    json_lengths_total,
+    plain_json_length,
+    str_json_length,
+    utf8_json_length,
+)
 from autocompact.usage_check import check_count
 
 __all__ = [
@@ -71,55 +77,6 @@ class CharStats:
 
 _EMPTY = CharStats()
 _ONE_MEDIA = CharStats(media_parts=1)
-
-
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
-_encode: Callable[[object], str] = _ENCODER.encode  # one encoder, not one per call
-# The standard library's C encoder made once (json.dumps makes one per call, ~3x its own cost on
-# a small object), without the circular-reference check: a circular value runs out of stack
-# there, and is then encoded again by ``_encode``, which raises json's own error for it.
-_c_make = getattr(json.encoder, "c_make_encoder", None)
-_c_encode: Callable[[object, int], Any] | None = (
-    None
-    if _c_make is None
-    else _c_make(None, str, json.encoder.encode_basestring, None, ":", ",", False, False, True)
-)
-
-
-def json_form(value: object) -> str:
-    """The compact JSON form the counter measures (non-JSON values fall back to ``str``)."""
-    if _c_encode is None or type(value) is str:
-        return _encode(value)
-    try:
-        return "".join(_c_encode(value, 0))
-    except (RecursionError, ValueError, TypeError):
-        return _encode(value)  # the same value, with json's own checks and errors
-
-
-def json_length(value: object) -> int:
-    """``len(json_form(value))``, counted without building the JSON where it can be.
-
-    Tool output is mostly one long string, tool arguments small objects of strings: their JSON
-    length is counted from their strings' lengths and escapes (:mod:`autocompact.jsonsize`)
-    instead of building the escaped copy (issue 25). Anything the counter does not know (a
-    subclass, a value JSON cannot carry) is serialized as before.
-    """
-    if type(value) is str:
-        return str_json_length(value)
-    length = plain_json_length(value)
-    return length if length >= 0 else len(json_form(value))
-
-
-def json_lengths_total(values: Sequence[object]) -> int:
-    """``sum(json_length(v) for v in values)``, in one serialization of the whole list.
-
-    ``json_form([a, b, ...])`` is ``"[" + ",".join(json_form(v) ...) + "]"``: its length less
-    the brackets and commas is the sum. One encoder call instead of one per value: the tool
-    declarations of a session are measured this way when it starts (issue 11).
-    """
-    if not values:
-        return 0
-    return len(json_form(list(values))) - len(values) - 1
 
 
 class _Sized:
