@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from autocompact import (
@@ -11,6 +14,7 @@ from autocompact import (
     FunctionResponsePart,
     ImagePart,
     Message,
+    OpaquePart,
     TextPart,
     ThinkingPart,
     Usage,
@@ -18,6 +22,7 @@ from autocompact import (
 from autocompact.chat import AsyncChatSession, ChatSession
 from autocompact.compaction import validate_history
 from autocompact.content import as_message
+from autocompact.sessions.stores import open_store
 from autocompact.testing import FakeProvider
 
 
@@ -119,3 +124,55 @@ def test_media_defaults() -> None:
 def test_usage_total() -> None:
     """Usage.total_tokens is prompt plus output."""
     assert Usage(prompt_tokens=10, output_tokens=5).total_tokens == 15
+
+
+@pytest.mark.parametrize(
+    ("build", "field"),
+    [
+        (lambda: ImagePart(data=5), "ImagePart.data"),  # type: ignore[arg-type]
+        (lambda: ImagePart(url=b"http://x"), "ImagePart.url"),  # type: ignore[arg-type]
+        (lambda: ImagePart(media_type=None, data="aGk="), "ImagePart.media_type"),  # type: ignore[arg-type]
+        (lambda: DocumentPart(data="aGk=", title=5), "DocumentPart.title"),  # type: ignore[arg-type]
+        (lambda: DocumentPart(media_type=5), "DocumentPart.media_type"),  # type: ignore[arg-type]
+        (lambda: ThinkingPart(text="t", redacted="no"), "ThinkingPart.redacted"),  # type: ignore[arg-type]
+        (
+            lambda: FunctionResponsePart(id="1", name="f", response="r", is_error="x"),  # type: ignore[arg-type]
+            "FunctionResponsePart.is_error",
+        ),
+        (lambda: OpaquePart(provider=5, family="b", payload={}), "OpaquePart.provider"),  # type: ignore[arg-type]
+        (lambda: OpaquePart(provider="a", family="b", payload=5), "OpaquePart.payload"),  # type: ignore[arg-type]
+        (
+            lambda: OpaquePart(provider="a", family="b", payload={}, summary=5),  # type: ignore[arg-type]
+            "OpaquePart.summary",
+        ),
+        (lambda: OpaquePart(provider="a", family="b", payload={}, tokens="9"), "OpaquePart.tokens"),  # type: ignore[arg-type]
+        (lambda: OpaquePart(provider="a", family="b", payload={}, tokens=-5), "OpaquePart.tokens"),
+        (
+            lambda: OpaquePart(provider="a", family="b", payload={}, tokens=float("inf")),  # type: ignore[arg-type]
+            "OpaquePart.tokens",
+        ),
+    ],
+)
+def test_part_fields_are_checked_when_the_part_is_made(build: Any, field: str) -> None:
+    """A part field of the wrong type is refused where the part is made, naming the field.
+
+    It was accepted, and failed far from the cause: an OpaquePart at the first estimate (a raw
+    TypeError or OverflowError inside send or compress), the others when the session they were
+    stored in was read back (the whole saved session unreadable).
+    """
+    with pytest.raises(ContentError, match=field.replace(".", r"\.")):
+        build()
+
+
+def test_a_stored_session_with_a_bad_media_part_stays_readable(tmp_path: Path) -> None:
+    """The bad part never reaches the store: the session saved so far reads back whole."""
+    store = open_store(str(tmp_path))
+    session = ChatSession(FakeProvider(), context_window=100_000, store=store, session_id="s1")
+    session.send("hello")
+    with pytest.raises(ContentError, match=r"ImagePart\.data"):
+        session.send(Message.user("look", ImagePart(data=5)))  # type: ignore[arg-type]
+    again = ChatSession(
+        FakeProvider(), context_window=100_000, store=open_store(str(tmp_path)), session_id="s1"
+    )
+    again.send("still there?")
+    assert [m.text for m in again.history][:2] == ["hello", session.history[1].text]

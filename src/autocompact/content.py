@@ -128,6 +128,7 @@ class ThinkingPart(_Sized):
     def __post_init__(self) -> None:
         _need_str(self.text, "ThinkingPart.text")
         _need_str(self.signature, "ThinkingPart.signature", optional=True)
+        _need_bool(self.redacted, "ThinkingPart.redacted")
 
     def _measure(self) -> CharStats:
         return CharStats(text_chars=len(self.text))
@@ -178,6 +179,7 @@ class FunctionResponsePart(_Sized):
     def __post_init__(self) -> None:
         _need_str(self.id, "FunctionResponsePart.id")
         _need_str(self.name, "FunctionResponsePart.name")
+        _need_bool(self.is_error, "FunctionResponsePart.is_error")
         if not isinstance(self.response, str):  # a str cannot be circular or too deep
             object.__setattr__(
                 self,
@@ -221,6 +223,11 @@ class ImagePart(_Sized):
 
     _stats: CharStats | None = field(default=None, init=False, repr=False, compare=False)
 
+    def __post_init__(self) -> None:  # checked here, not when a saved session is read back
+        _need_str(self.media_type, "ImagePart.media_type")
+        _need_str(self.data, "ImagePart.data", optional=True)
+        _need_str(self.url, "ImagePart.url", optional=True)
+
     def _measure(self) -> CharStats:
         return _ONE_MEDIA
 
@@ -236,6 +243,11 @@ class DocumentPart(_Sized):
     kind: Literal["document"] = field(default="document", init=False)
 
     _stats: CharStats | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _need_str(self.media_type, "DocumentPart.media_type")
+        for name in ("data", "url", "title"):
+            _need_str(getattr(self, name), f"DocumentPart.{name}", optional=True)
 
     def _measure(self) -> CharStats:
         return _ONE_MEDIA
@@ -268,6 +280,22 @@ class OpaquePart(_Sized):
     kind: Literal["opaque"] = field(default="opaque", init=False)
 
     _stats: CharStats | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _need_str(self.provider, "OpaquePart.provider")
+        _need_str(self.family, "OpaquePart.family")
+        if not isinstance(self.payload, Mapping):
+            raise ContentError(
+                f"OpaquePart.payload must be a mapping (the provider's JSON object), got "
+                f"{type(self.payload).__name__} {self.payload!r:.60}"
+            )
+        _need_str(self.summary, "OpaquePart.summary")
+        tokens = self.tokens
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or not 0 <= tokens < 2**53:
+            raise ContentError(
+                f"OpaquePart.tokens must be a whole number of tokens >= 0 (0: unknown), got "
+                f"{type(tokens).__name__} {tokens!r:.40}"
+            )
 
     def _measure(self) -> CharStats:
         # Its size in its provider's context: the provider's own count when known (at 4
@@ -428,6 +456,13 @@ def _need_str(value: object, name: str, *, optional: bool = False) -> None:
         f"{name} must be a str{' or None' if optional else ''}, got "
         f"{type(value).__name__} {value!r:.60}{hint}"
     )
+
+
+def _need_bool(value: object, name: str) -> None:
+    if type(value) is not bool:
+        raise ContentError(
+            f"{name} must be True or False, got {type(value).__name__} {value!r:.60}"
+        )
 
 
 def _json_stats(measure: Callable[[], CharStats], name: str) -> CharStats:
