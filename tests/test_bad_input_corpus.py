@@ -24,6 +24,7 @@ from autocompact import (
     SessionFileError,
     TextPart,
     ThinkingPart,
+    ToolSpec,
     TranscriptFormatError,
 )
 from autocompact.chat import AsyncChatSession, ChatSession
@@ -748,6 +749,39 @@ LIBRARY: list[tuple[str, Callable[[], object], type[Exception], str]] = [
         "max_output_tokens",
     ),
     ("system-int", lambda: _session_with(system_instruction=5), ConfigError, "system_instruction"),
+    # Tool declarations of the wrong shape were accepted and failed inside the first send with a
+    # raw AttributeError (each adapter reads a ToolSpec's fields) or TypeError (None).
+    ("tools-none", lambda: _session_with(tools=None), ConfigError, "tools must be a sequence"),
+    ("tools-str", lambda: _session_with(tools="ls"), ConfigError, "tools must be a sequence"),
+    ("tools-one-spec", lambda: _session_with(tools=ToolSpec(name="ls")), ConfigError, "tools"),
+    ("tools-dict", lambda: _session_with(tools=[{"name": "ls"}]), ConfigError, "tools[0]"),
+    (
+        "tools-dict-in-config",
+        lambda: ChatSession(
+            FakeProvider(), config=EngineConfig(context_window=1000, tools=[{"name": "ls"}])
+        ),
+        ConfigError,
+        "tools[0]",
+    ),
+    (
+        "tools-name",
+        lambda: _session_with(tools=[ToolSpec(name="ls"), "cat"]),
+        ConfigError,
+        "tools[1]",
+    ),
+    ("toolspec-name-int", lambda: ToolSpec(name=5), ConfigError, "ToolSpec.name"),
+    (
+        "toolspec-description-none",
+        lambda: ToolSpec(name="ls", description=None),
+        ConfigError,
+        "ToolSpec.description",
+    ),
+    (
+        "toolspec-parameters-str",
+        lambda: ToolSpec(name="ls", parameters="{}"),
+        ConfigError,
+        "ToolSpec.parameters",
+    ),
 ]
 
 
@@ -802,3 +836,12 @@ def test_lines_ended_by_carriage_returns_read_as_lines(
         return
     want, got = read_transcript(plain), read_transcript(other)
     assert (got.format, got.messages, got.calls) == (want.format, want.messages, want.calls)
+
+
+def test_a_guard_still_counts_tool_declarations_given_as_json() -> None:
+    """The guard sends nothing: a tool declared as a JSON object is counted as it is, as before
+    (only a session, whose adapters read ToolSpec fields, requires ToolSpec objects)."""
+    guard = ContextGuard(context_window=100_000, compression=CompressionService(FakeProvider()))
+    bare = guard.run([Message.user("hi")])
+    declared = guard.run([Message.user("hi")], tools=[{"name": "ls", "description": "x" * 400}])
+    assert declared.tokens > bare.tokens

@@ -128,6 +128,14 @@ class _ChatBase(Engine):
                 "either in config=EngineConfig(...) or as keyword arguments, not both",
                 key="config",
             )
+        for index, tool in enumerate(config.tools):  # each adapter reads a ToolSpec's fields
+            if not isinstance(tool, ToolSpec):
+                raise ConfigError(
+                    f"tools[{index}] must be a ToolSpec, got {type(tool).__name__} "
+                    f"{tool!r:.60}: declare it as ToolSpec(name=..., description=..., "
+                    "parameters={...})",
+                    key="tools",
+                )
         check_count(consecutive_failures, "consecutive_failures")
         carried = CarriedState(
             consecutive_failures=consecutive_failures,

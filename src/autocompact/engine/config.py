@@ -11,11 +11,12 @@ overflow error gives a new config (:meth:`EngineConfig.with_window`), never a mu
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from autocompact.compaction.split import COMPRESSION_PRESERVE_THRESHOLD
 from autocompact.content import CharStats
+from autocompact.errors import ConfigError
 from autocompact.estimation import (
     BYTES_PER_TOKEN_JSON,
     estimate_stats_tokens,
@@ -80,7 +81,7 @@ class EngineConfig:
         check_count(
             self.summary_target_tokens, "summary_target_tokens", positive=True, optional=True
         )
-        tools = tuple(self.tools)
+        tools = _checked_tools(self.tools)
         tools_chars = tools_json_chars(tools)
         fixed_stats = CharStats(
             text_chars=len(self.system_instruction or ""), json_chars=tools_chars
@@ -100,3 +101,24 @@ class EngineConfig:
     def with_window(self, context_window: int) -> EngineConfig:
         """The same configuration for another window (a window learned from the server)."""
         return replace(self, context_window=context_window)
+
+
+def _checked_tools(tools: object) -> tuple[ToolSpec, ...]:
+    """The tool declarations as a tuple; a value that holds no declarations (``None``, a str, a
+    single dict) or an item that is none (a bare name) is a ConfigError naming it (it failed
+    with a raw TypeError, or was read as a list of names and failed inside the first send)."""
+    if isinstance(tools, str | bytes | Mapping | ToolSpec) or not isinstance(tools, Iterable):
+        raise ConfigError(
+            f"tools must be a sequence of ToolSpec objects, got {type(tools).__name__} "
+            f"{tools!r:.60}",
+            key="tools",
+        )
+    checked = tuple(tools)
+    for index, tool in enumerate(checked):
+        if not isinstance(tool, ToolSpec | Mapping):  # (a guard counts a JSON declaration)
+            raise ConfigError(
+                f"tools[{index}] must be a ToolSpec, got {type(tool).__name__} {tool!r:.60}: "
+                "declare it as ToolSpec(name=..., description=..., parameters={...})",
+                key="tools",
+            )
+    return checked

@@ -57,6 +57,21 @@ class ToolSpec:
     description: str = ""
     parameters: Mapping[str, Any] = field(default_factory=lambda: {"type": "object"})
 
+    def __post_init__(self) -> None:
+        for name in ("name", "description"):
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                raise ConfigError(
+                    f"ToolSpec.{name} must be a str, got {type(value).__name__} {value!r:.60}",
+                    key=f"ToolSpec.{name}",
+                )
+        if not isinstance(self.parameters, Mapping):
+            raise ConfigError(
+                "ToolSpec.parameters must be a JSON schema object (a mapping), got "
+                f"{type(self.parameters).__name__} {self.parameters!r:.60}",
+                key="ToolSpec.parameters",
+            )
+
     def as_json(self) -> dict[str, Any]:
         """The declaration as a JSON object (what the estimate measures)."""
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
