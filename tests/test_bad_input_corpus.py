@@ -769,6 +769,20 @@ LIBRARY: list[tuple[str, Callable[[], object], type[Exception], str]] = [
         ConfigError,
         "tools[1]",
     ),
+    # A hook not in a list raised a raw TypeError ("'function' object is not iterable"); an item
+    # that is no callable was accepted and logged as a failing hook at every event.
+    ("hooks-one-function", lambda: _session_with(hooks=print), ConfigError, "hooks=[hook]"),
+    ("hooks-none", lambda: _session_with(hooks=None), ConfigError, "hooks must be"),
+    ("hooks-item-int", lambda: _session_with(hooks=[print, 5]), ConfigError, "hooks[1]"),
+    ("add-hook-int", lambda: _session_with().add_hook(5), ConfigError, "add_hook"),
+    (
+        "guard-hooks-one-function",
+        lambda: ContextGuard(
+            context_window=1000, compression=CompressionService(FakeProvider()), hooks=print
+        ),
+        ConfigError,
+        "hooks=[hook]",
+    ),
     ("toolspec-name-int", lambda: ToolSpec(name=5), ConfigError, "ToolSpec.name"),
     (
         "toolspec-description-none",

@@ -34,7 +34,7 @@ from autocompact.events import Hook
 from autocompact.providers.base import ChatRequest, Completion, Provider, StreamEvent, ToolSpec
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
 from autocompact.usage_check import plausible_prompt_count
-from autocompact.validation import explain_bad_items, message_list
+from autocompact.validation import check_hooks, explain_bad_items, message_list
 
 if TYPE_CHECKING:
     from autocompact.sessions.stores.base import SessionStore
@@ -142,7 +142,7 @@ class ContextGuard:
         self.image_token_estimate = image_token_estimate
         self.keep_share = keep_share
         self.summary_target_tokens = summary_target_tokens
-        self.hooks = tuple(hooks)
+        self.hooks = check_hooks(hooks)
         self._config(None, ())  # a bad value is a ConfigError now, not at the first request
 
     def _core(

@@ -13,7 +13,7 @@ requires the next message to answer every one of them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn, get_args
 
 from autocompact.content import CharStats, FunctionResponsePart, Message, Part
@@ -23,6 +23,7 @@ from autocompact.jsonsafe import is_array
 __all__ = [
     "check_count",
     "check_history",
+    "check_hooks",
     "check_optional_str",
     "check_outgoing",
     "check_share",
@@ -77,6 +78,31 @@ def check_optional_str(value: object, name: str) -> str | None:
             f"{name} must be a str or None, got {type(value).__name__} {value!r:.60}", key=name
         )
     return value
+
+
+def check_hooks(hooks: object, name: str = "hooks") -> tuple[Any, ...]:
+    """A sequence of callables, as a tuple.
+
+    Raises:
+        ConfigError: one callable not in a list, ``None``, or an item that is not callable
+            (it failed with a raw ``TypeError``, or was logged as a failing hook at every event).
+    """
+    if callable(hooks) or isinstance(hooks, str | bytes) or not isinstance(hooks, Iterable):
+        hint = f" (one hook: {name}=[hook])" if callable(hooks) else ""
+        raise ConfigError(
+            f"{name} must be a sequence of callables{hint}, got {type(hooks).__name__} "
+            f"{hooks!r:.60}",
+            key=name,
+        )
+    checked = tuple(hooks)
+    for index, hook in enumerate(checked):
+        if not callable(hook):
+            raise ConfigError(
+                f"{name}[{index}] must be a callable that takes an event, got "
+                f"{type(hook).__name__} {hook!r:.60}",
+                key=name,
+            )
+    return checked
 
 
 def scan_history(history: object, *, name: str = "history") -> tuple[list[Message], CharStats]:

@@ -55,7 +55,7 @@ from autocompact.events import (
 from autocompact.providers.base import ChatRequest, Completion, Provider, ToolSpec
 from autocompact.sessions.stores.binding import StoreBinding, meta_of
 from autocompact.thresholds import CompactionThresholds, Tier
-from autocompact.validation import check_count, check_outgoing
+from autocompact.validation import check_count, check_hooks, check_outgoing
 
 if TYPE_CHECKING:
     from autocompact.sessions.stores.aio import AsyncSessionStore
@@ -110,7 +110,7 @@ class Engine(CompactionSteps):
         self.state = state or ConversationState()
         self.compression = compression_service or CompressionService(provider)
         self.compactions: list[CompressionInfo] = []
-        self._hooks: list[Hook] = list(hooks)
+        self._hooks: list[Hook] = list(check_hooks(hooks))
         # Bumped by clear(): a flow that started before a clear commits nothing after it.
         self._generation = 0
         self.store: StoreBinding | None = None
@@ -287,6 +287,12 @@ class Engine(CompactionSteps):
 
     def add_hook(self, hook: Hook) -> None:
         """Register a callable that receives every event."""
+        if not callable(hook):  # (it was logged as a failing hook at every event)
+            raise ConfigError(
+                f"add_hook takes a callable that takes an event, got {type(hook).__name__} "
+                f"{hook!r:.60}",
+                key="hook",
+            )
         self._hooks.append(hook)
 
     @property
