@@ -152,6 +152,11 @@ def test_bad_summary_target_is_refused_when_the_session_is_made(target: Any) -> 
             lambda: CompressOptions(context_window=1000, last_prompt_token_count=-1),
             "last_prompt_token_count",
         ),
+        # instructions that are no str failed the side query with a raw AttributeError ('int'
+        # object has no attribute 'strip'), from ChatSession.compress(5) too.
+        (lambda: CompressOptions(context_window=1000, instructions=5), "instructions"),
+        (lambda: CompressOptions(context_window=1000, system_instruction=5), "system_instruction"),
+        (lambda: _session_with(history=_TWO_TURNS).compress(["be brief"]), "instructions"),
     ],
     ids=[
         "clear-protect-str",
@@ -163,6 +168,9 @@ def test_bad_summary_target_is_refused_when_the_session_is_made(target: Any) -> 
         "options-window-zero",
         "options-trigger-str",
         "options-count-negative",
+        "options-instructions-int",
+        "options-system-int",
+        "session-compress-instructions-list",
     ],
 )
 def test_function_api_values_are_config_errors_naming_the_argument(
@@ -514,6 +522,9 @@ def test_bad_session_file(tmp_path: Path, content: str, named: str) -> None:
 
 
 # -- library calls -------------------------------------------------------------------------------
+
+
+_TWO_TURNS = [Message.user("q"), Message.model("a"), Message.user("q2"), Message.model("a2")]
 
 
 def _session_with(**kw: Any) -> ChatSession:

@@ -18,7 +18,7 @@ from autocompact.errors import ConfigError
 from autocompact.estimation import PendingMessage
 from autocompact.providers.base import ChatRequest, Completion, ToolSpec
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
-from autocompact.validation import check_count, check_share
+from autocompact.validation import check_count, check_optional_str, check_share
 
 __all__ = [
     "CompressOptions",
@@ -107,7 +107,8 @@ class CompressOptions:
 
     Raises:
         ConfigError: a count that is not a whole number (the window: not 1 or more), a share
-            outside ``[0, 1)``, a trigger that is not a :class:`CompressionTrigger`.
+            outside ``[0, 1)``, a trigger that is not a :class:`CompressionTrigger`, a system
+            instruction or instructions that are not a str or ``None``.
     """
 
     context_window: int
@@ -136,6 +137,8 @@ class CompressOptions:
         check_count(self.last_prompt_token_count, "last_prompt_token_count")
         check_count(self.image_token_estimate, "image_token_estimate")
         check_count(self.protect_tool_tokens, "protect_tool_tokens")
+        check_optional_str(self.system_instruction, "system_instruction")
+        check_optional_str(self.instructions, "instructions")
         check_share(self.keep_share, "keep_share")
         check_count(
             self.summary_target_tokens, "summary_target_tokens", positive=True, optional=True
