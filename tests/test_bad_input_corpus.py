@@ -38,7 +38,7 @@ from autocompact.estimation import (
     estimate_prompt_tokens,
 )
 from autocompact.guard import ContextGuard
-from autocompact.sessions import load_session
+from autocompact.sessions import SessionStore, load_session
 from autocompact.settings import load_settings
 from autocompact.testing import FakeProvider
 from autocompact.transcripts import detect_format, read_transcript
@@ -519,6 +519,21 @@ def test_bad_session_file(tmp_path: Path, content: str, named: str) -> None:
     assert str(path) in str(info.value)
     assert named in str(info.value)
     assert info.value.path == str(path)
+
+
+def test_a_session_path_given_as_a_str_is_read(tmp_path: Path) -> None:
+    """load_session takes a path as a str too (it raised a raw AttributeError, 'str' object has
+    no attribute 'read_bytes', even for a good file), and a NUL in the path is a
+    SessionFileError (it was a raw ValueError)."""
+    with SessionStore(tmp_path).create(provider="fake", model="m", context_window=1000) as w:
+        w.append_messages([Message.user("hi"), Message.model("hello")])
+    saved = load_session(str(w.path))
+    assert [m.text for m in saved.history] == ["hi", "hello"]
+    assert saved.path == w.path
+    with pytest.raises(SessionFileError, match="No such file"):
+        load_session(str(tmp_path / "missing.jsonl"))
+    with pytest.raises(SessionFileError, match="null byte"):
+        load_session(tmp_path / "bad\x00name.jsonl")
 
 
 # -- library calls -------------------------------------------------------------------------------

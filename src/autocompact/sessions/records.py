@@ -246,7 +246,7 @@ def encode_record(record: JsonDict, redact: Sequence[str]) -> str:
     return line + "\n"
 
 
-def load_session(path: Path) -> SavedSession:
+def load_session(path: Path | str) -> SavedSession:
     """Read one session file.
 
     Raises:
@@ -254,9 +254,10 @@ def load_session(path: Path) -> SavedSession:
             this build does not read.
     """
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise SessionFileError(f"cannot read: {exc.strerror or exc}", path=str(path)) from exc
+        raw = (path := Path(path)).read_bytes()  # (a path given as a str is read too)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        reason = exc.strerror if isinstance(exc, OSError) else None
+        raise SessionFileError(f"cannot read: {reason or exc}", path=str(path)) from exc
     lines = raw.split(b"\n")
     # A file written by us ends with a newline, so the last element is b"" unless truncated.
     tail_unterminated = lines[-1] != b""
