@@ -809,6 +809,15 @@ LIBRARY: list[tuple[str, Callable[[], object], type[Exception], str]] = [
         ConfigError,
         "hooks=[hook]",
     ),
+    # A calibration or growth log of another type (its saved dict form) was accepted and failed
+    # inside the first send with a raw AttributeError.
+    (
+        "calibration-dict",
+        lambda: _session_with(calibration={"factor": 1.2}),
+        ConfigError,
+        "calibration",
+    ),
+    ("growth-int", lambda: _session_with(growth=5), ConfigError, "growth"),
     ("toolspec-name-int", lambda: ToolSpec(name=5), ConfigError, "ToolSpec.name"),
     (
         "toolspec-description-none",

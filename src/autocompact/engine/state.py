@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from autocompact.compaction.accounting import BreakerState, GrowthLog, growth_from_dict
 from autocompact.content import CharStats, Message
-from autocompact.errors import ContentError
+from autocompact.errors import ConfigError, ContentError
 from autocompact.estimation import Calibration, content_stats
 from autocompact.history import MessageLog
 from autocompact.thresholds import MAX_CONSECUTIVE_FAILURES, Tier
@@ -157,6 +157,17 @@ class ConversationState:
         carried = carried or CarriedState()
         check_count(carried.consecutive_failures, "consecutive_failures")
         check_count(carried.hold_until, "hold_until", optional=True)
+        for name, kind, reader in (
+            ("calibration", Calibration, "Calibration.from_dict"),
+            ("growth", GrowthLog, "autocompact.compaction.accounting.growth_from_dict"),
+        ):
+            value = getattr(carried, name)  # (a wrong one failed inside the first send)
+            if not isinstance(value, kind):
+                raise ConfigError(
+                    f"{name} must be a {kind.__name__} (read a saved one with {reader}), got "
+                    f"{type(value).__name__} {value!r:.60}",
+                    key=name,
+                )
         return cls(
             log=MessageLog(messages),
             history_stats=stats,
