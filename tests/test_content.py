@@ -176,3 +176,12 @@ def test_a_stored_session_with_a_bad_media_part_stays_readable(tmp_path: Path) -
     )
     again.send("still there?")
     assert [m.text for m in again.history][:2] == ["hello", session.history[1].text]
+
+
+@pytest.mark.parametrize("parts", [None, 5, "hello", {"text": "hi"}], ids=repr)
+def test_message_parts_that_are_no_sequence_of_parts(parts: Any) -> None:
+    """Message.parts of None or a number was a raw TypeError ("'NoneType' object is not
+    iterable"); a str (read letter by letter) or a dict (by its keys) gave "unknown part 'str'".
+    Each is a ContentError naming Message.parts."""
+    with pytest.raises(ContentError, match=r"Message\.parts must be a sequence of parts"):
+        Message(role="user", parts=parts)

@@ -353,6 +353,11 @@ class Message:
             )
         given: object = self.parts  # a list is accepted and stored as a tuple
         if not isinstance(given, tuple):
+            if isinstance(given, str | bytes | Mapping) or not isinstance(given, Iterable):
+                raise ContentError(
+                    f"Message.parts must be a sequence of parts, got {type(given).__name__} "
+                    f"{given!r:.60}: use Message.user(...) / Message.model(...) for text"
+                )
             object.__setattr__(self, "parts", tuple(self.parts))
         for part in self.parts:
             _check_part(part, self.role)
