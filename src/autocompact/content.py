@@ -148,12 +148,11 @@ class FunctionCallPart(_Sized):
     def __post_init__(self) -> None:
         _need_str(self.id, "FunctionCallPart.id")
         _need_str(self.name, "FunctionCallPart.name")
-        if not isinstance(self.arguments, Mapping):
-            raise ContentError(
-                f"FunctionCallPart.arguments must be a mapping of argument names to JSON "
-                f"values (use {{}} for none), got {type(self.arguments).__name__} "
-                f"{self.arguments!r:.60}"
-            )
+        _need_mapping(
+            self.arguments,
+            "FunctionCallPart.arguments",
+            "of argument names to JSON values (use {} for none)",
+        )
         # Measured now: a value JSON cannot carry fails here, naming the part, not mid-send.
         object.__setattr__(
             self, "_stats", _json_stats(lambda: self._measure(), "FunctionCallPart.arguments")
@@ -284,11 +283,7 @@ class OpaquePart(_Sized):
     def __post_init__(self) -> None:
         _need_str(self.provider, "OpaquePart.provider")
         _need_str(self.family, "OpaquePart.family")
-        if not isinstance(self.payload, Mapping):
-            raise ContentError(
-                f"OpaquePart.payload must be a mapping (the provider's JSON object), got "
-                f"{type(self.payload).__name__} {self.payload!r:.60}"
-            )
+        _need_mapping(self.payload, "OpaquePart.payload", "(the provider's JSON object)")
         _need_str(self.summary, "OpaquePart.summary")
         tokens = self.tokens
         if isinstance(tokens, bool) or not isinstance(tokens, int) or not 0 <= tokens < 2**53:
@@ -461,6 +456,13 @@ def _need_str(value: object, name: str, *, optional: bool = False) -> None:
         f"{name} must be a str{' or None' if optional else ''}, got "
         f"{type(value).__name__} {value!r:.60}{hint}"
     )
+
+
+def _need_mapping(value: object, name: str, what: str) -> None:
+    if not isinstance(value, Mapping):
+        raise ContentError(
+            f"{name} must be a mapping {what}, got {type(value).__name__} {value!r:.60}"
+        )
 
 
 def _need_bool(value: object, name: str) -> None:
