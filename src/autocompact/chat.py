@@ -51,6 +51,7 @@ from autocompact.compaction.service import (
 from autocompact.compaction.split import COMPRESSION_PRESERVE_THRESHOLD
 from autocompact.content import Message, Part, as_message
 from autocompact.engine import CarriedState, ConversationState, Engine, EngineConfig
+from autocompact.engine.config import check_tools
 from autocompact.errors import ConfigError, MalformedResponseError, ProviderError
 from autocompact.estimation import Calibration
 from autocompact.events import Hook
@@ -128,14 +129,7 @@ class _ChatBase(Engine):
                 "either in config=EngineConfig(...) or as keyword arguments, not both",
                 key="config",
             )
-        for index, tool in enumerate(config.tools):  # each adapter reads a ToolSpec's fields
-            if not isinstance(tool, ToolSpec):
-                raise ConfigError(
-                    f"tools[{index}] must be a ToolSpec, got {type(tool).__name__} "
-                    f"{tool!r:.60}: declare it as ToolSpec(name=..., description=..., "
-                    "parameters={...})",
-                    key="tools",
-                )
+        check_tools(config.tools, json_declarations=False)  # each adapter reads their fields
         check_count(consecutive_failures, "consecutive_failures")
         carried = CarriedState(
             consecutive_failures=consecutive_failures,

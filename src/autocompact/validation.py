@@ -13,7 +13,7 @@ requires the next message to answer every one of them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, NoReturn, get_args
 
 from autocompact.content import CharStats, FunctionResponsePart, Message, Part
@@ -87,7 +87,7 @@ def check_hooks(hooks: object, name: str = "hooks") -> tuple[Any, ...]:
         ConfigError: one callable not in a list, ``None``, or an item that is not callable
             (it failed with a raw ``TypeError``, or was logged as a failing hook at every event).
     """
-    if callable(hooks) or isinstance(hooks, str | bytes) or not isinstance(hooks, Iterable):
+    if callable(hooks) or not is_array(hooks):
         hint = f" (one hook: {name}=[hook])" if callable(hooks) else ""
         raise ConfigError(
             f"{name} must be a sequence of callables{hint}, got {type(hooks).__name__} "

@@ -11,7 +11,7 @@ overflow error gives a new config (:meth:`EngineConfig.with_window`), never a mu
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from autocompact.compaction.split import COMPRESSION_PRESERVE_THRESHOLD
@@ -23,6 +23,7 @@ from autocompact.estimation import (
     estimate_text_tokens,
     tools_json_chars,
 )
+from autocompact.jsonsafe import is_array
 from autocompact.providers.base import ToolSpec
 from autocompact.thresholds import (
     DEFAULT_IMAGE_TOKEN_ESTIMATE,
@@ -32,7 +33,7 @@ from autocompact.thresholds import (
 )
 from autocompact.validation import check_count, check_optional_str, check_share
 
-__all__ = ["EngineConfig"]
+__all__ = ["EngineConfig", "check_tools"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,7 +82,7 @@ class EngineConfig:
         check_count(
             self.summary_target_tokens, "summary_target_tokens", positive=True, optional=True
         )
-        tools = _checked_tools(self.tools)
+        tools = check_tools(self.tools)
         tools_chars = tools_json_chars(tools)
         fixed_stats = CharStats(
             text_chars=len(self.system_instruction or ""), json_chars=tools_chars
@@ -103,19 +104,22 @@ class EngineConfig:
         return replace(self, context_window=context_window)
 
 
-def _checked_tools(tools: object) -> tuple[ToolSpec, ...]:
+def check_tools(tools: object, *, json_declarations: bool = True) -> tuple[ToolSpec, ...]:
     """The tool declarations as a tuple; a value that holds no declarations (``None``, a str, a
     single dict) or an item that is none (a bare name) is a ConfigError naming it (it failed
-    with a raw TypeError, or was read as a list of names and failed inside the first send)."""
-    if isinstance(tools, str | bytes | Mapping | ToolSpec) or not isinstance(tools, Iterable):
+    with a raw TypeError, or was read as a list of names and failed inside the first send).
+    ``json_declarations``: a JSON declaration (a mapping) counts as one (a guard measures it; a
+    session sends to an adapter, which reads a ToolSpec's fields)."""
+    if isinstance(tools, ToolSpec) or not is_array(tools):
         raise ConfigError(
             f"tools must be a sequence of ToolSpec objects, got {type(tools).__name__} "
             f"{tools!r:.60}",
             key="tools",
         )
     checked = tuple(tools)
+    allowed = (ToolSpec, Mapping) if json_declarations else (ToolSpec,)
     for index, tool in enumerate(checked):
-        if not isinstance(tool, ToolSpec | Mapping):  # (a guard counts a JSON declaration)
+        if not isinstance(tool, allowed):
             raise ConfigError(
                 f"tools[{index}] must be a ToolSpec, got {type(tool).__name__} {tool!r:.60}: "
                 "declare it as ToolSpec(name=..., description=..., parameters={...})",
