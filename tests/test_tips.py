@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autocompact import ChatSession, Message, compute_thresholds
+from autocompact import ChatSession, ConfigError, Message, compute_thresholds
+from autocompact.context_report import build_context_report
 from autocompact.testing import FakeProvider, FakeReply
-from autocompact.tips import select_tip
+from autocompact.thresholds import Tier, tier_of
+from autocompact.tips import format_tokens, select_tip
 
 WINDOWS = [32_000, 128_000, 200_000, 1_000_000]
 
@@ -115,3 +120,68 @@ def test_on_the_failure_path_the_three_fire_in_order() -> None:
             seen.append(tip.id)
     assert seen[:3] == ["compress-intro", "context-high", "context-critical"]
     assert session.breaker_open
+
+
+_THRESHOLDS = compute_thresholds(200_000)
+_NOT_COUNTS = [math.nan, math.inf, -5, "5", None, True]
+
+
+@pytest.mark.parametrize("tokens", _NOT_COUNTS, ids=repr)
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda t: tier_of(t, _THRESHOLDS),
+        lambda t: _THRESHOLDS.tier(t),
+        lambda t: select_tip(t, window=200_000),
+        lambda t: build_context_report(t, _THRESHOLDS),
+    ],
+    ids=["tier_of", "tier", "select_tip", "build_context_report"],
+)
+def test_a_count_that_is_no_count_is_named(call: Any, tokens: object) -> None:
+    """NaN read as safe, and the others raised raw TypeError/ValueError from the arithmetic."""
+    with pytest.raises(ConfigError, match=r"^tokens must be a finite token count, 0 or more, got"):
+        call(tokens)
+
+
+def test_an_int_past_any_float_is_no_count_for_a_tip_or_a_report() -> None:
+    """(``tier_of`` orders it exactly: it is past hard.)"""
+    assert tier_of(10**400, _THRESHOLDS) is Tier.HARD
+    for call in (
+        lambda: select_tip(10**400, window=1),
+        lambda: build_context_report(10**400, _THRESHOLDS),
+    ):
+        with pytest.raises(ConfigError, match=r"^tokens must be a finite token count"):
+            call()
+
+
+@pytest.mark.parametrize(
+    "tokens", [math.nan, math.inf, "5", None, 10**400], ids=["nan", "inf", "str", "None", "huge"]
+)
+def test_format_tokens_names_what_is_no_number(tokens: object) -> None:
+    with pytest.raises(ConfigError, match=r"^tokens must be a finite number, got"):
+        format_tokens(tokens)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("call", "named"),
+    [
+        (lambda: tier_of(5, {}), "thresholds"),  # type: ignore[arg-type]
+        (lambda: select_tip(5, window=200_000, thresholds=5), "thresholds"),  # type: ignore[arg-type]
+        (lambda: select_tip(150_000, window=-5), "window"),
+        (lambda: select_tip(150_000, window=math.nan), "window"),  # type: ignore[arg-type]
+        (lambda: build_context_report(5, None), "thresholds"),  # type: ignore[arg-type]
+        (lambda: build_context_report(5, _THRESHOLDS, window_source="bogus"), "window_source"),  # type: ignore[arg-type]
+    ],
+)
+def test_a_ladder_or_window_that_is_none_is_named(call: Any, named: str) -> None:
+    with pytest.raises(ConfigError, match=rf"^{named} must be"):
+        call()
+
+
+def test_counts_of_any_real_type_still_read() -> None:
+    """Floats and int subclasses are counts (averages are floats)."""
+    assert tier_of(0.0, _THRESHOLDS) is Tier.SAFE
+    assert tier_of(_THRESHOLDS.hard + 0.5, _THRESHOLDS) is Tier.HARD
+    assert select_tip(float(_THRESHOLDS.auto), window=200_000, thresholds=_THRESHOLDS) is not None
+    assert format_tokens(-1500) == "-1.5K"
+    assert build_context_report(170_000, _THRESHOLDS).tier is Tier.AUTO

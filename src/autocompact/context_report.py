@@ -17,7 +17,14 @@ from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
 from autocompact.content import Message, OpaquePart
-from autocompact.thresholds import SUMMARY_RESERVE, CompactionThresholds, Tier
+from autocompact.errors import ConfigError
+from autocompact.thresholds import (
+    SUMMARY_RESERVE,
+    CompactionThresholds,
+    Tier,
+    check_thresholds,
+    check_tokens,
+)
 from autocompact.tips import format_tokens
 
 __all__ = ["ContextReport", "WindowSource", "build_context_report", "native_block_lines"]
@@ -63,7 +70,20 @@ class ContextReport:
 def build_context_report(
     tokens: int, thresholds: CompactionThresholds, *, window_source: WindowSource = "known"
 ) -> ContextReport:
-    """The report for a count on a ladder."""
+    """The report for a count on a ladder.
+
+    Raises:
+        ConfigError: ``tokens`` is no finite count of 0 or more, ``thresholds`` no
+            :class:`CompactionThresholds`, or ``window_source`` none of the four sources.
+    """
+    check_tokens(tokens)
+    check_thresholds(thresholds)
+    if window_source not in _SOURCE_TEXT:
+        raise ConfigError(
+            f"window_source must be one of {', '.join(map(repr, _SOURCE_TEXT))}, "
+            f"got {window_source!r:.60}",
+            key="window_source",
+        )
     tier = thresholds.tier(tokens)
     marker = " ← current"
     reserve = format_tokens(SUMMARY_RESERVE)

@@ -35,6 +35,8 @@ __all__ = [
     "CompactionThresholds",
     "Tier",
     "TierSource",
+    "check_thresholds",
+    "check_tokens",
     "compute_thresholds",
     "parse_window",
     "tier_of",
@@ -221,7 +223,16 @@ def compute_thresholds(window: int) -> CompactionThresholds:
 
 
 def tier_of(tokens: float, thresholds: CompactionThresholds) -> Tier:
-    """The tier of a token count: hard first, so a collapsed window reports hard, never auto."""
+    """The tier of a token count: hard first, so a collapsed window reports hard, never auto.
+
+    Raises:
+        ConfigError: ``tokens`` is no finite count of 0 or more (NaN would read as safe), or
+            ``thresholds`` is no :class:`CompactionThresholds`.
+    """
+    if type(tokens) is not int or tokens < 0:
+        check_tokens(tokens)
+    if type(thresholds) is not CompactionThresholds:
+        check_thresholds(thresholds)
     if tokens >= thresholds.hard:
         return Tier.HARD
     if tokens >= thresholds.auto:
@@ -229,3 +240,38 @@ def tier_of(tokens: float, thresholds: CompactionThresholds) -> Tier:
     if tokens >= thresholds.warn:
         return Tier.WARN
     return Tier.SAFE
+
+
+def check_tokens(value: object, name: str = "tokens") -> float:
+    """A token count: a finite number, 0 or more (an int or a real number; not a bool, not NaN).
+
+    Raises:
+        ConfigError: anything else; the message names ``name`` and the value.
+    """
+    number = math.nan
+    if not isinstance(value, bool) and isinstance(value, numbers.Real):
+        try:
+            number = float(value)
+        except OverflowError:  # an int past any float: no count of tokens
+            number = math.inf
+    if 0 <= number < math.inf:
+        return number
+    raise ConfigError(
+        f"{name} must be a finite token count, 0 or more, got {type(value).__name__} {value!r:.60}",
+        key=name,
+    )
+
+
+def check_thresholds(value: object, name: str = "thresholds") -> CompactionThresholds:
+    """``value`` if it is a :class:`CompactionThresholds` (made by :func:`compute_thresholds`).
+
+    Raises:
+        ConfigError: anything else, naming ``name``.
+    """
+    if not isinstance(value, CompactionThresholds):
+        raise ConfigError(
+            f"{name} must be a CompactionThresholds (from compute_thresholds(window)), got "
+            f"{type(value).__name__} {value!r:.60}",
+            key=name,
+        )
+    return value

@@ -14,9 +14,18 @@ shown (cooldowns) is the caller's business.
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 
-from autocompact.thresholds import CompactionThresholds, Tier
+from autocompact.errors import ConfigError
+from autocompact.thresholds import (
+    CompactionThresholds,
+    Tier,
+    check_thresholds,
+    check_tokens,
+    parse_window,
+)
 
 __all__ = ["FALLBACK_BANDS", "TIP_IDS", "Tip", "format_tokens", "select_tip"]
 
@@ -35,13 +44,32 @@ class Tip:
 
 
 def format_tokens(tokens: float) -> str:
-    """A token count for people: ``980``, ``98.1K``, ``167K``, ``1M``, ``1.5M``."""
-    value = float(tokens)
+    """A token count for people: ``980``, ``98.1K``, ``167K``, ``1M``, ``1.5M``.
+
+    Raises:
+        ConfigError: ``tokens`` is no finite number.
+    """
+    value = _finite(tokens)
     for size, suffix in ((1_000_000, "M"), (1_000, "K")):
         if abs(value) >= size:
             scaled = round(value / size, 1)
             return f"{scaled:g}{suffix}"
     return f"{round(value):d}"
+
+
+def _finite(tokens: object) -> float:
+    value = math.nan
+    if not isinstance(tokens, bool) and isinstance(tokens, numbers.Real):
+        try:
+            value = float(tokens)
+        except OverflowError:
+            value = math.inf
+    if math.isfinite(value):
+        return value
+    raise ConfigError(
+        f"tokens must be a finite number, got {type(tokens).__name__} {tokens!r:.60}",
+        key="tokens",
+    )
 
 
 def select_tip(
@@ -58,8 +86,15 @@ def select_tip(
         window: the context window, for percentages.
         thresholds: the ladder from the caller; ``None`` falls back to 50 / 80 / 95 %.
         breaker_open: automatic compaction is paused (changes the advice of ``context-high``).
+
+    Raises:
+        ConfigError: ``tokens`` is no finite count of 0 or more, ``window`` no window, or
+            ``thresholds`` neither ``None`` nor a :class:`CompactionThresholds`.
     """
+    tokens = check_tokens(tokens)
+    window = parse_window(window)
     if thresholds is not None:
+        check_thresholds(thresholds)
         warn, auto, hard = thresholds.warn, thresholds.auto, thresholds.hard
     else:
         warn, auto, hard = (fraction * window for fraction in FALLBACK_BANDS)
