@@ -123,6 +123,11 @@ class _ChatBase(Engine):
                     "context_window is required (or pass config=)", key="context_window"
                 )
             config = settings
+        elif not isinstance(config, EngineConfig):
+            raise ConfigError(
+                f"config must be an EngineConfig(...), got {type(config).__name__} {config!r:.60}",
+                key="config",
+            )
         elif context_window is not None or settings != EngineConfig(context_window=1):
             raise ConfigError(
                 "pass the window, system prompt, tools, output cap and compaction settings "

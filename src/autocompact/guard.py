@@ -136,6 +136,12 @@ class ContextGuard:
         keep_share: float = COMPRESSION_PRESERVE_THRESHOLD,
         summary_target_tokens: int | None = None,
     ) -> None:
+        if not isinstance(compression, CompressionService):
+            raise ConfigError(
+                "compression must be a CompressionService(...), got "
+                f"{type(compression).__name__} {compression!r:.60}",
+                key="compression",
+            )
         self.context_window = context_window
         self.compression = compression
         self.clear_tool_outputs = clear_tool_outputs

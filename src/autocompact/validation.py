@@ -22,6 +22,7 @@ from autocompact.jsonsafe import is_array
 
 __all__ = [
     "check_count",
+    "check_flag",
     "check_history",
     "check_hooks",
     "check_optional_str",
@@ -49,6 +50,19 @@ def check_count(value: object, name: str, *, positive: bool = False, optional: b
     low = 1 if positive else 0
     if value < low:
         raise ConfigError(f"{name} must be {low} or more, got {value}", key=name)
+    return value
+
+
+def check_flag(value: object, name: str) -> bool:
+    """``value`` if it is a bool (a str such as ``"no"`` would read as true).
+
+    Raises:
+        ConfigError: anything else, naming ``name``.
+    """
+    if not isinstance(value, bool):
+        raise ConfigError(
+            f"{name} must be True or False, got {type(value).__name__} {value!r:.60}", key=name
+        )
     return value
 
 

@@ -22,7 +22,7 @@ from autocompact.compaction.plan import (
 from autocompact.compaction.sidequery import call_summarizer
 from autocompact.content import Message, portable_history
 from autocompact.errors import ConfigError, ProviderError
-from autocompact.providers.base import ChatRequest, Completion, Provider
+from autocompact.providers.base import ChatRequest, Completion, Provider, check_provider
 from autocompact.thresholds import COMPACT_MAX_OUTPUT_TOKENS
 from autocompact.validation import check_history
 
@@ -163,6 +163,13 @@ class CompressionService:
     ) -> None:
         if provider is None and summarizer is None:
             raise ConfigError("CompressionService needs a provider or a summarizer")
+        if provider is not None:
+            check_provider(provider)
+        if summarizer is not None and not callable(summarizer):
+            raise ConfigError(
+                f"summarizer must be callable, got {type(summarizer).__name__} {summarizer!r:.60}",
+                key="summarizer",
+            )
         self.provider = provider
         self.summarizer = summarizer
         self.native_compaction = native_compaction

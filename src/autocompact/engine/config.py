@@ -31,7 +31,7 @@ from autocompact.thresholds import (
     compute_thresholds,
     parse_window,
 )
-from autocompact.validation import check_count, check_optional_str, check_share
+from autocompact.validation import check_count, check_flag, check_optional_str, check_share
 
 __all__ = ["EngineConfig", "check_tools"]
 
@@ -79,6 +79,7 @@ class EngineConfig:
         check_count(self.image_token_estimate, "image_token_estimate")
         check_count(self.max_output_tokens, "max_output_tokens", positive=True, optional=True)
         check_share(self.keep_share, "keep_share")
+        check_flag(self.clear_tool_outputs, "clear_tool_outputs")
         check_count(
             self.summary_target_tokens, "summary_target_tokens", positive=True, optional=True
         )

@@ -52,10 +52,10 @@ from autocompact.events import (
     RequestTrimmed,
     WindowLearned,
 )
-from autocompact.providers.base import ChatRequest, Completion, Provider, ToolSpec
+from autocompact.providers.base import ChatRequest, Completion, Provider, ToolSpec, check_provider
 from autocompact.sessions.stores.binding import StoreBinding, meta_of
 from autocompact.thresholds import CompactionThresholds, Tier
-from autocompact.validation import check_count, check_hooks, check_outgoing
+from autocompact.validation import check_count, check_hooks, check_optional_str, check_outgoing
 
 if TYPE_CHECKING:
     from autocompact.sessions.stores.aio import AsyncSessionStore
@@ -105,6 +105,22 @@ class Engine(CompactionSteps):
         session_id: str | None = None,
         store_owner: str | None = None,
     ) -> None:
+        check_provider(provider)
+        if not isinstance(config, EngineConfig):
+            raise ConfigError(
+                f"config must be an EngineConfig(...), got {type(config).__name__} {config!r:.60}",
+                key="config",
+            )
+        if compression_service is not None and not isinstance(
+            compression_service, CompressionService
+        ):
+            raise ConfigError(
+                "compression_service must be a CompressionService(...), got "
+                f"{type(compression_service).__name__} {compression_service!r:.60}",
+                key="compression_service",
+            )
+        check_optional_str(session_id, "session_id")
+        check_optional_str(store_owner, "store_owner")
         self.provider = provider
         self.config = config
         self.state = state or ConversationState()

@@ -34,6 +34,7 @@ __all__ = [
     "TextDelta",
     "ThinkingDelta",
     "ToolSpec",
+    "check_provider",
 ]
 
 RequestPurpose: TypeAlias = Literal["chat", "side_query"]
@@ -283,3 +284,24 @@ class NativeCompactor(Protocol):
     async def acompact_natively(self, source: NativeSource) -> NativeCompaction:
         """Async :meth:`compact_natively`."""
         ...
+
+
+def check_provider(value: object, name: str = "provider") -> Any:
+    """``value`` if it can answer a request (it has ``complete`` or ``acomplete``).
+
+    Raises:
+        ConfigError: anything else (a provider's name given as a str, ``None``), naming ``name``.
+    """
+    if callable(getattr(value, "complete", None)) or callable(getattr(value, "acomplete", None)):
+        return value
+    by_name = (
+        f"; for a provider by name use autocompact.providers.get_provider({value!r:.40})"
+        if isinstance(value, str)
+        else ""
+    )
+    raise ConfigError(
+        f"{name} must be a model provider (an object with complete(request), such as "
+        f"OpenAIProvider(...), AnthropicProvider(...) or FakeProvider()), got "
+        f"{type(value).__name__} {value!r:.60}{by_name}",
+        key=name,
+    )

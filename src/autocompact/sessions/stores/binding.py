@@ -91,6 +91,14 @@ class StoreBinding:
         meta: JsonDict,
         owner: str | None = None,
     ) -> None:
+        if not (
+            callable(getattr(store, "load", None)) and callable(getattr(store, "append_turn", None))
+        ):
+            raise ConfigError(
+                "store must be a session store (open_store(address), open_async_store(address) "
+                f"or a store object), got {type(store).__name__} {store!r:.60}",
+                key="store",
+            )
         self.store: Any = store
         self.session_id = session_id
         self.owner = owner or default_owner()

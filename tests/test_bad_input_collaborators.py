@@ -1,0 +1,102 @@
+"""What a session is made with besides its settings: the provider, the compression service,
+the config object, the store and its ids, and the clearing flag. Each one that is the wrong
+kind of thing is a ``ConfigError`` naming the argument when the session is made; before, each
+was accepted and failed at the first send, compaction or store write with a raw
+``AttributeError`` (or, for ``clear_tool_outputs="no"``, read as true)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from autocompact import ConfigError
+from autocompact.chat import AsyncChatSession, ChatSession
+from autocompact.compaction import CompressionService
+from autocompact.guard import ContextGuard
+from autocompact.sessions.stores import SqliteStore
+from autocompact.testing import FakeProvider
+
+_SESSIONS = [ChatSession, AsyncChatSession]
+
+
+def _made(cls: type, **kw: Any) -> Any:
+    kw.setdefault("context_window", 128_000)
+    provider = kw.pop("provider", FakeProvider())
+    return cls(provider, **kw)
+
+
+@pytest.mark.parametrize("cls", _SESSIONS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize(
+    ("kw", "named"),
+    [
+        ({"provider": "openai"}, r"^provider must be a model provider .* got str 'openai'; for a"),
+        ({"provider": None}, r"^provider must be a model provider .* got NoneType None$"),
+        ({"compression_service": "x"}, r"^compression_service must be a CompressionService"),
+        ({"config": {"context_window": 5}, "context_window": None}, r"^config must be an Engine"),
+        (
+            {"store": "sessions.db", "session_id": "a"},
+            r"^store must be a session store .*'sessions",
+        ),
+        ({"session_id": 5}, r"^session_id must be a str or None, got int 5$"),
+        ({"store_owner": 5}, r"^store_owner must be a str or None, got int 5$"),
+        ({"clear_tool_outputs": "no"}, r"^clear_tool_outputs must be True or False, got str 'no'$"),
+    ],
+    ids=[
+        "provider-name",
+        "provider-none",
+        "service-str",
+        "config-dict",
+        "store-path",
+        "session-id-int",
+        "owner-int",
+        "clear-str",
+    ],
+)
+def test_a_collaborator_of_the_wrong_kind_is_named(
+    cls: type, kw: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(ConfigError, match=named):
+        _made(cls, **kw)
+
+
+@pytest.mark.parametrize(
+    ("call", "named"),
+    [
+        (lambda: ContextGuard(context_window=1000, compression="x"), r"^compression must be a Com"),
+        (
+            lambda: ContextGuard(
+                context_window=1000,
+                compression=CompressionService(FakeProvider()),
+                clear_tool_outputs=1,
+            ),
+            r"^clear_tool_outputs must be True or False, got int 1$",
+        ),
+        (lambda: CompressionService("openai"), r"^provider must be a model provider"),
+        (
+            lambda: CompressionService(None, summarizer=5),
+            r"^summarizer must be callable, got int 5",
+        ),
+    ],
+    ids=["guard-compression", "guard-clear-int", "service-provider-str", "service-summarizer-int"],
+)
+def test_the_guard_and_the_service_name_theirs(call: Callable[[], object], named: str) -> None:
+    with pytest.raises(ConfigError, match=named):
+        call()
+
+
+def test_the_right_kinds_are_still_taken(tmp_path: Any) -> None:
+    """Ids given as str, a summarizer alone, a real store, a bool flag: made and used."""
+    store = SqliteStore(tmp_path / "s.db")
+    session = ChatSession(
+        FakeProvider(),
+        context_window=128_000,
+        store=store,
+        session_id="s",
+        store_owner="me",
+        compression_service=CompressionService(None, summarizer=lambda *a, **k: "summary"),
+        clear_tool_outputs=False,
+    )
+    assert session.send("hello").message.text
+    assert len(store.load("s").entries) >= 1
