@@ -100,3 +100,20 @@ def test_the_right_kinds_are_still_taken(tmp_path: Any) -> None:
     )
     assert session.send("hello").message.text
     assert len(store.load("s").entries) >= 1
+
+
+def test_an_unknown_export_format_is_named(tmp_path: Any) -> None:
+    """It was a plain ValueError, which the library's callers do not catch as its errors."""
+    from autocompact import Message
+    from autocompact.sessions import export_session
+    from autocompact.sessions.store import SessionStore as SessionFiles
+
+    files = SessionFiles(tmp_path)
+    with files.create(provider="fake", model="m", context_window=1, cwd=tmp_path) as writer:
+        writer.append_messages([Message.user("hello"), Message.model("hi")])
+    saved = files.open(writer.id)
+    with pytest.raises(
+        ConfigError, match=r"^unknown export format 'csv': use 'openai' or 'jsonl'$"
+    ):
+        export_session(saved, "csv")  # type: ignore[arg-type]
+    assert export_session(saved, "jsonl").count("\n") == 2

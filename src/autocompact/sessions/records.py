@@ -25,7 +25,7 @@ from autocompact.codec import (
     message_to_dict,
 )
 from autocompact.content import CharStats, Message, seed_stats
-from autocompact.errors import ContentError, SessionFileError
+from autocompact.errors import ConfigError, ContentError, SessionFileError
 from autocompact.textsafe import dumps, replace_surrogates
 
 __all__ = [
@@ -585,7 +585,7 @@ def export_session(saved: SavedSession, fmt: ExportFormat) -> str:
             (``autocompact.codec`` form).
 
     Raises:
-        ContentError: a part the OpenAI format cannot carry.
+        ContentError, ConfigError: a part the OpenAI format cannot carry; an unknown ``fmt``.
     """
     if fmt == "jsonl":
         return "".join(
@@ -597,4 +597,4 @@ def export_session(saved: SavedSession, fmt: ExportFormat) -> str:
 
         messages = to_openai_messages(saved.history, saved.header.system_instruction)
         return replace_surrogates(json.dumps(messages, ensure_ascii=False, indent=2)) + "\n"
-    raise ValueError(f"unknown export format {fmt!r}: use 'openai' or 'jsonl'")
+    raise ConfigError(f"unknown export format {fmt!r:.60}: use 'openai' or 'jsonl'", key="fmt")
