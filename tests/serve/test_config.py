@@ -3,6 +3,7 @@ with the flag named."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,10 @@ def test_lease_follows_the_side_query_timeout() -> None:
     ("options", "flag"),
     [
         ({"lease_seconds": 0.0}, "--lease-seconds"),
+        ({"lease_seconds": math.inf}, "--lease-seconds"),  # a killed worker's lease never ends
+        ({"timeout": math.inf}, "--timeout"),
+        ({"side_query_timeout": math.inf}, "--side-query-timeout"),
+        ({"timeout": math.nan}, "--timeout"),
         ({"side_query_timeout": -1.0}, "--side-query-timeout"),
         ({"keep_share": 1.0}, "--keep-share"),
         ({"summary_target_tokens": 0}, "--summary-target-tokens"),

@@ -12,6 +12,7 @@ error or one in the protocol's error shape; one log line per request says what w
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import time
@@ -111,10 +112,10 @@ class ServeConfig:
                 )
         for name in ("timeout", "side_query_timeout", "lease_wait", "lease_seconds"):
             value = getattr(self, name)
-            if value is not None and not value > 0:
+            if value is not None and not 0 < value < math.inf:  # (NaN fails both)
                 flag = "--" + name.replace("_", "-")
                 raise ConfigError(
-                    f"{flag} must be a positive number of seconds, got {value}", key=name
+                    f"{flag} must be a positive, finite number of seconds, got {value}", key=name
                 )
         if self.summary_target_tokens is not None and self.summary_target_tokens < 1:
             raise ConfigError(
