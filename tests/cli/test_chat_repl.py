@@ -341,6 +341,10 @@ def test_breaker_opens_and_recovers_on_screen(chat_env: ChatEnv) -> None:
         ('[{"prompt_tokens": NaN}]', "reply 0: prompt_tokens and output_tokens must be"),
         ('[{"prompt_tokens": 1e400}]', "reply 0: prompt_tokens and output_tokens must be"),
         ('[{"prompt_tokens": -5}]', "reply 0: prompt_tokens and output_tokens must be"),
+        # A fraction, a quoted number and a flag were read as 1, 12 and 1 by int().
+        ('[{"prompt_tokens": 1.5}]', "reply 0: prompt_tokens and output_tokens must be"),
+        ('[{"output_tokens": "12"}]', "reply 0: prompt_tokens and output_tokens must be"),
+        ('[{"prompt_tokens": true}]', "reply 0: prompt_tokens and output_tokens must be"),
         ('[{"text": "a", "purpose": "zz"}]', "reply 0: unknown purpose 'zz'"),
     ],
 )

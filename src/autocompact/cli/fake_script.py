@@ -99,8 +99,8 @@ def load_fake_script(path: Path) -> list[tuple[FakeReply, Any]]:
         if "prompt_tokens" in item or "output_tokens" in item:
             try:
                 usage = Usage(
-                    prompt_tokens=int(item.get("prompt_tokens", 0)),
-                    output_tokens=int(item.get("output_tokens", 0)),
+                    prompt_tokens=item.get("prompt_tokens", 0),  # (1.5 is no count: not int())
+                    output_tokens=item.get("output_tokens", 0),
                 )
             except (TypeError, ValueError, OverflowError, ContentError):
                 raise ConfigError(
