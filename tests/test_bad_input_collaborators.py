@@ -117,3 +117,48 @@ def test_an_unknown_export_format_is_named(tmp_path: Any) -> None:
     ):
         export_session(saved, "csv")  # type: ignore[arg-type]
     assert export_session(saved, "jsonl").count("\n") == 2
+
+
+class _OnlyAsync:
+    """A provider written for asyncio only (one of the four methods)."""
+
+    name, model = "only-async", "m"
+
+    async def acomplete(self, request: Any) -> Any:
+        return await FakeProvider().acomplete(request)
+
+
+class _OnlyComplete:
+    """A provider that only answers whole (no stream, no asyncio)."""
+
+    name, model = "only-complete", "m"
+
+    def complete(self, request: Any) -> Any:
+        return FakeProvider().complete(request)
+
+
+def test_a_method_the_provider_lacks_is_named_and_the_history_is_kept() -> None:
+    """Each raised a raw AttributeError from inside the turn."""
+    import asyncio
+
+    session = ChatSession(_OnlyComplete(), context_window=128_000)
+    session.send("hello")
+    before = session.history
+    with pytest.raises(ConfigError, match=r"_OnlyComplete has no stream\(request\), which Chat"):
+        list(session.send_stream("more"))
+    assert session.history == before
+    with pytest.raises(ConfigError, match=r"_OnlyAsync has no complete\(request\), which Chat"):
+        ChatSession(_OnlyAsync(), context_window=128_000).send("hello")
+    lone = AsyncChatSession(_OnlyComplete(), context_window=128_000)
+    with pytest.raises(ConfigError, match=r"_OnlyComplete has no acomplete\(request\), which As"):
+        asyncio.run(lone.send("hello"))
+
+    async def stream() -> None:
+        async for _ in lone.send_stream("hello"):
+            pass
+
+    with pytest.raises(ConfigError, match=r"_OnlyComplete has no astream\(request\), which Asy"):
+        asyncio.run(stream())
+    assert lone.history == ()
+    reply = asyncio.run(AsyncChatSession(_OnlyAsync(), context_window=128_000).send("hello"))
+    assert reply.message.text

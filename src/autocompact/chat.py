@@ -62,6 +62,7 @@ from autocompact.providers.base import (
     StreamDone,
     StreamEvent,
     ToolSpec,
+    require_method,
 )
 from autocompact.sessions.stores.binding import run_step
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
@@ -211,12 +212,14 @@ class ChatSession(_ChatBase):
         it is returned as stored, without a model call (default: a new id).
         """
         msg = as_message(message)
+        require_method(self.provider, "complete", "ChatSession.send")
         with self._lock:
             return self._drive(self.turn_flow(msg, turn_id))
 
     def send_stream(self, message: MessageLike) -> Iterator[StreamEvent]:
         """Send a message and yield the reply as it streams; the last event is a StreamDone."""
         msg = as_message(message)
+        require_method(self.provider, "stream", "ChatSession.send_stream")
         with self._lock:
             flow = self.turn_flow(msg)
             try:
@@ -332,12 +335,14 @@ class AsyncChatSession(_ChatBase):
         """Send a message and return the model's reply; compacts first when needed (``turn_id``:
         see :meth:`ChatSession.send`)."""
         msg = as_message(message)
+        require_method(self.provider, "acomplete", "AsyncChatSession.send")
         async with self._serialized():
             return await self._drive(self.turn_flow(msg, turn_id))
 
     async def send_stream(self, message: MessageLike) -> AsyncIterator[StreamEvent]:
         """Send a message and yield the reply as it streams; the last event is a StreamDone."""
         msg = as_message(message)
+        require_method(self.provider, "astream", "AsyncChatSession.send_stream")
         async with self._serialized():
             flow = self.turn_flow(msg)
             try:

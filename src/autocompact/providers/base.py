@@ -35,6 +35,7 @@ __all__ = [
     "ThinkingDelta",
     "ToolSpec",
     "check_provider",
+    "require_method",
 ]
 
 RequestPurpose: TypeAlias = Literal["chat", "side_query"]
@@ -305,3 +306,17 @@ def check_provider(value: object, name: str = "provider") -> Any:
         f"{type(value).__name__} {value!r:.60}{by_name}",
         key=name,
     )
+
+
+def require_method(provider: object, method: str, caller: str) -> None:
+    """Raise unless ``provider`` has ``method`` (a provider may implement only some of the four).
+
+    Raises:
+        ConfigError: naming the provider's class, the method and the call that needs it.
+    """
+    if not callable(getattr(provider, method, None)):
+        raise ConfigError(
+            f"the provider {type(provider).__name__} has no {method}(request), which {caller} "
+            "needs: implement it (autocompact.providers.Provider lists the four methods)",
+            key="provider",
+        )
