@@ -162,3 +162,37 @@ def test_a_method_the_provider_lacks_is_named_and_the_history_is_kept() -> None:
     assert lone.history == ()
     reply = asyncio.run(AsyncChatSession(_OnlyAsync(), context_window=128_000).send("hello"))
     assert reply.message.text
+
+
+def test_a_summary_model_that_lacks_the_method_is_named_before_the_compaction() -> None:
+    """A compaction asked a provider for a summary with a method it lacks: raw AttributeError."""
+    import asyncio
+
+    from autocompact import Message
+
+    history = [Message.user("question " + "word " * 300), Message.model("answer " + "x " * 300)]
+    synced = ChatSession(_OnlyAsync(), context_window=128_000, history=history * 4)
+    with pytest.raises(
+        ConfigError, match=r"no complete\(request\), which ChatSession.compress \(for"
+    ):
+        synced.compress()
+    assert synced.history == tuple(history * 4)
+    awaited = AsyncChatSession(_OnlyComplete(), context_window=128_000, history=history * 4)
+    with pytest.raises(ConfigError, match=r"no acomplete\(request\), which AsyncChatSession.comp"):
+        asyncio.run(awaited.compress())
+    other = ChatSession(
+        FakeProvider(),
+        context_window=128_000,
+        compression_service=CompressionService(_OnlyAsync()),
+    )
+    with pytest.raises(ConfigError, match=r"_OnlyAsync has no complete\(request\), which ChatSe"):
+        other.send("hello")
+    assert other.history == ()
+    # A summarizer function needs no provider method; the model's own are enough.
+    local = ChatSession(
+        _OnlyComplete(),
+        context_window=128_000,
+        history=history * 4,
+        compression_service=CompressionService(None, summarizer=lambda *a, **k: "summary"),
+    )
+    assert local.compress().status.value == "compressed"

@@ -161,6 +161,17 @@ class _ChatBase(Engine):
     def _make_lock(self) -> None:
         """Create the lock that serializes sends (each session class picks its kind)."""
 
+    def _require(self, chat: str | None, side: str, caller: str) -> None:
+        """Raise unless the model has ``chat`` and whoever writes summaries has ``side`` (a
+        summarizer function needs neither): a ConfigError naming them, before anything runs."""
+        if chat is not None:
+            require_method(self.provider, chat, caller)
+        summaries = self.compression.provider
+        if summaries is None and self.compression.summarizer is None:
+            summaries = self.provider
+        if summaries is not None and (chat != side or summaries is not self.provider):
+            require_method(summaries, side, f"{caller} (for its summaries)")
+
 
 class ChatSession(_ChatBase):
     """A conversation with automatic compaction, for synchronous code.
@@ -212,14 +223,14 @@ class ChatSession(_ChatBase):
         it is returned as stored, without a model call (default: a new id).
         """
         msg = as_message(message)
-        require_method(self.provider, "complete", "ChatSession.send")
+        self._require("complete", "complete", "ChatSession.send")
         with self._lock:
             return self._drive(self.turn_flow(msg, turn_id))
 
     def send_stream(self, message: MessageLike) -> Iterator[StreamEvent]:
         """Send a message and yield the reply as it streams; the last event is a StreamDone."""
         msg = as_message(message)
-        require_method(self.provider, "stream", "ChatSession.send_stream")
+        self._require("stream", "complete", "ChatSession.send_stream")
         with self._lock:
             flow = self.turn_flow(msg)
             try:
@@ -258,6 +269,7 @@ class ChatSession(_ChatBase):
 
     def compress(self, instructions: str | None = None) -> CompressionInfo:
         """Compact now (manual, forced); ``instructions`` are added to the summary prompt."""
+        self._require(None, "complete", "ChatSession.compress")
         with self._lock:
             step = self.compaction_step(CompressionTrigger.MANUAL, None, instructions)
             return self._drive(step)
@@ -335,14 +347,14 @@ class AsyncChatSession(_ChatBase):
         """Send a message and return the model's reply; compacts first when needed (``turn_id``:
         see :meth:`ChatSession.send`)."""
         msg = as_message(message)
-        require_method(self.provider, "acomplete", "AsyncChatSession.send")
+        self._require("acomplete", "acomplete", "AsyncChatSession.send")
         async with self._serialized():
             return await self._drive(self.turn_flow(msg, turn_id))
 
     async def send_stream(self, message: MessageLike) -> AsyncIterator[StreamEvent]:
         """Send a message and yield the reply as it streams; the last event is a StreamDone."""
         msg = as_message(message)
-        require_method(self.provider, "astream", "AsyncChatSession.send_stream")
+        self._require("astream", "acomplete", "AsyncChatSession.send_stream")
         async with self._serialized():
             flow = self.turn_flow(msg)
             try:
@@ -385,6 +397,7 @@ class AsyncChatSession(_ChatBase):
 
     async def compress(self, instructions: str | None = None) -> CompressionInfo:
         """Compact now (manual, forced); ``instructions`` are added to the summary prompt."""
+        self._require(None, "acomplete", "AsyncChatSession.compress")
         async with self._serialized():
             step = self.compaction_step(CompressionTrigger.MANUAL, None, instructions)
             return await self._drive(step)
