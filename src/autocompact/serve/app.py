@@ -404,8 +404,13 @@ class ServeApp:
             "substituted",
             "compaction-failed",
         ):
-            content = await response.aread()
-            await response.aclose()
+            try:
+                content = await response.aread()
+            except httpx.HTTPError as exc:  # the error body broke off or stalled
+                await self.planner.release(decision)
+                return self._send_error(protocol, protocol.upstream, exc)
+            finally:
+                await response.aclose()
             if looks_like_overflow(response.status_code, content):
                 await self.planner.release(decision)
                 decision = await self._plan({**plan, "reactive": True}, raw)

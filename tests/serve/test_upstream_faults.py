@@ -1,0 +1,157 @@
+"""An upstream that misbehaves (found by fuzzing the upstream side, 2026-12-07): error bodies
+that break off, streams it compresses anyway, summaries it trickles out, usage it cannot have.
+The client gets the upstream's answer or an error in the protocol's shape, never a 500."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import openai
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from autocompact.serve import ServeApp, ServeConfig
+from autocompact.serve.threaded import serve_in_thread
+
+from .scripted import SNAPSHOT
+
+Answer = Callable[[Request, dict[str, Any]], Awaitable[Response]]
+
+
+def _chat_reply(text: str) -> dict[str, Any]:
+    message = {"role": "assistant", "content": text}
+    usage = {"prompt_tokens": 10, "completion_tokens": 1}
+    return {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": usage}
+
+
+def _messages_reply(text: str) -> dict[str, Any]:
+    content = [{"type": "text", "text": text}]
+    usage = {"input_tokens": 10, "output_tokens": 1}
+    return {"type": "message", "role": "assistant", "content": content,
+            "stop_reason": "end_turn", "usage": usage}  # fmt: skip
+
+
+async def _plain(request: Request, body: dict[str, Any]) -> Response:
+    """A well-behaved answer: a summary to a summary request, else ``ok``."""
+    text = SNAPSHOT if "structured state snapshot" in json.dumps(body) else "ok"
+    if request.url.path.endswith("/messages"):
+        return JSONResponse(_messages_reply(text))
+    return JSONResponse(_chat_reply(text))
+
+
+@dataclass
+class Faulty:
+    """An upstream whose chat answers and summary answers are set by the test."""
+
+    answer: Answer = _plain
+    summary: Answer = _plain
+    summaries: int = 0
+    received: list[bytes] = field(default_factory=list)
+
+    def app(self) -> Starlette:
+        """The ASGI app: every path answered by ``answer`` (``summary`` for a summary)."""
+        return Starlette(routes=[Route("/{path:path}", self.handle, methods=["GET", "POST"])])
+
+    async def handle(self, request: Request) -> Response:
+        raw = await request.body()
+        self.received.append(raw)
+        body = json.loads(raw) if raw else {}
+        if b"structured state snapshot" in raw:
+            self.summaries += 1
+            return await self.summary(request, body)
+        return await self.answer(request, body)
+
+
+@dataclass
+class Running:
+    """The proxy over a faulty upstream."""
+
+    url: str
+    app: ServeApp
+    upstream: Faulty
+
+
+@contextmanager
+def running(tmp_path: Path, upstream: Faulty, **config: Any) -> Iterator[Running]:
+    """The proxy over ``upstream`` (window 8,000, its state in a fresh SQLite file)."""
+    with serve_in_thread(upstream.app()) as url:
+        options: dict[str, Any] = {
+            "upstreams": {"openai": url + "/v1", "anthropic": url},
+            "store": f"sqlite:///{tmp_path / 'serve.db'}",
+            "context_window": 8000,
+            "lease_wait": 5.0,
+            **config,
+        }
+        app = ServeApp(ServeConfig(**options))
+        try:
+            with serve_in_thread(app.asgi) as proxy_url:
+                yield Running(url=proxy_url, app=app, upstream=upstream)
+        finally:
+            app.store.close()
+
+
+def _long_openai(turns: int) -> dict[str, Any]:
+    """A chat request over the 8,000-token window's auto threshold."""
+    messages: list[dict[str, Any]] = []
+    for turn in range(turns):
+        words = " ".join(f"line{turn}_{i} value={i * turn}" for i in range(75))
+        messages.append({"role": "user", "content": f"step {turn}: {words}"})
+        messages.append({"role": "assistant", "content": f"d{turn}"})
+    messages.append({"role": "user", "content": "and now?"})
+    return {"model": "m", "messages": messages}
+
+
+SMALL = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+async def _forever() -> None:
+    """Wait until cancelled (the proxy hung up)."""
+    await anyio.sleep_forever()
+
+
+def _error_body_broken(*, stall: bool) -> Answer:
+    """A 400 whose body breaks off (or stalls) after its first bytes."""
+
+    async def answer(request: Request, body: dict[str, Any]) -> Response:
+        async def parts() -> AsyncIterator[bytes]:
+            yield b'{"error": {"message": "This model\'s maximum context'
+            if stall:
+                await _forever()
+            raise RuntimeError("the upstream broke off its error body")
+
+        return StreamingResponse(parts(), status_code=400, media_type="application/json")
+
+    return answer
+
+
+def test_an_error_body_that_breaks_off_is_a_502_in_the_protocols_shape(tmp_path: Path) -> None:
+    """A 400 whose body the upstream breaks off: a 502 the SDK reads (it was a 500, 'autocompact
+    serve failed: RemoteProtocolError', logged as a failure of the proxy)."""
+    with running(tmp_path, Faulty(answer=_error_body_broken(stall=False))) as proxy:
+        client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="k", max_retries=0)
+        with pytest.raises(openai.APIStatusError) as caught:
+            client.chat.completions.create(**SMALL)
+        assert caught.value.status_code == 502
+        assert "could not be reached" in caught.value.message
+        reply = httpx.post(f"{proxy.url}/v1/messages", json={**SMALL, "max_tokens": 5})
+    assert reply.status_code == 502
+    assert reply.json()["type"] == "error"
+
+
+def test_an_error_body_that_stalls_is_a_504(tmp_path: Path) -> None:
+    """A 400 whose body stalls past --timeout: a 504 (it was a 500, 'ReadTimeout')."""
+    faulty = Faulty(answer=_error_body_broken(stall=True))
+    with running(tmp_path, faulty, timeout=0.5) as proxy:
+        reply = httpx.post(f"{proxy.url}/v1/chat/completions", json=SMALL, timeout=30)
+    assert reply.status_code == 504
+    assert reply.json()["error"]["type"] == "timeout_error"
