@@ -155,3 +155,17 @@ def test_an_error_body_that_stalls_is_a_504(tmp_path: Path) -> None:
         reply = httpx.post(f"{proxy.url}/v1/chat/completions", json=SMALL, timeout=30)
     assert reply.status_code == 504
     assert reply.json()["error"]["type"] == "timeout_error"
+
+
+def test_a_usage_count_too_long_to_read_is_no_count() -> None:
+    """A reported prompt count with more digits than Python reads (or than any count has) is
+    not reported (it raised ValueError after the response, logged as an ASGI failure)."""
+    from autocompact.serve.protocol import reported_prompt_tokens
+
+    huge = b"9" * 5000
+    assert reported_prompt_tokens(b'{"usage": {"prompt_tokens": ' + huge + b"}}") is None
+    assert reported_prompt_tokens(b'{"usage": {"input_tokens": ' + huge + b"}}") is None
+    assert reported_prompt_tokens(b'{"usage": {"prompt_tokens": 1' + b"0" * 20 + b"}}") is None
+    mixed = b'{"input_tokens": ' + huge + b', "cache_read_input_tokens": 7}'
+    assert reported_prompt_tokens(mixed) == 7
+    assert reported_prompt_tokens(b'{"usage": {"prompt_tokens": 123456789012}}') == 123456789012

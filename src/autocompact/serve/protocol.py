@@ -54,9 +54,12 @@ def looks_like_overflow(status: int, body: bytes) -> bool:
     return bool(_OVERFLOW.search(body[:4096].decode("utf-8", "replace")))
 
 
-_PROMPT_TOKENS = re.compile(rb'"prompt_tokens"\s*:\s*(\d+)')
+# A count has at most 15 digits: a longer number is no count (and past 4,300 digits int()
+# refuses it).
+_COUNT = rb"\s*:\s*(\d{1,15})(?!\d)"
+_PROMPT_TOKENS = re.compile(rb'"prompt_tokens"' + _COUNT)
 _INPUT_TOKENS = re.compile(
-    rb'"(input_tokens|cache_creation_input_tokens|cache_read_input_tokens)"\s*:\s*(\d+)'
+    rb'"(input_tokens|cache_creation_input_tokens|cache_read_input_tokens)"' + _COUNT
 )
 
 
@@ -65,7 +68,7 @@ def reported_prompt_tokens(data: bytes) -> int | None:
 
     OpenAI chat: ``prompt_tokens``; Responses: ``input_tokens``; Anthropic: ``input_tokens``
     plus the cache creation and cache read tokens (the first of each: a stream's
-    ``message_start``).
+    ``message_start``). A number of more than 15 digits is not read as a count.
     """
     match = _PROMPT_TOKENS.search(data)
     if match is not None:
