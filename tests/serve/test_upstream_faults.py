@@ -4,6 +4,7 @@ The client gets the upstream's answer or an error in the protocol's shape, never
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -169,3 +170,23 @@ def test_a_usage_count_too_long_to_read_is_no_count() -> None:
     mixed = b'{"input_tokens": ' + huge + b', "cache_read_input_tokens": 7}'
     assert reported_prompt_tokens(mixed) == 7
     assert reported_prompt_tokens(b'{"usage": {"prompt_tokens": 123456789012}}') == 123456789012
+
+
+STREAM = b'data: {"choices": [], "usage": {"prompt_tokens": 12}}\n\ndata: [DONE]\n\n'
+
+
+async def _gzipped_stream(request: Request, body: dict[str, Any]) -> Response:
+    """An SSE stream compressed although the proxy asked for ``identity``."""
+    headers = {"content-encoding": "gzip"}
+    return Response(gzip.compress(STREAM), media_type="text/event-stream", headers=headers)
+
+
+def test_a_stream_the_upstream_compresses_anyway_reaches_the_client_readable(
+    tmp_path: Path,
+) -> None:
+    """An upstream that gzips its SSE stream despite ``accept-encoding: identity``: the client
+    gets the stream's text (it got the compressed bytes without their content-encoding)."""
+    with running(tmp_path, Faulty(answer=_gzipped_stream)) as proxy:
+        reply = httpx.post(f"{proxy.url}/v1/chat/completions", json={**SMALL, "stream": True})
+    assert reply.status_code == 200
+    assert reply.content == STREAM

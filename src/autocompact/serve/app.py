@@ -483,7 +483,9 @@ class ServeApp:
             try:
                 # One chunk is held back so the stream is known to have ended well before its
                 # last bytes go out (a client may hang up right after them).
-                async for chunk in response.aiter_raw():
+                # Decoded: an upstream that compresses although asked not to is passed back
+                # plain (its content-encoding is not).
+                async for chunk in response.aiter_bytes():
                     if held is not None:
                         yield held
                     held = chunk

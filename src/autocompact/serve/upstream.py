@@ -4,7 +4,8 @@ The client's headers go to the upstream as sent (its credentials included: ``Aut
 ``x-api-key``, ``anthropic-version``, ``anthropic-beta``, ...), except hop-by-hop headers, the
 ones the HTTP client sets itself (``host``, ``content-length``) and the proxy's own
 ``X-Autocompact-*`` headers. ``accept-encoding`` is sent as ``identity`` so the proxy reads the
-bytes the upstream wrote and passes them back unchanged. Nothing here stores or logs a header.
+bytes the upstream wrote and passes them back unchanged (an upstream that compresses anyway is
+decoded, and its ``content-encoding`` not passed back). Nothing here stores or logs a header.
 
 :class:`UpstreamProvider` is the provider the compaction's side query goes through: the same
 upstream, the same model, the client's own credentials, the protocol's plain request shape.
