@@ -190,3 +190,30 @@ def test_a_stream_the_upstream_compresses_anyway_reaches_the_client_readable(
         reply = httpx.post(f"{proxy.url}/v1/chat/completions", json={**SMALL, "stream": True})
     assert reply.status_code == 200
     assert reply.content == STREAM
+
+
+async def _trickled_summary(request: Request, body: dict[str, Any]) -> Response:
+    """A summary sent a space every 0.1 s for 3 s before its JSON (each read is quick, the
+    whole takes longer than the side query's timeout)."""
+
+    async def parts() -> AsyncIterator[bytes]:
+        for _ in range(30):
+            yield b" "
+            await anyio.sleep(0.1)
+        yield json.dumps(_chat_reply(SNAPSHOT)).encode()
+
+    return StreamingResponse(parts(), media_type="application/json")
+
+
+def test_a_summary_trickled_out_past_the_side_query_timeout_is_a_failed_summary(
+    tmp_path: Path,
+) -> None:
+    """--side-query-timeout bounds the whole summary request, not each read: a reply trickled
+    out for longer is a failed summary and the request goes out uncompacted (it waited for the
+    whole reply, past the timeout and the lease it sets)."""
+    faulty = Faulty(summary=_trickled_summary)
+    with running(tmp_path, faulty, side_query_timeout=0.5) as proxy:
+        reply = httpx.post(f"{proxy.url}/v1/chat/completions", json=_long_openai(18), timeout=60)
+    assert reply.status_code == 200
+    assert reply.headers["x-autocompact-action"] in ("trimmed", "compaction-failed")
+    assert reply.headers["x-autocompact-side-queries"] == "1"

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
+import anyio
 import httpx
 
 from autocompact.errors import (
@@ -174,20 +175,24 @@ class UpstreamProvider:
                 **where,
             ) from exc
 
+    async def _post(self, body: Any) -> httpx.Response:
+        """One summary request, its whole reply within the timeout (httpx bounds each read
+        only: a reply trickled out a byte at a time would outlast it, and the lease)."""
+        with anyio.fail_after(self.timeout):
+            return await self.client.post(self.url, **self._request(body), timeout=self.timeout)
+
     async def acomplete(self, request: ChatRequest) -> Completion:
         """Send the summary request and wait for the whole reply."""
         self.calls += 1
         body = self.protocol.side_query_body(self.model, request)
         try:
-            response = await self.client.post(self.url, **self._request(body), timeout=self.timeout)
+            response = await self._post(body)
             if _wants_completion_tokens(response, body):
                 # OpenAI's newer models take max_completion_tokens only; compatible servers the
                 # older max_tokens: the summary request is sent once more in the form asked for.
                 body["max_completion_tokens"] = body.pop("max_tokens")
-                response = await self.client.post(
-                    self.url, **self._request(body), timeout=self.timeout
-                )
-        except httpx.TimeoutException as exc:
+                response = await self._post(body)
+        except (httpx.TimeoutException, TimeoutError) as exc:
             raise ProviderTimeoutError(
                 f"the summary request timed out after {self.timeout:g} s",
                 provider=self.protocol.upstream,
