@@ -26,6 +26,8 @@ from importlib import resources
 from typing import Any, Literal, TypeAlias
 
 from autocompact.errors import ConfigError
+from autocompact.jsonsafe import loads
+from autocompact.thresholds import MAX_CONTEXT_WINDOW
 
 __all__ = [
     "ASSUMED_CONTEXT_WINDOW",
@@ -136,7 +138,7 @@ def _fetch(url: str, body: dict[str, Any] | None, timeout: float) -> Any:
         headers={"Content-Type": "application/json", "Accept": "application/json"},
     )
     with urllib.request.urlopen(request, timeout=timeout) as response:
-        return json.loads(response.read().decode("utf-8"))
+        return loads(response.read().decode("utf-8"))  # too deep: a ValueError
 
 
 _WINDOW_FIELDS = ("max_model_len", "loaded_context_length", "context_length", "max_context_length")
@@ -219,6 +221,13 @@ def _lmstudio(base_url: str, model: str, timeout: float) -> tuple[int, str | Non
     return None
 
 
+def _is_window(value: object) -> bool:
+    """Whether a server's reported window is one (a whole count from 1 to the largest)."""
+    return (
+        isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_CONTEXT_WINDOW
+    )
+
+
 _Query = Callable[[str, str, float], "tuple[int, str | None] | None"]
 _QUERIES: dict[str, tuple[_Query, ...]] = {
     "vllm": (_models,),
@@ -243,7 +252,8 @@ def query_server_limits(
         timeout: seconds to wait.
 
     Returns:
-        Limits with ``source="server"``, or ``None`` when the server did not say (the reason
+        Limits with ``source="server"``, or ``None`` when the server did not say, or said a
+        window that is none (0, negative, ``true``, past :data:`MAX_CONTEXT_WINDOW`; the reason
         is logged at INFO level). Never raises for network or format problems.
     """
     queries = _QUERIES.get(kind)
@@ -258,6 +268,12 @@ def query_server_limits(
         except (OSError, ValueError, urllib.error.URLError, AttributeError, TypeError) as exc:
             logger.info("could not read the context window from %s (%s): %s", base_url, kind, exc)
             continue
+        if found is not None and not _is_window(found[0]):
+            logger.info(
+                "%s at %s reported %r as the context window of %s, which is no window; ignored",
+                kind, base_url, found[0], model,
+            )  # fmt: skip
+            found = None
         if found is not None:
             break
     if found is None:

@@ -13,6 +13,7 @@ import pytest
 from autocompact.limits import (
     ASSUMED_CONTEXT_WINDOW,
     ModelLimits,
+    ServerKind,
     known_limits,
     load_model_table,
     query_server_limits,
@@ -104,7 +105,7 @@ def server() -> Iterator[Callable[[dict[str, Any]], str]]:
                     self.send_response(404)
                     self.end_headers()
                     return
-                data = json.dumps(payload).encode()
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
@@ -203,3 +204,36 @@ def test_unreachable_or_silent_server_falls_back_visibly(server: Any) -> None:
     fallback = resolve_limits("mystery-model", server=None)
     assert fallback.source == "assumed"
     assert fallback.warning
+
+
+@pytest.mark.parametrize(
+    ("kind", "routes"),
+    [
+        ("llamacpp", {"/props": {"n_ctx": True}}),
+        ("llamacpp", {"/props": {"n_ctx": 10**30}}),
+        ("lmstudio", {"/api/v0/models/m": {"loaded_context_length": -5}}),
+        ("lmstudio", {"/api/v0/models/m": {"loaded_context_length": 0}}),
+        ("lmstudio", {"/api/v0/models/m": {"max_context_length": True}}),
+        ("ollama", {"/api/show": {"model_info": {"x.context_length": -7}}}),
+        ("vllm", {"/v1/models": {"data": [{"id": "m", "max_model_len": 10**30}]}}),
+        ("llamacpp", {"/props": b"[" * 100_000}),
+    ],
+    ids=["true", "huge", "negative", "zero", "bool", "ollama-negative", "models-huge", "deep"],
+)
+def test_a_server_window_that_is_no_window_is_not_reported(
+    server: Any, kind: ServerKind, routes: dict[str, Any]
+) -> None:
+    """A window the server reports that is none (true, 0, negative, past 100M) or an answer
+    nested too deeply to parse: not reported, as if the server had not said (it was used as
+    the window, and every request failed on it; the deep one raised RecursionError)."""
+    assert query_server_limits(server(routes), "m", kind=kind) is None
+
+
+def test_a_server_window_that_is_no_window_is_passed_over_for_the_next_way(server: Any) -> None:
+    """Asked every way in turn, a server whose /props says no window is read from /v1/models."""
+    base = server(
+        {"/props": {"n_ctx": 10**30}, "/v1/models": {"data": [{"id": "m", "max_model_len": 4096}]}}
+    )
+    limits = query_server_limits(base, "m", kind="openai-compatible")
+    assert limits is not None
+    assert limits.context_window == 4096

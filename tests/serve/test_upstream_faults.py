@@ -217,3 +217,33 @@ def test_a_summary_trickled_out_past_the_side_query_timeout_is_a_failed_summary(
     assert reply.status_code == 200
     assert reply.headers["x-autocompact-action"] in ("trimmed", "compaction-failed")
     assert reply.headers["x-autocompact-side-queries"] == "1"
+
+
+def _props(payload: bytes) -> Answer:
+    """llama-server's ``/props`` answered with ``payload``; chat answered plainly."""
+
+    async def answer(request: Request, body: dict[str, Any]) -> Response:
+        if request.url.path == "/props":
+            return Response(payload, media_type="application/json")
+        if request.method == "GET":
+            return JSONResponse({"error": "not found"}, status_code=404)
+        return await _plain(request, body)
+
+    return answer
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b'{"n_ctx": true}', b'{"n_ctx": 1' + b"0" * 30 + b"}", b"[" * 100_000],
+    ids=["true", "huge", "deep"],
+)
+def test_a_window_the_server_reports_that_is_no_window_is_passed_over(
+    tmp_path: Path, payload: bytes
+) -> None:
+    """Without --context-window, a server whose /props reports no window (or cannot be parsed)
+    is as one that says nothing: requests are read and forwarded on the assumed window (every
+    request went out unread, 'error-forwarded', logged at ERROR; the deep answer was a 500)."""
+    with running(tmp_path, Faulty(answer=_props(payload)), context_window=None) as proxy:
+        reply = httpx.post(f"{proxy.url}/v1/chat/completions", json=SMALL, timeout=30)
+    assert reply.status_code == 200
+    assert reply.headers["x-autocompact-action"] == "forward"
