@@ -247,3 +247,44 @@ def test_a_window_the_server_reports_that_is_no_window_is_passed_over(
         reply = httpx.post(f"{proxy.url}/v1/chat/completions", json=SMALL, timeout=30)
     assert reply.status_code == 200
     assert reply.headers["x-autocompact-action"] == "forward"
+
+
+async def _tool_call_with_counts(request: Request, body: dict[str, Any]) -> Response:
+    """An Anthropic reply calling a tool whose input holds usage-named counts (an object, not
+    a string as OpenAI's arguments are), before the reply's own usage."""
+    tool = {"type": "tool_use", "id": "toolu_1", "name": "cost"}
+    tool["input"] = {"prompt_tokens": 4, "input_tokens": 3}
+    reply = {**_messages_reply("ok"), "content": [tool], "stop_reason": "tool_use"}
+    reply["usage"] = {"input_tokens": 2000, "cache_read_input_tokens": 100, "output_tokens": 9}
+    return JSONResponse(reply)
+
+
+def test_counts_in_a_tool_calls_input_are_not_read_as_the_usage(tmp_path: Path) -> None:
+    """A whole (not streamed) reply is read at its own ``usage``: a tool call's input naming
+    ``prompt_tokens`` or ``input_tokens`` is not what the calibration learns from (it learned
+    4, the first count anywhere in the reply)."""
+    learned: list[int | None] = []
+    with running(tmp_path, Faulty(answer=_tool_call_with_counts)) as proxy:
+
+        async def learn(decision: Any, prompt_tokens: int | None) -> None:
+            learned.append(prompt_tokens)
+
+        proxy.app.planner.learn = learn  # type: ignore[method-assign]
+        reply = httpx.post(f"{proxy.url}/v1/messages", json={**SMALL, "max_tokens": 5})
+        assert reply.status_code == 200
+        # The learning follows the response: the next request of the conversation waits for it.
+        httpx.post(f"{proxy.url}/v1/messages", json={**SMALL, "max_tokens": 5})
+    assert learned[0] == 2100
+
+
+def test_a_whole_reply_is_read_at_its_own_usage() -> None:
+    """A JSON reply: its top-level ``usage`` only (none: not reported); a body that is no JSON
+    object (a stream sent without its content type) is read as a stream."""
+    from autocompact.serve.protocol import response_prompt_tokens
+
+    reply = b'{"content": [{"input": {"prompt_tokens": 4}}], "usage": {"input_tokens": 9}}'
+    assert response_prompt_tokens(reply) == 9
+    assert response_prompt_tokens(b'{"content": [{"input": {"prompt_tokens": 4}}]}') is None
+    assert response_prompt_tokens(b'{"usage": "many"}') is None
+    assert response_prompt_tokens(b'data: {"usage": {"prompt_tokens": 5}}\n\n') == 5
+    assert response_prompt_tokens(b'[{"usage": {"prompt_tokens": 5}}]') == 5

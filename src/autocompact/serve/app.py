@@ -39,6 +39,7 @@ from autocompact.serve.protocol import (
     WireProtocol,
     looks_like_overflow,
     reported_prompt_tokens,
+    response_prompt_tokens,
 )
 from autocompact.serve.responses import RESPONSES
 from autocompact.serve.upstream import (
@@ -468,7 +469,7 @@ class ServeApp:
             await self.planner.release(decision)
             usage = content if status < 400 else b""
             marks = [self.planner.following(decision)]
-            then = self._then(request, decision, status, added, usage, marks)
+            then = self._then(request, decision, status, added, usage, marks, whole=True)
             return Followed(content, then, status_code=status, headers=headers)
 
         streamed = bytearray()  # where the stream reported its usage, once it ended well
@@ -523,18 +524,22 @@ class ServeApp:
         added: float,
         usage: bytes | bytearray,
         learning: list[Callable[[], None]],
+        *,
+        whole: bool = False,
     ) -> Callable[[], Awaitable[None]]:
         """What follows the response, once its last byte went out (or the client hung up):
         learning from the usage the upstream reported (``usage``: where the response reported
-        it, empty when there is nothing to learn) and the log line. The exact estimate they
-        need (:meth:`Planner.measured`) is made then, so no response waits for it; this
-        worker's next request of the conversation waits for the learning (``learning``: the
-        marks :meth:`Planner.following` made, cleared when it is done)."""
+        it, empty when there is nothing to learn; ``whole``: the whole response, not a stream's
+        ends) and the log line. The exact estimate they need (:meth:`Planner.measured`) is made
+        then, so no response waits for it; this worker's next request of the conversation
+        waits for the learning (``learning``: the marks :meth:`Planner.following` made,
+        cleared when it is done)."""
 
         async def then() -> None:
             try:
-                if usage:
-                    await self.planner.learn(decision, reported_prompt_tokens(bytes(usage)))
+                if usage and decision.identity is not None:  # (a passthrough learns nothing)
+                    read = response_prompt_tokens if whole else reported_prompt_tokens
+                    await self.planner.learn(decision, read(bytes(usage)))
                 self._log(request, decision, status, added)
             finally:
                 for finished in learning:

@@ -8,12 +8,14 @@ request looks, and its error shapes (a JSON error body and an in-stream error ev
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from autocompact.content import Message
+from autocompact.jsonsafe import loads
 from autocompact.providers.base import ChatRequest, Completion, ToolSpec
 
 __all__ = [
@@ -22,6 +24,7 @@ __all__ = [
     "WireProtocol",
     "looks_like_overflow",
     "reported_prompt_tokens",
+    "response_prompt_tokens",
     "tool_spec",
 ]
 
@@ -77,6 +80,21 @@ def reported_prompt_tokens(data: bytes) -> int | None:
     for found in _INPUT_TOKENS.finditer(data):
         seen.setdefault(found.group(1), int(found.group(2)))
     return sum(seen.values()) if seen else None
+
+
+def response_prompt_tokens(content: bytes) -> int | None:
+    """The prompt size a whole (not streamed) response reported: read in its own ``usage``, as
+    :func:`reported_prompt_tokens` reads it (a tool call's input before it, an object in an
+    Anthropic reply, may hold keys of the same names); a body that is no JSON object is read
+    as a stream."""
+    try:
+        body = loads(content)
+    except ValueError:
+        return reported_prompt_tokens(content)
+    if not isinstance(body, dict):
+        return reported_prompt_tokens(content)
+    usage = body.get("usage")
+    return reported_prompt_tokens(json.dumps(usage).encode()) if isinstance(usage, dict) else None
 
 
 @dataclass(frozen=True, kw_only=True)
