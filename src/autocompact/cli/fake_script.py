@@ -20,7 +20,14 @@ from autocompact.errors import (
     ProviderError,
     ProviderTimeoutError,
 )
-from autocompact.providers.base import ChatRequest, FinishReason, StreamDone, StreamEvent, TextDelta
+from autocompact.providers.base import (
+    ChatRequest,
+    Completion,
+    FinishReason,
+    StreamDone,
+    StreamEvent,
+    TextDelta,
+)
 from autocompact.providers.fake import FakeProvider, FakeReply
 
 __all__ = ["ScriptedFake", "load_fake_script"]
@@ -29,7 +36,15 @@ _INTERRUPT = "\x00interrupt\x00"
 
 
 class ScriptedFake(FakeProvider):
-    """The fake provider, plus replies that raise KeyboardInterrupt part-way through a stream."""
+    """The fake provider, plus replies that raise KeyboardInterrupt part-way through a stream
+    (or, for a request that is not streamed, such as a summary, instead of the reply)."""
+
+    def complete(self, request: ChatRequest) -> Completion:
+        """Answer from the script; an ``interrupt`` reply raises KeyboardInterrupt instead."""
+        completion = super().complete(request)
+        if _INTERRUPT in completion.text:
+            raise KeyboardInterrupt
+        return completion
 
     def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
         """Stream the scripted reply; an ``interrupt`` reply stops with KeyboardInterrupt."""

@@ -1,0 +1,34 @@
+"""The chat REPL given odd input: slash commands at odd moments, odd arguments and settings."""
+
+from __future__ import annotations
+
+from autocompact.sessions import SessionStore
+
+from .conftest import ChatEnv
+
+
+def words(tokens: int) -> str:
+    """Text the estimate counts as about ``tokens`` tokens (4 characters a token)."""
+    return ("lorem " * (tokens * 4 // 6)).strip()
+
+
+def test_ctrl_c_during_compress_keeps_the_history(chat_env: ChatEnv) -> None:
+    """Ctrl-C while /compress waits for its summary cancels it: the history is as it was (the
+    fake script's interrupt marker was taken as the summary and saved in the history)."""
+    chat_env.script(
+        [
+            *({"text": f"a{i}", "purpose": "chat"} for i in range(3)),
+            {"text": "half a summary", "purpose": "side_query", "interrupt": True},
+        ]
+    )
+    questions = [f"q{i} {words(300)}" for i in range(3)]
+    result = chat_env.run(["chat", "--provider", "fake"], [*questions, "/compress"])
+    assert result.code == 0, result.err
+    assert "Cancelled." in result.blocks()[4]
+    assert "Compressed" not in result.out
+    (summary,) = SessionStore(chat_env.sessions).list()
+    saved = SessionStore(chat_env.sessions).open(summary.header.id)
+    assert [m.text for m in saved.history] == [
+        t for i, q in enumerate(questions) for t in (q, f"a{i}")
+    ]
+    assert "interrupt" not in summary.path.read_text()
