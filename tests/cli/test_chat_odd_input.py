@@ -32,3 +32,17 @@ def test_ctrl_c_during_compress_keeps_the_history(chat_env: ChatEnv) -> None:
         t for i, q in enumerate(questions) for t in (q, f"a{i}")
     ]
     assert "interrupt" not in summary.path.read_text()
+
+
+def test_commands_alone_save_no_session(chat_env: ChatEnv) -> None:
+    """A chat of commands only saves nothing, so --continue still finds the last conversation
+    (/compress on a fresh chat saved an empty session, which --continue then resumed)."""
+    assert chat_env.run(["chat", "--provider", "fake"], ["remember PINEAPPLE"]).code == 0
+    result = chat_env.run(["chat", "--provider", "fake"], ["/compress", "/clear", "/compress"])
+    assert result.code == 0, result.err
+    assert "Nothing to compress: the history is empty" in result.out
+    assert "Saved as" not in result.out
+    assert len(SessionStore(chat_env.sessions).list()) == 1
+    again = chat_env.run(["chat", "--continue"], [])
+    assert "Resumed" in again.out
+    assert "2 messages" in again.out

@@ -35,7 +35,7 @@ from autocompact.cli.render import format_tokens
 from autocompact.cli.repl import PipedInput, Repl, TerminalInput
 from autocompact.cli.slash import ChatContext
 from autocompact.cli.store_cmd import chat_store, store_address
-from autocompact.compaction import CompressionService
+from autocompact.compaction import CompressionService, CompressionStatus
 from autocompact.compaction.accounting import GrowthLog, growth_from_dict
 from autocompact.content import portable_history
 from autocompact.context_report import WindowSource
@@ -502,7 +502,9 @@ class _Saver:
         if self.writer is None and self.store is not None:
             if self.saved is not None:
                 _, self.writer = self.store.open_for_append(self.saved.id)
-            elif session.history or session.compactions:
+            elif session.history or any(  # /compress on an empty chat is no session
+                info.status != CompressionStatus.NOOP for info in session.compactions
+            ):
                 self.writer = self.store.create(
                     provider=self.choice.provider,
                     model=session.provider.model,
