@@ -241,6 +241,9 @@ SETTINGS: list[tuple[str, str, str]] = [
     ("window-bool", '{"model": {"contextWindow": true}}', "model.contextWindow"),
     ("window-null", '{"model": {"contextWindow": null}}', "model.contextWindow"),
     ("window-list", '{"model": {"contextWindow": [1]}}', "model.contextWindow"),
+    # Found by a fuzzer (2026-12-06): accepted, though --window refuses a window below 1,000.
+    ("window-tiny", '{"model": {"contextWindow": 50}}', "at least 1,000 tokens"),
+    ("window-tiny-str", '{"model": {"contextWindow": "0.9k"}}', "model.contextWindow"),
     ("image-negative", '{"chatCompression": {"imageTokenEstimate": -1}}', "imageTokenEstimate"),
     ("image-string", '{"chatCompression": {"imageTokenEstimate": "x"}}', "imageTokenEstimate"),
     ("image-float", '{"chatCompression": {"imageTokenEstimate": 1.5}}', "imageTokenEstimate"),

@@ -27,7 +27,7 @@ from typing import Any
 
 from autocompact import jsonsafe
 from autocompact.errors import ConfigError
-from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE, parse_window
+from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE, SMALLEST_WINDOW, parse_window
 
 __all__ = ["REMOVED_PERCENTAGE_WARNING", "Settings", "load_settings", "parse_settings"]
 
@@ -165,7 +165,7 @@ def parse_settings(
     if "contextWindow" in model:
         try:
             updates["context_window"] = parse_window(
-                model["contextWindow"], name="model.contextWindow", minimum=1
+                model["contextWindow"], name="model.contextWindow", minimum=SMALLEST_WINDOW
             )
         except ConfigError as exc:
             raise ConfigError(f"{file}: {exc}", file=file, key="model.contextWindow") from exc

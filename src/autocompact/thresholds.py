@@ -99,8 +99,8 @@ MAX_CONTEXT_WINDOW = 100_000_000
 """The largest window accepted: ten times the largest published one (a typo guard)."""
 
 SMALLEST_WINDOW = 1_000
-"""The smallest window the command line accepts: below it no request of a real agent fits
-(the ladder's arithmetic itself accepts any window)."""
+"""The smallest window the command line and the settings files accept: below it no request of a
+real agent fits (the ladder's arithmetic itself accepts any window)."""
 
 
 def parse_window(value: object, *, name: str = "window", minimum: int = 0) -> int:

@@ -46,3 +46,15 @@ def test_commands_alone_save_no_session(chat_env: ChatEnv) -> None:
     again = chat_env.run(["chat", "--continue"], [])
     assert "Resumed" in again.out
     assert "2 messages" in again.out
+
+
+def test_a_settings_window_too_small_is_refused_as_on_the_command_line(chat_env: ChatEnv) -> None:
+    """model.contextWindow below 1,000 is refused naming the file, as --window refuses it (a
+    50-token window was accepted and every /compress failed)."""
+    settings = chat_env.cwd / ".autocompact" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text('{"model": {"provider": "fake", "contextWindow": 50}}')
+    result = chat_env.run(["chat"], ["hi"])
+    assert result.code == 2
+    assert str(settings) in result.err
+    assert "model.contextWindow must be at least 1,000 tokens, got 50" in result.err
