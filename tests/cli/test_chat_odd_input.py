@@ -58,3 +58,37 @@ def test_a_settings_window_too_small_is_refused_as_on_the_command_line(chat_env:
     assert result.code == 2
     assert str(settings) in result.err
     assert "model.contextWindow must be at least 1,000 tokens, got 50" in result.err
+
+
+def test_a_command_and_its_argument_may_be_apart_by_any_whitespace(chat_env: ChatEnv) -> None:
+    """/compress, a tab (or a new line: Alt-Enter at the prompt), then instructions runs
+    /compress with them; it was "Unknown command /compress<TAB>keep …"."""
+    from autocompact.chat import ChatSession
+    from autocompact.cli.slash import REGISTRY, ChatContext
+    from autocompact.content import Message
+    from autocompact.testing import FakeProvider
+
+    history = [Message.user(f"question {i} {words(300)}") for i in range(4)]
+    fake = FakeProvider()
+    ctx = ChatContext(
+        session=ChatSession(fake, context_window=128_000, history=history),
+        provider_name="fake",
+        model=fake.model,
+    )
+    REGISTRY.dispatch(ctx, "/compress\nkeep every PINEAPPLE fact")
+    (side,) = [r for r in fake.requests if r.purpose == "side_query"]
+    assert "keep every PINEAPPLE fact" in (side.system_instruction or "")
+    result = chat_env.run(["chat", "--provider", "fake"], ["hi", "/model\tfake-2", "/HELP\t"])
+    assert result.code == 0, result.err
+    assert "Now using fake/fake-2" in result.out
+    assert "Unknown command" not in result.out
+
+
+def test_an_unknown_command_is_named_shortened(chat_env: ChatEnv) -> None:
+    """An unknown command of a million characters is named by its first ones, not in full."""
+    result = chat_env.run(["chat", "--provider", "fake"], ["/" + "x" * 1_000_000])
+    assert result.code == 0, result.err
+    (line,) = [x for x in result.out.splitlines() if x.startswith("Unknown command")]
+    assert len(line) < 200
+    assert line.startswith("Unknown command /xxxx")
+    assert line.endswith("Type /help for the list.")

@@ -147,10 +147,13 @@ class SlashRegistry:
 
     def dispatch(self, ctx: ChatContext, line: str) -> CommandResult:
         """Run a line that starts with ``/``."""
-        word, _, argument = line.strip()[1:].partition(" ")
+        parts = line.strip()[1:].split(None, 1)  # any whitespace ends the name (a tab, Alt-Enter)
+        word = parts[0] if parts else ""
+        argument = parts[1] if len(parts) > 1 else ""
         cmd = self.get(word.lower())
         if cmd is None:
-            return CommandResult(lines=(f"Unknown command /{word}. Type /help for the list.",))
+            shown = word if len(word) <= 40 else f"{word[:40]}…"
+            return CommandResult(lines=(f"Unknown command /{shown}. Type /help for the list.",))
         return cmd.handler(ctx, argument.strip())
 
 
