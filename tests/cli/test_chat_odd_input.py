@@ -92,3 +92,10 @@ def test_an_unknown_command_is_named_shortened(chat_env: ChatEnv) -> None:
     assert len(line) < 200
     assert line.startswith("Unknown command /xxxx")
     assert line.endswith("Type /help for the list.")
+
+
+def test_model_says_an_assumed_window_once(chat_env: ChatEnv) -> None:
+    """/model on an assumed window says "assumed:" once (it said "assumed: assumed: …")."""
+    result = chat_env.run(["chat", "--provider", "fake"], ["/model"])
+    assert result.code == 0, result.err
+    assert "Window: 128K (assumed: the model is unknown; set --window to be exact)" in result.out

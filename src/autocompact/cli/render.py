@@ -40,7 +40,7 @@ WINDOW_SOURCES = {
     "known": "the model's published window",
     "configured": "set by --window or a settings file",
     "server": "reported by the server",
-    "assumed": "assumed: the model is unknown; set --window to be exact",
+    "assumed": "the model is unknown; set --window to be exact",
 }
 
 
