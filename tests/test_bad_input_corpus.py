@@ -254,6 +254,10 @@ SETTINGS: list[tuple[str, str, str]] = [
     ("provider-number", '{"model": {"provider": 5}}', "model.provider"),
     ("name-null", '{"model": {"name": null}}', "model.name"),
     ("base-url-number", '{"model": {"baseUrl": 3}}', "model.baseUrl"),
+    # Found by a fuzzer (2026-12-06): a control character was "unexpected InvalidURL" at the
+    # first send; an address without http:// was sent as a relative path.
+    ("base-url-control", '{"model": {"baseUrl": "http://h/v1\\u0001"}}', "model.baseUrl"),
+    ("base-url-no-scheme", '{"model": {"baseUrl": "localhost:8000"}}', "model.baseUrl"),
     ("section-number", '{"model": 5}', "'model'"),
     ("section-list", '{"chatCompression": []}', "'chatCompression'"),
     ("top-list", "[]", "JSON object"),

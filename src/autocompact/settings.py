@@ -29,7 +29,13 @@ from autocompact import jsonsafe
 from autocompact.errors import ConfigError
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE, SMALLEST_WINDOW, parse_window
 
-__all__ = ["REMOVED_PERCENTAGE_WARNING", "Settings", "load_settings", "parse_settings"]
+__all__ = [
+    "REMOVED_PERCENTAGE_WARNING",
+    "Settings",
+    "check_base_url",
+    "load_settings",
+    "parse_settings",
+]
 
 logger = logging.getLogger("autocompact")
 
@@ -162,6 +168,11 @@ def parse_settings(
     for key, field_name in (("provider", "provider"), ("name", "model"), ("baseUrl", "base_url")):
         if key in model:
             updates[field_name] = _str(model[key], file, f"model.{key}")
+    if "base_url" in updates:
+        try:
+            check_base_url(updates["base_url"], "model.baseUrl")
+        except ConfigError as exc:
+            raise ConfigError(f"{file}: {exc}", file=file, key="model.baseUrl") from exc
     if "contextWindow" in model:
         try:
             updates["context_window"] = parse_window(
@@ -170,6 +181,30 @@ def parse_settings(
         except ConfigError as exc:
             raise ConfigError(f"{file}: {exc}", file=file, key="model.contextWindow") from exc
     return replace(settings, warnings=tuple(warnings), **updates)
+
+
+def check_base_url(value: str, name: str) -> str:
+    """A server's base URL: ``http://`` or ``https://``, a host, no space or control character.
+
+    Raises:
+        ConfigError: anything else, naming ``name`` and saying how to write one (a control
+            character failed the first request with the HTTP client's raw ``InvalidURL``, and
+            an address without a scheme was sent as a relative path).
+    """
+    import urllib.parse  # only when there is an address to check
+
+    try:
+        parts = urllib.parse.urlsplit(value)
+        ok = parts.scheme.lower() in ("http", "https") and bool(parts.hostname)
+        parts.port  # noqa: B018 (read to check it: one past 65535 raises ValueError)
+    except ValueError:  # a bracket left open, a port that is no number
+        ok = False
+    if not ok or any(ch <= " " or ch == "\x7f" for ch in value):
+        raise ConfigError(
+            f"{name} {value!r:.80} is not a server address: write it like http://localhost:8000/v1",
+            key=name,
+        )
+    return value
 
 
 def _int(value: object, file: str, key: str) -> int:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from autocompact.sessions import SessionStore
 
 from .conftest import ChatEnv
@@ -99,3 +103,28 @@ def test_model_says_an_assumed_window_once(chat_env: ChatEnv) -> None:
     result = chat_env.run(["chat", "--provider", "fake"], ["/model"])
     assert result.code == 0, result.err
     assert "Window: 128K (assumed: the model is unknown; set --window to be exact)" in result.out
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://127.0.0.1:9/v1\x01", "not a url", "localhost:8000/v1", "http://[::1/v1", "http://"],
+    ids=["control", "words", "no-scheme", "open-bracket", "no-host"],
+)
+def test_a_base_url_that_is_no_address_is_a_usage_error(chat_env: ChatEnv, url: str) -> None:
+    """--base-url or model.baseUrl that is no http(s) address is refused before anything is sent,
+    naming where it was given (a control character ended the chat at the first send with
+    "unexpected InvalidURL ... a bug"; the others were sent as a relative path)."""
+    args = ["chat", "--provider", "openai-compatible", "--model", "m", "--window", "32k"]
+    with pytest.raises(SystemExit) as info:
+        chat_env.run([*args, "--base-url", url, "--no-save"], ["hi"])
+    assert info.value.code == 2
+    err = chat_env.capsys.readouterr().err
+    assert "argument --base-url: " in err
+    assert "is not a server address: write it like http://localhost:8000/v1" in err
+    settings = chat_env.cwd / ".autocompact" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps({"model": {"baseUrl": url}}))
+    result = chat_env.run(args, ["hi"])
+    assert result.code == 2
+    assert f"{settings}: model.baseUrl" in result.err
+    assert "unexpected" not in result.err

@@ -51,7 +51,7 @@ from autocompact.estimation import (
 )
 from autocompact.sessions import SavedSession, SessionStore, SessionWriter
 from autocompact.sessions.stores.binding import meta_of
-from autocompact.settings import Settings, load_settings
+from autocompact.settings import Settings, check_base_url, load_settings
 from autocompact.thresholds import SMALLEST_WINDOW, parse_window
 
 __all__ = [
@@ -95,7 +95,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="openai, anthropic, gemini, qwen, openai-compatible or fake (offline)",
     )
     p.add_argument("--model", type=_model_name, help="the model name")
-    p.add_argument("--base-url", help="the server's base URL (openai-compatible servers)")
+    p.add_argument(
+        "--base-url", type=_base_url, help="the server's base URL (openai-compatible servers)"
+    )
     p.add_argument("--window", help="the context window in tokens, e.g. 131072, 128k, 1m")
     p.add_argument("--system", help="the system instruction")
     p.add_argument(
@@ -137,6 +139,14 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}")
     return value
+
+
+def _base_url(text: str) -> str:
+    """``--base-url``: http(s)://host..., with no space or control character in it."""
+    try:
+        return check_base_url(text, "--base-url")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--base-url ")) from None
 
 
 def _model_name(text: str) -> str:
