@@ -37,7 +37,9 @@ __all__ = [
     "parse_settings",
 ]
 
-logger = logging.getLogger("autocompact")
+logger = logging.getLogger("autocompact.notices")
+"""Notices also handed to the caller (:attr:`Settings.warnings`): a program that shows those
+(the CLI) keeps this child of the ``autocompact`` logger quiet."""
 
 REMOVED_PERCENTAGE_WARNING = (
     "chatCompression.contextPercentageThreshold has been removed and is now controlled by "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,6 +20,7 @@ class _Server(ThreadingHTTPServer):
     requests: list[dict[str, Any]]
     finish: str
     prompt_tokens: int
+    usage: bool  # send usage in streams (llama_cpp.server does not)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -86,7 +88,7 @@ class _Handler(BaseHTTPRequestHandler):
                 },
             },
         ]
-        for event in events:
+        for event in events if self.server.usage else events[:-1]:
             self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
         self.wfile.write(b"data: [DONE]\n\n")
 
@@ -98,6 +100,7 @@ def server() -> Iterator[_Server]:
     srv.requests = []
     srv.finish = "stop"
     srv.prompt_tokens = 321
+    srv.usage = True
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
     yield srv
@@ -195,3 +198,16 @@ def test_unknown_window_warning_names_the_real_flag(chat_env: ChatEnv) -> None:
     assert result.code == 0, result.err
     assert "pass --window" in result.out
     assert "--context-window" not in result.out
+
+
+def test_a_server_notice_is_shown_once(
+    chat_env: ChatEnv, server: _Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that sends no usage is said once, as a Note (with no logging configured, as in
+    a terminal, Python's last-resort handler printed the notice's log record too)."""
+    monkeypatch.setattr(logging.root, "handlers", [])  # as outside pytest: nothing configured
+    server.usage = False
+    result = chat_env.run(_local(chat_env, server), ["hi there", "and again"])
+    assert result.code == 0, result.err
+    assert "Note: vllm at http://127.0.0.1" in result.out
+    assert (result.out + result.err).count("sends no token usage") == 1

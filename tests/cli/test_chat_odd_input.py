@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -128,3 +129,18 @@ def test_a_base_url_that_is_no_address_is_a_usage_error(chat_env: ChatEnv, url: 
     assert result.code == 2
     assert f"{settings}: model.baseUrl" in result.err
     assert "unexpected" not in result.err
+
+
+def test_a_settings_warning_is_printed_once(
+    chat_env: ChatEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unknown settings key is reported once on stderr (with no logging configured, as in a
+    terminal, Python's last-resort handler printed the warning's log record a second time)."""
+    monkeypatch.setattr(logging.root, "handlers", [])  # as outside pytest: nothing configured
+    settings = chat_env.cwd / ".autocompact" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text('{"tips": false, "chatCompression": {"contextPercentageThreshold": 50}}')
+    result = chat_env.run(["chat", "--provider", "fake"], ["hi"])
+    assert result.code == 0, result.err
+    assert result.err.count("unknown settings key 'tips' ignored") == 1
+    assert result.err.count("contextPercentageThreshold has been removed") == 1

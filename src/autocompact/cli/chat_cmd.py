@@ -14,6 +14,7 @@ order (see :func:`load_fake_script`); it is read only with ``--provider fake``.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Mapping
@@ -230,6 +231,23 @@ def _choose(
 
 def run_chat(args: argparse.Namespace) -> int:
     """Run ``autocompact chat``."""
+    # The chat shows the settings' warnings and the provider's notices itself; their log records
+    # (on autocompact.notices) would reach the terminal a second time through Python's
+    # last-resort handler, logging being unconfigured.
+    notices = logging.getLogger("autocompact.notices")
+    notices.addFilter(_shown_by_the_chat)
+    try:
+        return _chat(args)
+    finally:
+        notices.removeFilter(_shown_by_the_chat)
+
+
+def _shown_by_the_chat(record: logging.LogRecord) -> bool:
+    """A logging filter that drops every record (the chat prints them in its own words)."""
+    return False
+
+
+def _chat(args: argparse.Namespace) -> int:
     env = os.environ
     home = data_dir(env)
     cwd = Path.cwd()

@@ -81,7 +81,9 @@ __all__ = [
     "qwen_profile",
 ]
 
-logger = logging.getLogger("autocompact")
+logger = logging.getLogger("autocompact.notices")
+"""Notices also handed to the caller (:meth:`OpenAIProvider.take_notices`): a program that shows
+those (the CLI) keeps this child of the ``autocompact`` logger quiet."""
 
 _FINISH = {
     "stop": FinishReason.STOP,
