@@ -253,6 +253,9 @@ SETTINGS: list[tuple[str, str, str]] = [
     ("provider-empty", '{"model": {"provider": ""}}', "model.provider"),
     ("provider-number", '{"model": {"provider": 5}}', "model.provider"),
     ("name-null", '{"model": {"name": null}}', "model.name"),
+    # Found by a fuzzer (2026-12-06): blanks were a model named "  " (--model "  " is refused).
+    ("name-blank", '{"model": {"name": "  "}}', "model.name must be a non-empty string"),
+    ("provider-blank", '{"model": {"provider": "\\t"}}', "model.provider"),
     ("base-url-number", '{"model": {"baseUrl": 3}}', "model.baseUrl"),
     # Found by a fuzzer (2026-12-06): a control character was "unexpected InvalidURL" at the
     # first send; an address without http:// was sent as a relative path.

@@ -218,7 +218,7 @@ def _int(value: object, file: str, key: str) -> int:
 
 
 def _str(value: object, file: str, key: str) -> str:
-    if not isinstance(value, str) or not value:
+    if not isinstance(value, str) or not value.strip():  # "  ": as --model "  " is refused
         raise ConfigError(
             f"{file}: {key} must be a non-empty string, got {value!r}", file=file, key=key
         )
