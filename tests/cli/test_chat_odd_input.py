@@ -87,6 +87,10 @@ def test_a_command_and_its_argument_may_be_apart_by_any_whitespace(chat_env: Cha
     assert result.code == 0, result.err
     assert "Now using fake/fake-2" in result.out
     assert "Unknown command" not in result.out
+    # A space right after the slash is no command name (as before).
+    assert REGISTRY.dispatch(ctx, "/ help").lines == (
+        "Unknown command /. Type /help for the list.",
+    )
 
 
 def test_an_unknown_command_is_named_shortened(chat_env: ChatEnv) -> None:

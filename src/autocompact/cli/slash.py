@@ -147,9 +147,10 @@ class SlashRegistry:
 
     def dispatch(self, ctx: ChatContext, line: str) -> CommandResult:
         """Run a line that starts with ``/``."""
-        parts = line.strip()[1:].split(None, 1)  # any whitespace ends the name (a tab, Alt-Enter)
-        word = parts[0] if parts else ""
-        argument = parts[1] if len(parts) > 1 else ""
+        # The name follows the slash; any whitespace ends it (a space, a tab, an Alt-Enter).
+        rest = line.strip()[1:]
+        word = rest.split(None, 1)[0] if rest[:1].strip() else ""
+        argument = rest[len(word) :]
         cmd = self.get(word.lower())
         if cmd is None:
             shown = word if len(word) <= 40 else f"{word[:40]}…"
