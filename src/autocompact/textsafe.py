@@ -30,6 +30,7 @@ __all__ = [
     "REPLACEMENT",
     "clean_input",
     "dumps",
+    "for_terminal",
     "has_surrogates",
     "id_problem",
     "replace_surrogates",
@@ -86,3 +87,24 @@ def id_problem(value: str) -> str | None:
             "bytes give); use UTF-8 text"
         )
     return None
+
+
+# C0 controls but tab and newline, shown as their pictures (ESC as "␛"); DEL as "␡"; a carriage
+# return dropped (it would move the cursor back over what the line said); C1 controls (CSI and
+# OSC have one-character forms there) as U+FFFD.
+_FOR_TERMINAL: dict[int, str | None] = {
+    **{code: chr(0x2400 + code) for code in range(0x20) if code not in (0x09, 0x0A)},
+    0x0D: None,
+    0x7F: "\u2421",
+    **dict.fromkeys(range(128, 160), REPLACEMENT),
+}
+
+
+def for_terminal(text: str) -> str:
+    """``text`` made safe to print to a terminal: no control character it would obey.
+
+    A model's reply or a stored message may hold escape sequences that move the cursor, set the
+    window title or write the clipboard (OSC 52); each control character is shown as its
+    picture instead (tab and newline kept, a carriage return dropped).
+    """
+    return text.translate(_FOR_TERMINAL)

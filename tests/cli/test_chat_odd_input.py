@@ -148,3 +148,47 @@ def test_a_settings_warning_is_printed_once(
     assert result.code == 0, result.err
     assert result.err.count("unknown settings key 'tips' ignored") == 1
     assert result.err.count("contextPercentageThreshold has been removed") == 1
+
+
+# An OSC 52 sequence (write the clipboard), a CSI one (clear the screen) in its 7-bit and
+# one-character C1 forms, a title change ended by BEL, a carriage return that overwrites.
+_HOSTILE = "ok\x1b]52;c;aGVsbG8=\x07 \x1b[2J \x9b2J \x1b]0;owned\x07 fake\rreal"
+
+
+def _obeyed(text: str) -> list[str]:
+    """The oracle, written here: every character a terminal would act on, but tab and newline."""
+    return [c for c in text if (ord(c) < 0x20 and c not in "\t\n") or 0x7F <= ord(c) < 0xA0]
+
+
+def test_a_reply_cannot_drive_the_terminal(chat_env: ChatEnv) -> None:
+    """A model's reply (or a stored one shown again) that holds escape sequences is printed
+    with each control character as its picture: before, ESC reached the terminal raw, so a
+    reply could set the window title or write the clipboard."""
+    assert len(_obeyed(_HOSTILE)) == 7  # the oracle sees what is there
+    chat_env.script([{"text": _HOSTILE, "purpose": "chat"}])
+    result = chat_env.run(["chat", "--provider", "fake"], ["hi \x1b[31mred"])
+    assert result.code == 0, result.err
+    assert _obeyed(result.out) == []
+    assert "ok␛]52;c;aGVsbG8=␇" in result.out
+    assert "> hi ␛[31mred" in result.out
+    (summary,) = SessionStore(chat_env.sessions).list()
+    saved = SessionStore(chat_env.sessions).open(summary.header.id)
+    assert saved.history[-1].text == _HOSTILE  # what is kept is what was said
+    shown = chat_env.run(["sessions", "show", summary.header.id[:12]])
+    assert shown.code == 0, shown.err
+    assert _obeyed(shown.out) == []
+    assert "␛]0;owned␇" in shown.out
+
+
+def test_a_stored_reply_shown_from_a_store_cannot_drive_the_terminal(chat_env: ChatEnv) -> None:
+    address = f"sqlite://{chat_env.cwd.parent / 'shared.db'}"
+    chat_env.script([{"text": _HOSTILE, "purpose": "chat"}])
+    result = chat_env.run(["chat", "--provider", "fake", "--store", address], ["hi"])
+    assert result.code == 0, result.err
+    from autocompact.sessions.stores import open_store
+
+    (listing,) = open_store(address).list_sessions()
+    shown = chat_env.run(["sessions", "show", listing.session_id[:8], "--store", address])
+    assert shown.code == 0, shown.err
+    assert _obeyed(shown.out) == []
+    assert "␛[2J" in shown.out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import pty
 import re
@@ -112,3 +113,45 @@ def test_chat_in_a_terminal(tmp_path: Path) -> None:
         "pasted line one\npasted line two",
         "typed line one\ntyped line two",
     ]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
+def test_a_streamed_reply_cannot_drive_the_terminal(tmp_path: Path) -> None:
+    """A reply streamed into a real terminal, holding an OSC 52 (write the clipboard) and an
+    OSC 0 (set the title), reaches the screen as text, not as sequences the terminal obeys."""
+    script = tmp_path / "script.json"
+    hostile = "clip\x1b]52;c;aGVsbG8=\x07 title\x1b]0;owned\x07 done."
+    script.write_text(json.dumps([{"text": hostile, "purpose": "chat"}]))
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(
+        AUTOCOMPACT_HOME=str(tmp_path / "home"), TERM="xterm", AUTOCOMPACT_FAKE_SCRIPT=str(script)
+    )
+    main, child = pty.openpty()
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autocompact.cli.main", "chat", "--provider", "fake"],
+        stdin=child,
+        stdout=child,
+        stderr=child,
+        cwd=tmp_path,
+        env=env,
+        start_new_session=True,
+    )
+    os.close(child)
+    term = Terminal(main)
+    try:
+        term.expect(r"/help for commands")
+        term.type(b"hi\r")
+        assert "clip␛]52;c;aGVsbG8=␇" in term.expect(r"done\.")
+        term.expect(r"tokens \(0%\)")
+        term.type(b"\x04")
+        term.expect(r"Resume with")
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(main)
+    raw = "".join(term.raw)
+    assert "\x1b]52" not in raw
+    assert "\x1b]0;owned" not in raw

@@ -27,7 +27,7 @@ from autocompact.compaction import CompressionStatus, CompressionTrigger
 from autocompact.errors import AutocompactError
 from autocompact.events import CompactionFailed, CompactionSucceeded, Event, WindowLearned
 from autocompact.providers.base import FinishReason, StreamDone, TextDelta, ThinkingDelta
-from autocompact.textsafe import clean_input
+from autocompact.textsafe import clean_input, for_terminal
 
 __all__ = ["LineSource", "Persist", "PipedInput", "Repl", "TerminalInput"]
 
@@ -218,7 +218,7 @@ class Repl:
             return True
         if not self.interactive:
             shown = text if len(text) <= 200 else f"{text[:200]}… ({len(text):,} characters)"
-            self.console.print(Text(f"> {shown}", style="bold"))
+            self.console.print(Text(f"> {for_terminal(shown)}", style="bold"))
         if text.startswith("/") and not text.startswith("//"):
             return self._command(text)
         self.turn(text[1:] if text.startswith("//") else line)
@@ -231,11 +231,11 @@ class Repl:
             self.console.print(Text("Cancelled.", style="yellow"))
             result = CommandResult(changed=True)
         except AutocompactError as exc:
-            self.console.print(Text(f"Error: {exc}", style="red"))
+            self.console.print(Text(f"Error: {for_terminal(str(exc))}", style="red"))
             result = CommandResult(changed=True)
         self._report_noops()
         for out in result.lines:
-            self.console.print(out, markup=False, highlight=False)
+            self.console.print(for_terminal(out), markup=False, highlight=False)
         if result.changed:
             self.persist()
         return not result.quit
@@ -247,7 +247,7 @@ class Repl:
         except KeyboardInterrupt:
             self.console.print(Text("\nCancelled; the conversation is as it was.", style="yellow"))
         except AutocompactError as exc:  # provider errors included: the chat goes on
-            self.console.print(Text(f"Error: {exc}", style="red"))
+            self.console.print(Text(f"Error: {for_terminal(str(exc))}", style="red"))
         self._report_noops()
         self._report_notices()
         self.persist()
@@ -267,14 +267,15 @@ class Repl:
                     status.stop()
                     status = None
                 if isinstance(event, TextDelta):
-                    buffer.append(event.text)
+                    shown = for_terminal(event.text)  # a reply drives no terminal sequence
+                    buffer.append(shown)
                     if self.interactive:
                         if live is None:  # linear in the reply's length (cli/stream_view.py)
                             live = MarkdownStream(self.console)
-                        live.feed(event.text)
+                        live.feed(shown)
                 elif isinstance(event, StreamDone):
                     if not buffer:
-                        buffer.append(event.completion.text)
+                        buffer.append(for_terminal(event.completion.text))
                     stopped = event.completion.finish_reason is FinishReason.LENGTH
         finally:
             if status is not None:

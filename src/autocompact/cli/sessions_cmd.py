@@ -22,6 +22,7 @@ from autocompact.cli.store_cmd import (
 )
 from autocompact.content import FunctionCallPart, FunctionResponsePart, Message, TextPart
 from autocompact.sessions import SessionStore, export_session
+from autocompact.textsafe import for_terminal
 
 __all__ = ["list_files", "register", "run_export", "run_import", "run_list", "run_show"]
 
@@ -129,7 +130,7 @@ def _part_text(message: Message) -> str:
             pieces.append(f"`← {part.name}: {str(part.response)[:200]}`")
         else:
             pieces.append(f"[{part.kind}]")
-    return "\n\n".join(pieces)
+    return for_terminal("\n\n".join(pieces))  # a stored reply drives no terminal sequence
 
 
 def _tokens(value: object) -> str:
@@ -157,7 +158,7 @@ def run_show(args: argparse.Namespace) -> int:
     for warning in saved.warnings:
         console.print(f"Warning: {warning}", style="yellow", markup=False)
     if h.system_instruction:
-        console.print(f"system: {h.system_instruction}", style="dim", markup=False)
+        console.print(f"system: {for_terminal(h.system_instruction)}", style="dim", markup=False)
     for c in saved.compactions:
         if c.get("status") == "compressed":
             console.print(

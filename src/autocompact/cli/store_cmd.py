@@ -22,6 +22,7 @@ from autocompact.sessions import SessionHeader, export_session
 from autocompact.sessions.records import SavedSession
 from autocompact.sessions.stores import JsonlStore, SessionStore, Snapshot, SqliteStore, open_store
 from autocompact.sessions.stores.address import parse_store_address
+from autocompact.textsafe import for_terminal
 
 __all__ = [
     "STORE_ENV",
@@ -198,7 +199,8 @@ def run_store_show(args: argparse.Namespace, address: str) -> int:
     )
     for message in snapshot.history:
         console.print(f"\n{message.role}:", style="bold cyan", markup=False)
-        console.print(message.text or f"[{', '.join(p.kind for p in message.parts)}]", markup=False)
+        shown = message.text or f"[{', '.join(p.kind for p in message.parts)}]"
+        console.print(for_terminal(shown), markup=False)  # a stored reply drives no sequence
     return 0
 
 
