@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -192,3 +193,37 @@ def test_a_stored_reply_shown_from_a_store_cannot_drive_the_terminal(chat_env: C
     assert shown.code == 0, shown.err
     assert _obeyed(shown.out) == []
     assert "␛[2J" in shown.out
+
+
+def test_a_first_message_or_directory_with_brackets_is_listed_as_written(
+    chat_env: ChatEnv,
+) -> None:
+    """`sessions list` read rich markup in its cells: a first message opening with "[/oops]"
+    failed the whole listing ("unexpected MarkupError ... This is a bug"), and "[red]" styled
+    the cell and vanished. Same for a directory named with brackets, and with a store."""
+    odd = chat_env.cwd / "[red]work"
+    odd.mkdir()
+    chat_env.monkeypatch.chdir(odd)
+    address = f"sqlite://{chat_env.cwd.parent / 'shared.db'}"
+    for extra in ([], ["--store", address]):
+        sent = chat_env.run(["chat", "--provider", "fake", *extra], ["[/oops] and [bold]x"])
+        assert sent.code == 0, sent.err
+        listed = chat_env.run(["sessions", "list", *extra])
+        assert listed.code == 0, listed.err
+        assert "MarkupError" not in listed.out + listed.err
+    listed = chat_env.run(["sessions", "list"])
+    flat = "".join(listed.out.split())  # (the table folds long cells)
+    assert "[/oops]and[bold]x" in flat
+    assert "[red]work" in flat
+
+
+def test_a_transcript_named_with_brackets_is_titled_as_written(
+    chat_env: ChatEnv, tmp_path: Path
+) -> None:
+    """`replay` read its file's name as markup: "[red]" vanished, a closing tag failed it."""
+    from .test_first_hour_cli import openai_file, refusing_transcript
+
+    named = openai_file(tmp_path, refusing_transcript()).rename(tmp_path / "[red]x[-y].json")
+    result = chat_env.run(["replay", str(named), "--window", "32k"])
+    assert result.code == 0, result.err
+    assert "[red]x[-y].json" in result.out

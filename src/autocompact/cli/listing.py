@@ -7,11 +7,19 @@ import sys
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from autocompact.errors import SessionFileError
 from autocompact.sessions import SessionStore
+from autocompact.textsafe import for_terminal
 
-__all__ = ["list_files"]
+__all__ = ["list_files", "plain_cell"]
+
+
+def plain_cell(value: object) -> Text:
+    """A table cell shown as written: no rich markup read in it (a ``[/x]`` in a first message
+    or a directory's name failed the listing) and no control character a terminal obeys."""
+    return Text(for_terminal(str(value)))
 
 
 def list_files(args: argparse.Namespace, store: SessionStore) -> int:
@@ -33,15 +41,16 @@ def list_files(args: argparse.Namespace, store: SessionStore) -> int:
         # The id is what a user copies: never wrapped (the other columns give way).
         table.add_column(column, overflow="fold", no_wrap=column == "id")
     for s in summaries if args.all else summaries[:20]:
-        table.add_row(
+        cells = (
             s.header.id,
             s.updated.replace("+00:00", "Z"),
             f"{s.header.provider}/{s.header.model}",
-            str(s.messages),
-            str(s.compactions),
+            s.messages,
+            s.compactions,
             s.header.cwd,
             s.preview,
         )
+        table.add_row(*map(plain_cell, cells))
     console.print(table)
     if problems:
         print(

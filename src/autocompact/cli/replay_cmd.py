@@ -30,6 +30,7 @@ from autocompact.replay import (
     replay,
     summarize_errors,
 )
+from autocompact.textsafe import for_terminal
 from autocompact.thresholds import SMALLEST_WINDOW, parse_window
 from autocompact.transcripts import Transcript, read_transcript
 from autocompact.validation import check_tool_pairs
@@ -440,7 +441,9 @@ def _metric(key: str, values: Sequence[Any]) -> str:
 
 
 def _print_report(console: Console, report: FileReport) -> None:
-    console.rule(f"{report.file}", align="left")
+    from rich.text import Text
+
+    console.rule(Text(for_terminal(report.file)), align="left")  # a name is no markup
     recorded = (
         f", recorded compactions before call {', '.join(map(str, report.recorded_compactions))}"
         if report.recorded_compactions

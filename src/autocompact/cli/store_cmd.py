@@ -15,6 +15,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from autocompact.cli.listing import plain_cell
 from autocompact.cli.paths import secrets_in_env, write_export
 from autocompact.content import Message
 from autocompact.errors import ConfigError, SessionStoreError
@@ -170,13 +171,14 @@ def run_store_list(args: argparse.Namespace, address: str) -> int:
     for column in ("id", "updated", "provider/model", "turns", "compactions"):
         table.add_column(column, overflow="fold", no_wrap=column == "id")
     for s in listing if args.all else listing[:20]:
-        table.add_row(
+        cells = (
             s.session_id,
             s.updated,
             f"{s.meta.get('provider', '?')}/{s.meta.get('model', '?')}",
-            str(s.turns),
-            str(s.compactions),
+            s.turns,
+            s.compactions,
         )
+        table.add_row(*map(plain_cell, cells))
     console.print(table)
     return 0
 
