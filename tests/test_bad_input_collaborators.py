@@ -196,3 +196,14 @@ def test_a_summary_model_that_lacks_the_method_is_named_before_the_compaction() 
         compression_service=CompressionService(None, summarizer=lambda *a, **k: "summary"),
     )
     assert local.compress().status.value == "compressed"
+
+
+@pytest.mark.parametrize("spec", ["openai", "openai-responses", "anthropic", "gemini"])
+@pytest.mark.parametrize("model", ["a\x01b", "a\nb", "gpt\x9b"], ids=["soh", "nl", "c1"])
+def test_a_model_name_no_request_can_carry_is_named(spec: str, model: str) -> None:
+    """Gemini's SDK raised a raw httpx.InvalidURL at the first send (the name goes in the URL);
+    the others sent the name in the body and printed it back with its control character."""
+    from autocompact.providers import get_provider
+
+    with pytest.raises(ConfigError, match=r"^model must be a model name \(text without control"):
+        get_provider(f"{spec}:{model}", api_key="k", base_url="http://127.0.0.1:9")

@@ -69,6 +69,7 @@ from autocompact.providers.base import (
     StreamEvent,
     TextDelta,
     ThinkingDelta,
+    check_model,
 )
 from autocompact.thresholds import COMPACT_MAX_OUTPUT_TOKENS
 from autocompact.usage_check import reported_count
@@ -128,7 +129,7 @@ class AnthropicProvider:
         except ImportError as exc:
             raise MissingDependencyError("anthropic", "anthropic") from exc
         self._sdk: Any = anthropic
-        self.model = model
+        self.model = check_model(model)
         self.default_max_tokens = default_max_tokens
         self._api_key = api_key
         self._clients = LazyClients(

@@ -10,6 +10,7 @@ Adapters convert every SDK exception to :mod:`autocompact.errors` in one place.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -34,6 +35,7 @@ __all__ = [
     "TextDelta",
     "ThinkingDelta",
     "ToolSpec",
+    "check_model",
     "check_provider",
     "require_method",
 ]
@@ -320,3 +322,22 @@ def require_method(provider: object, method: str, caller: str) -> None:
             "needs: implement it (autocompact.providers.Provider lists the four methods)",
             key="provider",
         )
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def check_model(value: object, name: str = "model") -> str:
+    """``value`` if it is a model name: text, not blank, without control characters (which a
+    request's URL or header cannot carry: Gemini's SDK raised a raw ``InvalidURL``).
+
+    Raises:
+        ConfigError: anything else, naming ``name`` and the value.
+    """
+    if not isinstance(value, str) or not value.strip() or _CONTROL.search(value):
+        raise ConfigError(
+            f"{name} must be a model name (text without control characters), got "
+            f"{type(value).__name__} {value!r:.60}",
+            key=name,
+        )
+    return value

@@ -81,6 +81,7 @@ from autocompact.providers.base import (
     StreamEvent,
     TextDelta,
     ThinkingDelta,
+    check_model,
 )
 from autocompact.usage_check import reported_count
 
@@ -172,7 +173,7 @@ class GeminiProvider:
         self._genai: Any = genai
         self._errors_mod: Any = errors
         self._types: Any = types
-        self.model = model
+        self.model = check_model(model)
         self.thinking_profile = gemini_thinking(model)
         self._api_key = api_key
         options: dict[str, Any] = {}

@@ -58,6 +58,7 @@ from autocompact.providers.base import (
     StreamEvent,
     TextDelta,
     ThinkingDelta,
+    check_model,
 )
 from autocompact.providers.openai_profiles import (
     COMPATIBLE_BASE_URLS,
@@ -131,7 +132,7 @@ class OpenAIProvider:
         except ImportError as exc:
             raise MissingDependencyError("openai", "openai") from exc
         self._sdk: Any = openai
-        self.model = model
+        self.model = check_model(model)
         self.profile = profile or openai_profile(model)
         if base_url is not None:
             self.profile = replace(self.profile, base_url=base_url)

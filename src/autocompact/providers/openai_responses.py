@@ -70,6 +70,7 @@ from autocompact.providers.base import (
     StreamEvent,
     TextDelta,
     ThinkingDelta,
+    check_model,
 )
 from autocompact.providers.openai import lowest_reasoning_effort
 
@@ -129,7 +130,7 @@ class OpenAIResponsesProvider:
         except ImportError as exc:
             raise MissingDependencyError("openai", "openai") from exc
         self._sdk: Any = openai
-        self.model = model
+        self.model = check_model(model)
         self.family = openai_family(model)
         self.lowest_effort = lowest_reasoning_effort(model)
         self._api_key = api_key
