@@ -51,7 +51,7 @@ from autocompact.compaction.service import (
 from autocompact.compaction.split import COMPRESSION_PRESERVE_THRESHOLD
 from autocompact.content import Message, Part, as_message
 from autocompact.engine import CarriedState, ConversationState, Engine, EngineConfig
-from autocompact.engine.config import check_tools
+from autocompact.engine.config import check_config, check_tools
 from autocompact.errors import ConfigError, MalformedResponseError, ProviderError
 from autocompact.estimation import Calibration
 from autocompact.events import Hook
@@ -124,18 +124,15 @@ class _ChatBase(Engine):
                     "context_window is required (or pass config=)", key="context_window"
                 )
             config = settings
-        elif not isinstance(config, EngineConfig):
-            raise ConfigError(
-                f"config must be an EngineConfig(...), got {type(config).__name__} {config!r:.60}",
-                key="config",
-            )
         elif context_window is not None or settings != EngineConfig(context_window=1):
             raise ConfigError(
                 "pass the window, system prompt, tools, output cap and compaction settings "
                 "either in config=EngineConfig(...) or as keyword arguments, not both",
                 key="config",
             )
-        check_tools(config.tools, json_declarations=False)  # each adapter reads their fields
+        check_tools(
+            check_config(config).tools, json_declarations=False
+        )  # each adapter reads their fields
         check_count(consecutive_failures, "consecutive_failures")
         carried = CarriedState(
             consecutive_failures=consecutive_failures,

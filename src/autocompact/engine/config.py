@@ -33,7 +33,7 @@ from autocompact.thresholds import (
 )
 from autocompact.validation import check_count, check_flag, check_optional_str, check_share
 
-__all__ = ["EngineConfig", "check_tools"]
+__all__ = ["EngineConfig", "check_config", "check_tools"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,6 +103,20 @@ class EngineConfig:
     def with_window(self, context_window: int) -> EngineConfig:
         """The same configuration for another window (a window learned from the server)."""
         return replace(self, context_window=context_window)
+
+
+def check_config(config: object) -> EngineConfig:
+    """``config`` if it is an :class:`EngineConfig`.
+
+    Raises:
+        ConfigError: anything else (a dict of its fields), naming ``config``.
+    """
+    if not isinstance(config, EngineConfig):
+        raise ConfigError(
+            f"config must be an EngineConfig(...), got {type(config).__name__} {config!r:.60}",
+            key="config",
+        )
+    return config
 
 
 def check_tools(tools: object, *, json_declarations: bool = True) -> tuple[ToolSpec, ...]:

@@ -41,7 +41,7 @@ from autocompact.compaction.space import SpaceBreakdown, space_breakdown
 from autocompact.content import Message
 from autocompact.engine import sizing
 from autocompact.engine._steps import CompactionSteps
-from autocompact.engine.config import EngineConfig
+from autocompact.engine.config import EngineConfig, check_config
 from autocompact.engine.state import ConversationState
 from autocompact.errors import ConfigError, ContextOverflowError
 from autocompact.estimation import Calibration, content_stats
@@ -106,11 +106,7 @@ class Engine(CompactionSteps):
         store_owner: str | None = None,
     ) -> None:
         check_provider(provider)
-        if not isinstance(config, EngineConfig):
-            raise ConfigError(
-                f"config must be an EngineConfig(...), got {type(config).__name__} {config!r:.60}",
-                key="config",
-            )
+        check_config(config)
         if compression_service is not None and not isinstance(
             compression_service, CompressionService
         ):
