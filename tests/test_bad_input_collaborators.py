@@ -207,3 +207,19 @@ def test_a_model_name_no_request_can_carry_is_named(spec: str, model: str) -> No
 
     with pytest.raises(ConfigError, match=r"^model must be a model name \(text without control"):
         get_provider(f"{spec}:{model}", api_key="k", base_url="http://127.0.0.1:9")
+
+
+def test_instructions_too_long_for_the_summary_window_are_named() -> None:
+    """Instructions longer than the window failed the compaction with "the summarizer's window
+    is too small to hold a side query", which did not say what to shorten."""
+    from autocompact import Message
+
+    history = [Message.user("question " + "word " * 300), Message.model("answer " + "x " * 300)]
+    session = ChatSession(FakeProvider(), context_window=8_000, history=history * 2)
+    info = session.compress("keep every detail " * 3_000)
+    assert info.status.value == "compression_failed_token_count_error"
+    assert info.error is not None
+    assert "with the 13,500-token instructions given: shorten them" in info.error
+    assert session.history == tuple(history * 2)
+    short = ChatSession(FakeProvider(), context_window=8_000, history=history * 2)
+    assert short.compress("keep the numbers").status.value == "compressed"

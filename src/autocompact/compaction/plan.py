@@ -23,10 +23,7 @@ from autocompact.compaction.attempt import (
     CompressOptions,
     Summarizer,
 )
-from autocompact.compaction.clearing import (
-    ClearingResult,
-    clear_tool_outputs,
-)
+from autocompact.compaction.clearing import ClearingResult, clear_tool_outputs
 from autocompact.compaction.ledger import (
     Ledger,
     audit_summary,
@@ -45,6 +42,7 @@ from autocompact.compaction.reply import refusal as _refusal
 from autocompact.compaction.sidequery import (
     DEFAULT_SUMMARY_SHARE,
     call_summarizer,
+    no_room_reason,
     plan_side_queries,
     side_request,
     summary_cap,
@@ -183,7 +181,7 @@ def compress_flow(
     if plan is None:
         return fail(
             CompressionStatus.COMPRESSION_FAILED_TOKEN_COUNT_ERROR,
-            "the summarizer's window is too small to hold a side query",
+            no_room_reason(options.instructions),
             **sizes,
         )
     carried: str | None = None
@@ -442,7 +440,7 @@ def build_side_query(to_compress: Sequence[Message], options: CompressOptions) -
         image_token_estimate=options.image_token_estimate,
     )
     if plan is None:
-        raise ValueError("the summarizer's window is too small to hold a side query")
+        raise ValueError(no_room_reason(options.instructions))
     request = side_request(plan, 0, None)
     if len(plan.chunks) == 1:
         request = replace(request, native=_native_source(to_compress, options))

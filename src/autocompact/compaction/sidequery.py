@@ -37,6 +37,7 @@ __all__ = [
     "SUMMARY_WINDOW_SHARE",
     "SideQueryPlan",
     "call_summarizer",
+    "no_room_reason",
     "plan_side_queries",
     "side_request",
     "summary_cap",
@@ -78,6 +79,16 @@ class SideQueryPlan:
 
 def _scaled(plain: int, scale: float) -> int:
     return math.ceil(plain * scale)
+
+
+def no_room_reason(instructions: str | None) -> str:
+    """Why :func:`plan_side_queries` found no plan, naming the caller's instructions when there
+    are any (a user who pasted a long text after ``/compress`` learns what to shorten)."""
+    reason = "the summarizer's window is too small to hold a side query"
+    if instructions:
+        tokens = estimate_text_tokens(instructions)
+        reason += f" with the {tokens:,}-token instructions given: shorten them"
+    return reason
 
 
 def plan_side_queries(
