@@ -227,3 +227,12 @@ def test_a_transcript_named_with_brackets_is_titled_as_written(
     result = chat_env.run(["replay", str(named), "--window", "32k"])
     assert result.code == 0, result.err
     assert "[red]x[-y].json" in result.out
+
+
+def test_piped_lines_ended_crlf_are_sent_without_the_cr(chat_env: ChatEnv) -> None:
+    """Piped from a file written on Windows, each message kept its "\\r" (sent and saved)."""
+    result = chat_env.run(["chat", "--provider", "fake"], ["hello there\r", "  indented\r"])
+    assert result.code == 0, result.err
+    (summary,) = SessionStore(chat_env.sessions).list()
+    saved = SessionStore(chat_env.sessions).open(summary.header.id)
+    assert [m.text for m in saved.history if m.role == "user"] == ["hello there", "  indented"]

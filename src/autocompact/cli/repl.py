@@ -69,8 +69,8 @@ class PipedInput:
     def read(self) -> str:
         """The next non-empty line; :class:`EOFError` at the end."""
         for line in self._lines:
-            if line.strip():
-                return line.rstrip("\n")
+            if line.strip():  # a line ended CRLF (a file from Windows) ends without its CR
+                return line.rstrip("\n").removesuffix("\r")
         raise EOFError
 
     def remember(self, text: str) -> None:
