@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -12,6 +13,7 @@ import struct
 import subprocess
 import sys
 import termios
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -61,12 +63,13 @@ class Terminal:
         raise AssertionError(f"{pattern!r} never appeared:\n{self.text[self.pos :][-2000:]}")
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
-def test_chat_in_a_terminal(tmp_path: Path) -> None:
-    """In a real terminal: type, paste several lines, see replies and the toolbar, quit."""
+@contextlib.contextmanager
+def chat_in_a_terminal(tmp_path: Path, **env_extra: str) -> Iterator[Terminal]:
+    """``autocompact chat --provider fake`` in a 100×30 pseudo-terminal; it must leave with
+    status 0 (Ctrl-D), or it is killed."""
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.pop("AUTOCOMPACT_FAKE_SCRIPT", None)
-    env.update(AUTOCOMPACT_HOME=str(tmp_path / "home"), TERM="xterm")
+    env.update(AUTOCOMPACT_HOME=str(tmp_path / "home"), TERM="xterm", **env_extra)
     main, child = pty.openpty()
     # A fresh pseudo-terminal is 0×0; give it a real size so the toolbar has a row to draw on.
     fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
@@ -82,6 +85,19 @@ def test_chat_in_a_terminal(tmp_path: Path) -> None:
     os.close(child)
     term = Terminal(main)
     try:
+        yield term
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(main)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
+def test_chat_in_a_terminal(tmp_path: Path) -> None:
+    """In a real terminal: type, paste several lines, see replies and the toolbar, quit."""
+    with chat_in_a_terminal(tmp_path) as term:
         assert "fake/fake-model" in term.expect(r"/help for commands")
         term.expect(r"0 / 128K tokens \(0%\)")  # the bottom toolbar, before anything is sent
         term.type(b"hello from a terminal\r")
@@ -100,12 +116,6 @@ def test_chat_in_a_terminal(tmp_path: Path) -> None:
         term.expect(r"tokens \(0%\)")
         term.type(b"\x04")  # Ctrl-D
         term.expect(r"Resume with: autocompact chat --continue")
-        assert proc.wait(timeout=30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(main)
     (saved,) = (tmp_path / "home" / "sessions").glob("*.jsonl")
     user = [m.text for m in load_session(saved).history if m.role == "user"]
     assert user == [
@@ -122,36 +132,13 @@ def test_a_streamed_reply_cannot_drive_the_terminal(tmp_path: Path) -> None:
     script = tmp_path / "script.json"
     hostile = "clip\x1b]52;c;aGVsbG8=\x07 title\x1b]0;owned\x07 done."
     script.write_text(json.dumps([{"text": hostile, "purpose": "chat"}]))
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env.update(
-        AUTOCOMPACT_HOME=str(tmp_path / "home"), TERM="xterm", AUTOCOMPACT_FAKE_SCRIPT=str(script)
-    )
-    main, child = pty.openpty()
-    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "autocompact.cli.main", "chat", "--provider", "fake"],
-        stdin=child,
-        stdout=child,
-        stderr=child,
-        cwd=tmp_path,
-        env=env,
-        start_new_session=True,
-    )
-    os.close(child)
-    term = Terminal(main)
-    try:
+    with chat_in_a_terminal(tmp_path, AUTOCOMPACT_FAKE_SCRIPT=str(script)) as term:
         term.expect(r"/help for commands")
         term.type(b"hi\r")
         assert "clip␛]52;c;aGVsbG8=␇" in term.expect(r"done\.")
         term.expect(r"tokens \(0%\)")
         term.type(b"\x04")
         term.expect(r"Resume with")
-        assert proc.wait(timeout=30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(main)
     raw = "".join(term.raw)
     assert "\x1b]52" not in raw
     assert "\x1b]0;owned" not in raw
