@@ -236,3 +236,18 @@ def test_piped_lines_ended_crlf_are_sent_without_the_cr(chat_env: ChatEnv) -> No
     (summary,) = SessionStore(chat_env.sessions).list()
     saved = SessionStore(chat_env.sessions).open(summary.header.id)
     assert [m.text for m in saved.history if m.role == "user"] == ["hello there", "  indented"]
+
+
+def test_a_failed_start_gives_the_session_back(chat_env: ChatEnv) -> None:
+    """A resume that failed after the session was locked (here: an unknown provider) kept the
+    lock, so the next resume in the same process found the session in use."""
+    first = chat_env.run(["chat", "--provider", "fake"], ["hello"])
+    assert first.code == 0, first.err
+    (summary,) = SessionStore(chat_env.sessions).list()
+    failed = chat_env.run(["chat", "--resume", summary.header.id, "--provider", "bogus"], ["x"])
+    assert failed.code == 2
+    assert "bogus" in failed.err
+    again = chat_env.run(["chat", "--resume", summary.header.id, "--provider", "fake"], ["more"])
+    assert again.code == 0, again.err
+    saved = SessionStore(chat_env.sessions).open(summary.header.id)
+    assert [m.text for m in saved.history if m.role == "user"] == ["hello", "more"]

@@ -14,6 +14,7 @@ order (see :func:`load_fake_script`); it is read only with ``--provider fake``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -237,7 +238,8 @@ def run_chat(args: argparse.Namespace) -> int:
     notices = logging.getLogger("autocompact.notices")
     notices.addFilter(_shown_by_the_chat)
     try:
-        return _chat(args)
+        with contextlib.ExitStack() as held:  # the session's lock and store, however it ends
+            return _chat(args, held)
     finally:
         notices.removeFilter(_shown_by_the_chat)
 
@@ -247,7 +249,7 @@ def _shown_by_the_chat(record: logging.LogRecord) -> bool:
     return False
 
 
-def _chat(args: argparse.Namespace) -> int:
+def _chat(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
     env = os.environ
     home = data_dir(env)
     cwd = Path.cwd()
@@ -258,11 +260,15 @@ def _chat(args: argparse.Namespace) -> int:
     store = SessionStore(home / "sessions", redact=secrets_in_env(env))
     address = None if args.no_save else store_address(args)
     shared = chat_store(address, args, cwd) if address else None
+    if shared is not None:
+        held.callback(shared[0].close)
     saved: SavedSession | None = None
     writer: SessionWriter | None = None
     save_warning: str | None = None
     if shared is None:
         saved, writer, save_warning = _resume(args, store, cwd)
+        if writer is not None:
+            held.callback(writer.close)
     choice = _choose(args, settings, saved, env, home)
     provider, window, source, window_warning = build_provider(choice, env)
 
@@ -318,6 +324,7 @@ def _chat(args: argparse.Namespace) -> int:
         saved=saved,
         writer=writer,
     )
+    held.callback(saver.close)  # (the writer of a new session, once it has one)
     ctx = ChatContext(
         session=session,
         provider_name=choice.provider,
