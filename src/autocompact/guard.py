@@ -24,7 +24,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from autocompact.compaction.plan import CompressionInfo, CompressionStatus
-from autocompact.compaction.service import CompressionService, drive_flow, drive_flow_async
+from autocompact.compaction.service import (
+    CompressionService,
+    check_service,
+    drive_flow,
+    drive_flow_async,
+)
 from autocompact.compaction.split import COMPRESSION_PRESERVE_THRESHOLD
 from autocompact.content import CharStats, Message, json_length
 from autocompact.engine import CarriedState, ConversationState, Engine, EngineConfig
@@ -136,14 +141,8 @@ class ContextGuard:
         keep_share: float = COMPRESSION_PRESERVE_THRESHOLD,
         summary_target_tokens: int | None = None,
     ) -> None:
-        if not isinstance(compression, CompressionService):
-            raise ConfigError(
-                "compression must be a CompressionService(...), got "
-                f"{type(compression).__name__} {compression!r:.60}",
-                key="compression",
-            )
         self.context_window = context_window
-        self.compression = compression
+        self.compression = check_service(compression, "compression")
         self.clear_tool_outputs = clear_tool_outputs
         self.image_token_estimate = image_token_estimate
         self.keep_share = keep_share

@@ -38,6 +38,7 @@ __all__ = [
     "check_thresholds",
     "check_tokens",
     "compute_thresholds",
+    "finite_number",
     "parse_window",
     "tier_of",
 ]
@@ -248,13 +249,8 @@ def check_tokens(value: object, name: str = "tokens") -> float:
     Raises:
         ConfigError: anything else; the message names ``name`` and the value.
     """
-    number = math.nan
-    if not isinstance(value, bool) and isinstance(value, numbers.Real):
-        try:
-            number = float(value)
-        except OverflowError:  # an int past any float: no count of tokens
-            number = math.inf
-    if 0 <= number < math.inf:
+    number = finite_number(value)
+    if number is not None and number >= 0:
         return number
     raise ConfigError(
         f"{name} must be a finite token count, 0 or more, got {type(value).__name__} {value!r:.60}",
@@ -275,3 +271,15 @@ def check_thresholds(value: object, name: str = "thresholds") -> CompactionThres
             key=name,
         )
     return value
+
+
+def finite_number(value: object) -> float | None:
+    """``value`` as a float when it is a finite real number (not a bool), else ``None`` (an int
+    past any float too)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None

@@ -14,8 +14,6 @@ shown (cooldowns) is the caller's business.
 
 from __future__ import annotations
 
-import math
-import numbers
 from dataclasses import dataclass
 
 from autocompact.errors import ConfigError
@@ -24,6 +22,7 @@ from autocompact.thresholds import (
     Tier,
     check_thresholds,
     check_tokens,
+    finite_number,
     parse_window,
 )
 
@@ -58,13 +57,8 @@ def format_tokens(tokens: float) -> str:
 
 
 def _finite(tokens: object) -> float:
-    value = math.nan
-    if not isinstance(tokens, bool) and isinstance(tokens, numbers.Real):
-        try:
-            value = float(tokens)
-        except OverflowError:
-            value = math.inf
-    if math.isfinite(value):
+    value = finite_number(tokens)
+    if value is not None:
         return value
     raise ConfigError(
         f"tokens must be a finite number, got {type(tokens).__name__} {tokens!r:.60}",

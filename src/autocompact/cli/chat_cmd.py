@@ -26,7 +26,7 @@ from rich.console import Console
 
 from autocompact.chat import ChatSession
 from autocompact.cli.calibrations import CalibrationMemory
-from autocompact.cli.paths import data_dir, secrets_in_env, settings_paths
+from autocompact.cli.paths import data_dir, not_blank, secrets_in_env, settings_paths
 from autocompact.cli.provider_choice import (
     ASSUMED_WINDOW,
     DEFAULT_MODELS,
@@ -96,7 +96,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--provider",
         help="openai, anthropic, gemini, qwen, openai-compatible or fake (offline)",
     )
-    p.add_argument("--model", type=_model_name, help="the model name")
+    p.add_argument("--model", type=not_blank("a model name"), help="the model name")
     p.add_argument(
         "--base-url", type=_base_url, help="the server's base URL (openai-compatible servers)"
     )
@@ -119,7 +119,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     resume.add_argument(
         "--resume",
         metavar="ID",
-        type=_session_id,
+        type=not_blank("a session id (autocompact sessions list shows them)"),
         help="resume a saved session by id (or prefix)",
     )
     p.add_argument("--no-save", action="store_true", help="do not save this session")
@@ -149,22 +149,6 @@ def _base_url(text: str) -> str:
         return check_base_url(text, "--base-url")
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--base-url ")) from None
-
-
-def _model_name(text: str) -> str:
-    """``--model``: a name, not an empty one (an unset shell variable used the default)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError(f"expected a model name, got {text!r}")
-    return text
-
-
-def _session_id(text: str) -> str:
-    """``--resume``: an id, not an empty one (an unset shell variable started a new chat)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError(
-            f"expected a session id (autocompact sessions list shows them), got {text!r}"
-        )
-    return text
 
 
 def _choose(

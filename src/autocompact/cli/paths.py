@@ -3,14 +3,22 @@ files) and which environment values must never be written to them."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from autocompact.errors import SessionFileError
 
-__all__ = ["data_dir", "secrets_in_env", "settings_paths", "write_export", "write_private"]
+__all__ = [
+    "data_dir",
+    "not_blank",
+    "secrets_in_env",
+    "settings_paths",
+    "write_export",
+    "write_private",
+]
 
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 
@@ -66,3 +74,15 @@ def write_export(path: Path, text: str, sessions: Path | None) -> None:
             path=str(path),
         )
     write_private(path, text)
+
+
+def not_blank(expected: str) -> Callable[[str], str]:
+    """An argparse ``type`` that takes any text but an empty or blank one (an unset shell
+    variable), refused as "expected <expected>, got ''"."""
+
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return text
+
+    return parse

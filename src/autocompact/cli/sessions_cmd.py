@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
@@ -11,7 +10,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 
 from autocompact.cli.listing import list_files
-from autocompact.cli.paths import data_dir, write_export
+from autocompact.cli.paths import data_dir, not_blank, write_export
 from autocompact.cli.render import format_tokens
 from autocompact.cli.store_cmd import (
     run_store_export,
@@ -21,6 +20,7 @@ from autocompact.cli.store_cmd import (
     store_address,
 )
 from autocompact.content import FunctionCallPart, FunctionResponsePart, Message, TextPart
+from autocompact.errors import ConfigError
 from autocompact.sessions import SessionStore, export_session
 from autocompact.textsafe import for_terminal
 
@@ -62,7 +62,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="openai: a JSON array of chat-completions messages; jsonl: one neutral message "
         "a line (default)",
     )
-    export.add_argument("-o", "--output", type=_named, help="write to this file instead of stdout")
+    export.add_argument(
+        "-o", "--output", type=not_blank("a path"), help="write to this file instead of stdout"
+    )
     export.set_defaults(handler=run_export)
     export.add_argument("--store", metavar="ADDRESS", help=store_help)
     export.add_argument(
@@ -77,17 +79,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     imp.add_argument("ids", nargs="*", metavar="ID", help="the sessions to copy (default: all)")
     imp.add_argument("--store", metavar="ADDRESS", help=store_help, required=False)
     imp.add_argument(
-        "--from", dest="source", type=_named, help="the JSONL directory (default: the usual one)"
+        "--from",
+        dest="source",
+        type=not_blank("a path"),
+        help="the JSONL directory (default: the usual one)",
     )
     imp.set_defaults(handler=run_import)
-
-
-def _named(text: str) -> str:
-    """``-o`` and ``--from``: a path, not an empty one (an unset shell variable wrote the
-    export to stdout, or imported the usual directory)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError(f"expected a path, got {text!r}")
-    return text
 
 
 def _store() -> SessionStore:
@@ -98,8 +95,6 @@ def run_import(args: argparse.Namespace) -> int:
     """``sessions import``."""
     address = store_address(args)
     if address is None:
-        from autocompact.errors import ConfigError
-
         raise ConfigError(
             "sessions import needs --store sqlite:///path or postgresql://... (or "
             "$AUTOCOMPACT_STORE)",
@@ -136,9 +131,10 @@ def _part_text(message: Message) -> str:
 def _tokens(value: object) -> str:
     """A compaction record's token count as :func:`format_tokens` writes it; ``?`` for what is
     not a finite number (a hand-edited file)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    try:
+        return format_tokens(value)  # type: ignore[arg-type]  # it checks what it is given
+    except ConfigError:
         return "?"
-    return format_tokens(value)
 
 
 def run_show(args: argparse.Namespace) -> int:

@@ -30,6 +30,7 @@ __all__ = [
     "Awaiting",
     "CompressionService",
     "abandon",
+    "check_service",
     "drive_flow",
     "drive_flow_async",
     "settle",
@@ -243,3 +244,17 @@ def _log(result: CompressionResult) -> None:
         info.new_token_count,
         f": {info.error}" if info.error else "",
     )
+
+
+def check_service(value: object, name: str) -> CompressionService:
+    """``value`` if it is a :class:`CompressionService`.
+
+    Raises:
+        ConfigError: anything else, naming ``name``.
+    """
+    if not isinstance(value, CompressionService):
+        raise ConfigError(
+            f"{name} must be a CompressionService(...), got {type(value).__name__} {value!r:.60}",
+            key=name,
+        )
+    return value

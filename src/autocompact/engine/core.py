@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from autocompact.compaction.accounting import GrowthLog, automatic_trigger, record_outgrown
 from autocompact.compaction.fallback import ProviderScale, TrimResult, check_message_fits
 from autocompact.compaction.plan import CompressionInfo, CompressionStatus, CompressionTrigger
-from autocompact.compaction.service import CompressionService
+from autocompact.compaction.service import CompressionService, check_service
 from autocompact.compaction.space import SpaceBreakdown, space_breakdown
 from autocompact.content import Message
 from autocompact.engine import sizing
@@ -107,14 +107,8 @@ class Engine(CompactionSteps):
     ) -> None:
         check_provider(provider)
         check_config(config)
-        if compression_service is not None and not isinstance(
-            compression_service, CompressionService
-        ):
-            raise ConfigError(
-                "compression_service must be a CompressionService(...), got "
-                f"{type(compression_service).__name__} {compression_service!r:.60}",
-                key="compression_service",
-            )
+        if compression_service is not None:
+            check_service(compression_service, "compression_service")
         check_optional_str(session_id, "session_id")
         check_optional_str(store_owner, "store_owner")
         self.provider = provider
