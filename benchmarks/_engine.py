@@ -18,7 +18,7 @@ from typing import Any
 
 from _history import History, fresh_messages
 from _timing import Contender, Report, fmt_bytes, fmt_ratio, fmt_time, median_ratio, rounds
-from autocompact.codec import history_from_dicts
+from autocompact.codec import message_from_dict
 from autocompact.content import Message, Usage
 from autocompact.estimation import estimate_prompt_tokens
 from autocompact.providers.base import ChatRequest, Completion, FinishReason, StreamDone
@@ -97,8 +97,9 @@ def section_send(
         f" measured in the same rounds, is subtracted); window {WINDOW:,} so every send stays in"
         " the safe tier (the steady path: estimate, tier, unforced gate, request, accounting)."
         " *Warm*: a running session (last reported count known). *Restore + first send*:"
-        " `ChatSession(history=...)` on fresh objects with no reported count, then one send"
-        " (the constructor's and the send's cold estimates included), as `--continue` does."
+        " the history built from plain message dicts (`history_from_dicts`, which measures each"
+        " message as it builds it), `ChatSession(history=...)` with no reported count, then one"
+        " send, all timed (the constructor's and the send's cold estimates included)."
     )
     report.line()
     ops = max(20, cfg.warm_ops // 20)
@@ -116,13 +117,14 @@ def section_send(
             session = ChatSession(p, context_window=WINDOW, history=s, last_prompt_token_count=n)
             return session, _pendings(pending_pool, ops)
 
-        def first_sends(h: History = hist) -> Any:
-            return [(fresh_messages(h.dicts), pending) for pending in _pendings(pending_pool, 3)]
+        def first_sends() -> Any:
+            return _pendings(pending_pool, 3)
 
-        def restore_and_send(batch: Any, p: CannedProvider = provider) -> None:
-            # Constructing the session is timed too: it takes the cold estimate (its tier).
-            for history, pending in batch:
-                ChatSession(p, context_window=WINDOW, history=history).send(pending)
+        def restore_and_send(batch: Any, p: CannedProvider = provider, h: History = hist) -> None:
+            # The history's build and the session's are timed too: history_from_dicts measures
+            # each message as it builds it, and the session takes the cold estimate (its tier).
+            for pending in batch:
+                ChatSession(p, context_window=WINDOW, history=fresh_messages(h.dicts)).send(pending)
 
         contenders = [
             Contender("warm", lambda arg: [arg[0].send(m) for m in arg[1]], warm_session, ops),
@@ -212,7 +214,8 @@ def section_compaction(
         f" the history in the auto tier; here: method"
         f" `{getattr(auto, 'method', '?')}`, status `{auto.status}`). *Seen objects* is the"
         " running-session case (a `ChatSession` measures every message as it is added);"
-        " *fresh objects*: a history just loaded, never measured."
+        " *fresh objects*: a history just loaded, never measured (its build from plain"
+        " message dicts timed with it, since the build measures each message)."
     )
     report.line()
     try:
@@ -224,10 +227,9 @@ def section_compaction(
     except ImportError:
         cta = None
     contenders = [
-        Contender(
+        Contender(  # built inside the timed part: the build measures each message
             "manual, fresh objects",
-            lambda msgs: service.compress(msgs, options),
-            lambda: fresh_messages(hist.dicts),
+            lambda _: service.compress(fresh_messages(hist.dicts), options),
         ),
         Contender("manual, seen objects", lambda _: service.compress(seen, options)),
         Contender("automatic, seen objects", lambda _: service.compress(seen, auto_options)),
@@ -266,7 +268,10 @@ def section_memory(
     report.heading("(d) Memory")
     report.line(
         "tracemalloc. *History*: the message objects and their strings, parsed from JSON."
-        " *Statistics cache*: what a cold estimate leaves cached on the parts and messages."
+        " *Statistics cache*: what a cold estimate leaves cached on the parts and messages (the"
+        " history is built here through `message_from_dict`, which leaves the statistics to the"
+        " first estimate; `history_from_dicts` computes the same ones while it builds, where"
+        " they could not be told from the history's own size)."
         " *Session*: a `ChatSession` over the history after one send (includes that send's"
         " two new messages). *Held* = statistics cache + session: what stays allocated. *Peak*:"
         " the highest extra allocation during those steps, transient buffers included (the JSON"
@@ -281,7 +286,7 @@ def section_memory(
         tracemalloc.start()
         try:
             base = tracemalloc.get_traced_memory()[0]
-            messages = history_from_dicts(json.loads(blob))
+            messages = [message_from_dict(d, index=i) for i, d in enumerate(json.loads(blob))]
             gc.collect()
             history_bytes = tracemalloc.get_traced_memory()[0] - base
             tracemalloc.reset_peak()

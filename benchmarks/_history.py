@@ -65,7 +65,8 @@ class History:
 
 
 def fresh_messages(dicts: Sequence[Dict]) -> list[Message]:
-    """New message objects (statistics not yet computed) for ``dicts``."""
+    """New message objects for ``dicts`` (``history_from_dicts``, which measures each message as
+    it builds it: time a build with the estimate that follows it, or that work is left out)."""
     return history_from_dicts(dicts)
 
 
