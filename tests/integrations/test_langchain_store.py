@@ -3,6 +3,7 @@ checkpointer) continue one conversation kept in a SQLite / PostgreSQL store."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,13 +11,13 @@ import pytest
 pytest.importorskip("langchain.agents")
 
 from langchain.agents import create_agent
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from autocompact.integrations.langchain import AutocompactMiddleware
-from autocompact.sessions.stores import SessionStore
+from autocompact.sessions.stores import SessionStore, SqliteStore
 
-from .lc_fakes import ScriptedModel, orphans
+from .lc_fakes import ScriptedModel, orphans, tool_call
 from .store_workers import turn_entries, two_stores
 from .test_langchain_agent import WINDOW, read_file, scripted
 
@@ -125,3 +126,37 @@ async def test_async_agents_share_the_store(
     await worker(model, a).ainvoke({"messages": [HumanMessage("turn 1", id="q1")]}, config)
     assert len(model.requests) == calls
     assert turn_entries(a, "conv") == before
+
+
+def test_one_worker_sends_and_keeps_the_messages_langchain_gave(tmp_path: Path) -> None:
+    """With a store and one worker, each request and the graph state hold the LangChain
+    messages themselves (ids, metadata, an image_url block), not copies rebuilt from the
+    store's form; the store's history is unchanged by it."""
+    store = SqliteStore(tmp_path / "one.db")
+    call = tool_call("read_file", {"path": "a.py", "size": 100}, "call-0")
+    call.response_metadata = {"model_name": "m-1"}
+    call.additional_kwargs = {"provider": {"trace": "t-1"}}
+    thought = [{"type": "thinking", "thinking": "ok", "signature": "SIG"}, "read it"]
+    answer = AIMessage(thought, response_metadata={"model_name": "m-1"})
+    model = ScriptedModel(messages=iter([call, answer, "again"]), window=WINDOW)
+    agent = worker(model, store)
+    image = {"type": "image_url", "image_url": {"url": "https://example.com/a.jpg"}}
+    first = HumanMessage(
+        [{"type": "text", "text": "look"}, image], id="req-0", additional_kwargs={"via": "web"}
+    )
+    config: Any = {"configurable": {"thread_id": "conv"}}
+    agent.invoke({"messages": [first]}, config)
+    agent.invoke({"messages": [HumanMessage("turn 1", id="req-1")]}, config)
+    state = agent.get_state(config).values["messages"]
+    assert state[0] == first
+    assert state[1].additional_kwargs == {"provider": {"trace": "t-1"}}
+    assert state[1].response_metadata == {"model_name": "m-1"}
+    assert not [m.id for m in state if str(m.id).startswith("autocompact-")]
+    for request in model.requests[1:]:  # after the system prompt, what the state held
+        assert [m.model_dump() for m in request[1:]] == [
+            m.model_dump() for m in state[: len(request) - 1]
+        ]
+    assert [m.text for m in store.load("conv").history if m.role == "user" and m.text] == [
+        "look",
+        "turn 1",
+    ]

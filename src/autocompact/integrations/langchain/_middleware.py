@@ -151,6 +151,9 @@ class _Turn:
         parts = tuple(p for m, _ in tail for p in m.parts)
         self.pending = Message(role="user", parts=parts)
         self.sources[id(self.pending)] = [msg for _, src in tail for msg in src]
+        # The state's messages in order (and the reply, once sent): a message the store gives
+        # back equal to one of them is that one, not a copy rebuilt without its metadata.
+        self.known = [*groups[:split], (self.pending, self.sources[id(self.pending)])]
         self.turn_id = _turn_id(body)
         self.stored: _Stored | None = None
         tier = Tier(entry["tier"]) if "tier" in entry else None
@@ -207,10 +210,14 @@ class _Turn:
         self.original = self.core.history
 
     def to_langchain(self, messages: Sequence[Message]) -> list[BaseMessage]:
-        """LangChain messages for engine messages: the originals where the engine kept them."""
+        """LangChain messages for engine messages: the originals where the engine kept them
+        (with a store, also where the store gives back a message equal to the state's)."""
         out: list[BaseMessage] = []
+        after = 0  # the next state message an equal stored one may be (in order, each once)
         for message in messages:
             known = self.sources.get(id(message))
+            if known is None and self.stored is not None:
+                known, after = self._same(message, after)
             if known is None:
                 known = message_to_langchain(message, originals=self._original)
                 for msg in known:
@@ -218,6 +225,15 @@ class _Turn:
                 self.sources[id(message)] = known
             out.extend(known)
         return out
+
+    def _same(self, message: Message, after: int) -> tuple[list[BaseMessage] | None, int]:
+        """The LangChain messages of the first state message from ``after`` on that is equal
+        to ``message`` (read back from the store), and where the next search starts."""
+        for index in range(after, len(self.known)):
+            candidate, sources = self.known[index]
+            if candidate.role == message.role and candidate == message:
+                return sources, index + 1
+        return None, after
 
     def _original(self, part: FunctionResponsePart) -> ToolMessage | None:
         known = self.tools.get(id(part))
@@ -577,4 +593,5 @@ class _Sender:
             reply = AIMessage(content="")
         completion = completion_of(reply, model=model_name(self.base.model))
         self.turn.sources[id(completion.message)] = list(response.result)
+        self.turn.known.append((completion.message, list(response.result)))
         return completion
