@@ -224,6 +224,25 @@ async def test_below_the_ladder_nothing_changes() -> None:
     assert len(await session.get_items()) == 4
 
 
+async def test_a_cleared_output_keeps_its_item_fields() -> None:
+    """Clearing replaces only a function_call_output's output: its id and status are kept,
+    and every other item is stored as it was."""
+    items = big_history(12, pending=False, size=6_000)
+    for item in items:
+        if item.get("type") == "function_call_output":
+            item.update(id=f"fco_{item['call_id']}", status="completed")
+    store = SQLiteSession("s")
+    await store.add_items(items)
+    session = AutocompactSession(store, context_window=16_000, summarizer="offline")
+    await session.run_compaction()
+    stored = await store.get_items()
+    changed = [(old, new) for old, new in zip(items, stored, strict=True) if old != new]
+    assert changed, "nothing was cleared"
+    for old, new in changed:
+        assert new["output"].startswith("[tool output cleared")
+        assert {**new, "output": old["output"]} == old
+
+
 async def test_session_protocol_delegates() -> None:
     """get/add/pop/clear go to the underlying session."""
     store = SQLiteSession("s")

@@ -336,6 +336,15 @@ def _new_item(part: Part, role: str) -> Item:
             assert_never(part)
 
 
+def _outputs_by_call(items: Sequence[Item]) -> dict[str, Item]:
+    """Each ``function_call_output`` item by its call id (an id given twice: neither)."""
+    found: dict[str, Item | None] = {}
+    for item in items:
+        if item.get("type") == "function_call_output" and isinstance(item.get("call_id"), str):
+            found[item["call_id"]] = None if item["call_id"] in found else item
+    return {call: item for call, item in found.items() if item is not None}
+
+
 def from_autocompact(
     messages: Sequence[Message], converted: ConvertedItems | None = None
 ) -> list[Item]:
@@ -344,11 +353,15 @@ def from_autocompact(
     source = converted._items if converted is not None else ()
     out: list[Item] = []
     indices: list[int | None] = []  # each output item's index in the source (None: new)
+    outputs = _outputs_by_call(source)
     for message in messages:
         for part in message.parts:
             index = originals.get(id(part))
             if index is None:
-                out.append(_new_item(part, message.role))
+                item = _new_item(part, message.role)
+                original = outputs.get(part.id) if isinstance(part, FunctionResponsePart) else None
+                # A cleared output is its original item with the new output (id, status kept).
+                out.append({**original, "output": item["output"]} if original else item)
                 indices.append(None)
             elif not indices or index != indices[-1]:
                 out.append(source[index])
