@@ -3,14 +3,16 @@ PostgreSQL store, through the real agent loop and its FunctionModel."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic_ai import Agent
 from pydantic_ai import messages as pm
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from autocompact.compaction import CompressionStatus
 from autocompact.integrations.pydantic_ai import Autocompact
-from autocompact.sessions.stores import SessionStore
+from autocompact.sessions.stores import SessionStore, SqliteStore
 
 from .store_workers import turn_entries, two_stores
 from .test_pydantic_ai import SNAPSHOT, WINDOW, RecordingModel, Script, orphans
@@ -136,3 +138,37 @@ def test_usage_and_failures_live_in_the_store(
     assert snapshot.calibration is not None
     assert snapshot.count_base[0] > 0
     assert max(script.sent) < WINDOW
+
+
+def test_one_worker_sends_and_keeps_the_messages_of_the_run(tmp_path: Path) -> None:
+    """With a store, each request and the run's messages hold the run's own messages (a
+    thinking part's provider and id, a tool call's id and details, the response's usage),
+    not copies rebuilt from the store's form."""
+    seen: list[list[pm.ModelMessage]] = []
+
+    def reply(messages: list[pm.ModelMessage], info: AgentInfo) -> pm.ModelResponse:
+        seen.append(list(messages))
+        if len(seen) > 1:
+            return pm.ModelResponse(parts=[pm.TextPart("done", provider_details={"k": 1})])
+        thought = pm.ThinkingPart("hm", signature="SIG", id="th-1", provider_name="anthropic")
+        call = pm.ToolCallPart("read", {"path": "a"}, tool_call_id="c1", id="x-1")
+        return pm.ModelResponse(parts=[thought, call], provider_response_id="resp-1")
+
+    store = SqliteStore(tmp_path / "one.db")
+    capability = Autocompact(context_window=WINDOW, store=store, summarizer="offline")
+    agent = Agent(FunctionModel(reply), system_prompt="be brief", capabilities=[capability])
+
+    @agent.tool_plain
+    def read(path: str) -> str:
+        return "body"
+
+    first = agent.run_sync("hi", conversation_id="c", run_id="r1")
+    agent.run_sync("again", conversation_id="c", run_id="r2", message_history=first.all_messages())
+    history = first.all_messages()
+    assert history[1].parts[0] == pm.ThinkingPart(
+        "hm", signature="SIG", id="th-1", provider_name="anthropic"
+    )
+    assert isinstance(history[1], pm.ModelResponse)
+    assert history[1].provider_response_id == "resp-1"
+    assert seen[1][:-1] == history[:2]
+    assert seen[2][:-1] == history

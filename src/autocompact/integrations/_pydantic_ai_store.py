@@ -25,7 +25,7 @@ from typing import Any
 from autocompact.compaction.plan import CompressionInfo
 from autocompact.content import Message, Usage
 from autocompact.engine import Engine
-from autocompact.errors import ConfigError, ContextOverflowError, ProviderError
+from autocompact.errors import ConfigError, ContentError, ContextOverflowError, ProviderError
 from autocompact.guard import ContextGuard
 from autocompact.integrations._pydantic_ai_convert import (
     from_autocompact,
@@ -101,6 +101,39 @@ def _split_system(
     return system, dataclasses.replace(last, parts=parts)
 
 
+def _known(messages: Sequence[pm.ModelMessage]) -> list[tuple[Message, pm.ModelMessage]]:
+    """The run's messages before the pending request, each with its engine form (its system
+    prompt parts left out: they are put back in front), so that a stored message equal to one
+    of them is sent and kept as that message, not as a copy rebuilt without its fields
+    (timestamps, ids, provider details, usage, the model's name)."""
+    known: list[tuple[Message, pm.ModelMessage]] = []
+    for message in messages:
+        try:
+            converted = to_autocompact([message]).messages
+        except ContentError:  # not in the store's form either: the stored copy is used
+            continue
+        if len(converted) != 1:
+            continue
+        if isinstance(message, pm.ModelRequest):
+            parts = [p for p in message.parts if not isinstance(p, pm.SystemPromptPart)]
+            if len(parts) != len(message.parts):
+                message = dataclasses.replace(message, parts=parts)
+        known.append((converted[0], message))
+    return known
+
+
+def _same(
+    known: Sequence[tuple[Message, pm.ModelMessage]], message: Message, after: int
+) -> tuple[pm.ModelMessage | None, int]:
+    """The first run message from ``after`` on whose engine form equals ``message``, and where
+    the next search starts."""
+    for index in range(after, len(known)):
+        candidate, original = known[index]
+        if candidate.role == message.role and candidate == message:
+            return original, index + 1
+    return None, after
+
+
 class StoreTurn:
     """One model request of a run on a stored conversation: the core's turn flow, held open
     from ``before_model_request`` until the response (or the error) comes back."""
@@ -129,6 +162,7 @@ class StoreTurn:
         )
         parts = tuple(p for m in converted.messages for p in m.parts)
         self.message = Message(role="user", parts=parts)
+        self._known = _known(request_context.messages[:-1])
         self._flow: _Flow = self.core.turn_flow(self.message, turn_id)
         self._side = self.core.compression.side_provider(self.core.provider)
 
@@ -139,7 +173,11 @@ class StoreTurn:
 
     def _messages(self, messages: Sequence[Message]) -> list[pm.ModelMessage]:
         """pydantic-ai messages: the pending request as it came, the system prompt in front."""
-        out = from_autocompact(messages[:-1]) if messages else []
+        out: list[pm.ModelMessage] = []
+        after = 0  # the next run message an equal stored one may be (in order, each once)
+        for message in messages[:-1]:
+            original, after = _same(self._known, message, after)
+            out.extend([original] if original is not None else from_autocompact([message]))
         out.append(self.pending)
         if self.system_parts:
             head = out[0]
