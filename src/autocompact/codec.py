@@ -39,6 +39,7 @@ from autocompact.content import (
 from autocompact.errors import ContentError
 from autocompact.jsonsafe import is_array
 from autocompact.jsonsize import plain_json_length, str_json_length
+from autocompact.toolmedia import media_blocks
 
 __all__ = ["history_from_dicts", "history_to_dicts", "message_from_dict", "message_to_dict"]
 
@@ -390,7 +391,12 @@ def history_from_dicts(items: Sequence[object], *, decoded: bool = False) -> lis
                         ident = data["id"]
                         name = data["name"]
                         is_error = data.get("is_error", False)
-                        if type(ident) is str and type(name) is str and type(is_error) is bool:
+                        if (
+                            type(ident) is str
+                            and type(name) is str
+                            and type(is_error) is bool
+                            and not media_blocks(response)  # (an image: the general path)
+                        ):
                             # Not plain JSON (-1): the general path proves it serializes.
                             length = (
                                 str_json_length(response)

@@ -26,6 +26,7 @@ from autocompact.jsonsize import (
     str_json_length,
     utf8_json_length,
 )
+from autocompact.toolmedia import response_measure
 from autocompact.usage_check import check_count
 
 __all__ = [
@@ -186,9 +187,9 @@ class FunctionResponsePart(_Sized):
                 _json_stats(lambda: self._measure(), "FunctionResponsePart.response"),
             )
 
-    def _measure(self) -> CharStats:
-        # len(json_form({"name": ..., "response": ...})) without serializing the response.
-        return CharStats(json_chars=21 + name_json_length(self.name) + json_length(self.response))
+    def _measure(self) -> CharStats:  # len(json_form({"name": ..., "response": ...})), media out
+        length, media = response_measure(self.response)  # (a returned image: toolmedia)
+        return CharStats(json_chars=21 + name_json_length(self.name) + length, media_parts=media)
 
 
 class _NameLengths(dict[str, int]):

@@ -19,6 +19,7 @@ from autocompact.content import (
 )
 from autocompact.errors import (
     AuthenticationError,
+    ContentError,
     ContextOverflowError,
     MalformedResponseError,
     ProviderConnectionError,
@@ -362,3 +363,19 @@ def test_non_json_reply_is_malformed(wire: Wire) -> None:
     with pytest.raises(MalformedResponseError) as info:
         make(wire).complete(CHAT)
     assert info.value.provider == "gemini"
+
+
+def test_an_image_a_tool_returned_is_refused_before_anything_is_sent(wire: Wire) -> None:
+    """This adapter sends a tool result as JSON: an image in it would reach the model as base64
+    text, so it is a ContentError naming the call, and no request goes out."""
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA"}}
+    history = (
+        Message(role="model", parts=(FunctionCallPart(id="c1", name="screenshot"),)),
+        Message(
+            role="user",
+            parts=(FunctionResponsePart(id="c1", name="screenshot", response=[image]),),
+        ),
+    )
+    with pytest.raises(ContentError, match=r"tool call 'c1' \(screenshot\)"):
+        make(wire).complete(ChatRequest(messages=history))
+    assert wire.sent == []

@@ -11,9 +11,16 @@ from typing import Any
 
 import pytest
 
-from autocompact.content import FunctionCallPart, Message, TextPart, ThinkingPart
+from autocompact.content import (
+    FunctionCallPart,
+    FunctionResponsePart,
+    Message,
+    TextPart,
+    ThinkingPart,
+)
 from autocompact.errors import (
     AuthenticationError,
+    ContentError,
     ContextOverflowError,
     MalformedResponseError,
     ProviderConnectionError,
@@ -571,3 +578,24 @@ def test_stream_usage_can_be_turned_off_for_old_servers(wire: Wire) -> None:
     assert "stream_options" not in wire.last.json
     assert isinstance(done, StreamDone)
     assert done.completion.usage is None
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_request_it_cannot_send_is_a_content_error_not_a_bad_reply(
+    wire: Wire, streamed: bool
+) -> None:
+    """What the request cannot carry (here an image a tool returned) is the request's error,
+    raised before anything is sent; it was reported as a reply that "cannot be read"."""
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}
+    history = (
+        Message(role="model", parts=(FunctionCallPart(id="c1", name="screenshot"),)),
+        Message(
+            role="user",
+            parts=(FunctionResponsePart(id="c1", name="screenshot", response=[image]),),
+        ),
+    )
+    provider = make(wire)
+    send: Any = (lambda r: list(provider.stream(r))) if streamed else provider.complete
+    with pytest.raises(ContentError, match=r"tool call 'c1' \(screenshot\)"):
+        send(ChatRequest(messages=history))
+    assert wire.sent == []

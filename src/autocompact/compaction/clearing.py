@@ -326,14 +326,16 @@ def clear_tool_outputs(
     # The new history's statistics are the old ones with each replaced output's swapped for its
     # placeholder's (sums of integers: exact), so only what was cleared is measured (issue 25).
     before = content_stats(history)
-    removed = added = 0
+    removed = added = removed_media = 0
     for (m_index, p_index), new in replacements.items():
-        removed += history[m_index].parts[p_index].stats.json_chars
+        old_stats = history[m_index].parts[p_index].stats
+        removed += old_stats.json_chars
+        removed_media += old_stats.media_parts  # (an image the tool returned goes with it)
         added += new.stats.json_chars
     after = CharStats(
         text_chars=before.text_chars,
         json_chars=before.json_chars - removed + added,
-        media_parts=before.media_parts,
+        media_parts=before.media_parts - removed_media,
     )
     saved = estimate_stats_tokens(before, image_token_estimate) - estimate_stats_tokens(
         after, image_token_estimate

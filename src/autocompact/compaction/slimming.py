@@ -1,7 +1,8 @@
 """Input slimming: shrink what the side query must read before it is sent. Pure.
 
 Oversized function responses in the part to be summarized are cut to their head and tail with a
-marker, and images and documents are replaced by a short text placeholder. Sizes come from the
+marker, and images and documents (in a message or returned by a tool) are replaced by a short
+text placeholder. Sizes come from the
 same character counter as the estimate (SPEC §4), so what is slimmed is what is counted.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from autocompact.content import (
     DocumentPart,
@@ -19,6 +21,7 @@ from autocompact.content import (
     TextPart,
     json_form,
 )
+from autocompact.toolmedia import is_media_block
 
 __all__ = ["MAX_FUNCTION_RESPONSE_CHARS", "SLIM_HEAD_CHARS", "SLIM_TAIL_CHARS", "slim_for_summary"]
 
@@ -41,7 +44,9 @@ def slim_for_summary(
 def _slim_message(message: Message, limit: int) -> Message:
     for part in message.parts:  # most messages have nothing to slim: told without a copy
         if isinstance(part, _SLIMMED) and (
-            not isinstance(part, FunctionResponsePart) or part.stats.json_chars > limit
+            not isinstance(part, FunctionResponsePart)
+            or part.stats.json_chars > limit
+            or part.stats.media_parts
         ):
             break
     else:
@@ -56,6 +61,8 @@ _SLIMMED = (FunctionResponsePart, ImagePart, DocumentPart)  # the kinds of part 
 
 
 def _slim_part(part: Part, limit: int) -> Part:
+    if isinstance(part, FunctionResponsePart) and part.stats.media_parts:
+        part = replace(part, response=[_placeholder(b) for b in part.response])
     if isinstance(part, FunctionResponsePart) and part.stats.json_chars > limit:
         body = part.response if isinstance(part.response, str) else json_form(part.response)
         cut = len(body) - SLIM_HEAD_CHARS - SLIM_TAIL_CHARS
@@ -70,3 +77,13 @@ def _slim_part(part: Part, limit: int) -> Part:
         title = f" '{part.title}'" if part.title else ""
         return TextPart(text=f"[document{title} ({part.media_type}) omitted before summarizing]")
     return part
+
+
+def _placeholder(block: Any) -> Any:
+    """A block of a tool's list response, an image or document in it as a text placeholder."""
+    if not is_media_block(block):
+        return block
+    return {
+        "type": "text",
+        "text": f"[{block['type']} returned by the tool omitted before summarizing]",
+    }

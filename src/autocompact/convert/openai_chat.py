@@ -35,6 +35,7 @@ from autocompact.convert._common import (
 )
 from autocompact.errors import ContentError
 from autocompact.jsonsafe import loads
+from autocompact.toolmedia import no_tool_media
 
 __all__ = ["from_openai_messages", "to_openai_messages"]
 
@@ -331,6 +332,7 @@ def _openai_user_messages(message: Message, index: int) -> list[JsonDict]:
     for part in message.parts:
         match part:
             case FunctionResponsePart():
+                no_tool_media(part, index, "Chat Completions")
                 tool_content: Any = (
                     [dict(b) for b in part.response]
                     if is_text_block_list(part.response)

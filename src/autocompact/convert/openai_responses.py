@@ -33,6 +33,7 @@ from autocompact.content import (
 )
 from autocompact.convert._common import data_url, response_text
 from autocompact.errors import ContentError
+from autocompact.toolmedia import no_tool_media
 from autocompact.usage_check import reported_count
 
 __all__ = [
@@ -112,6 +113,7 @@ def _user_items(parts: Sequence[Part], index: int, family: str | None) -> list[d
                     raise ContentError(f"message {index}: a document has neither data nor url")
                 content.append(file)
             case FunctionResponsePart():
+                no_tool_media(part, index, "this adapter of the Responses API")
                 flush()
                 items.append(
                     {

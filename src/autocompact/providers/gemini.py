@@ -83,6 +83,7 @@ from autocompact.providers.base import (
     ThinkingDelta,
     check_model,
 )
+from autocompact.toolmedia import no_tool_media
 from autocompact.usage_check import reported_count
 
 __all__ = ["GeminiProvider", "GeminiThinking", "gemini_thinking"]
@@ -246,8 +247,9 @@ class GeminiProvider:
 
     def complete(self, request: ChatRequest) -> Completion:
         """Send a request and wait for the whole reply."""
+        args = self._call_args(request)  # (a ContentError here is the request's, not the reply's)
         with self._errors():
-            response = self._client.models.generate_content(**self._call_args(request))
+            response = self._client.models.generate_content(**args)
             acc = _Accumulator()
             list(acc.add(response))
             return acc.finish(self.model)
@@ -255,10 +257,8 @@ class GeminiProvider:
     def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
         """Send a request and yield text/thinking deltas, then one :class:`StreamDone`."""
         acc = _Accumulator()
-        with (
-            self._errors(),
-            closing(self._client.models.generate_content_stream(**self._call_args(request))) as it,
-        ):
+        args = self._call_args(request)
+        with self._errors(), closing(self._client.models.generate_content_stream(**args)) as it:
             for chunk in it:  # closing() ends the HTTP stream when the caller stops early
                 yield from acc.add(chunk)
             completion = acc.finish(self.model)
@@ -266,8 +266,9 @@ class GeminiProvider:
 
     async def acomplete(self, request: ChatRequest) -> Completion:
         """Async :meth:`complete`."""
+        args = self._call_args(request)
         with self._errors():
-            response = await self._client.aio.models.generate_content(**self._call_args(request))
+            response = await self._client.aio.models.generate_content(**args)
             acc = _Accumulator()
             list(acc.add(response))
             return acc.finish(self.model)
@@ -275,10 +276,9 @@ class GeminiProvider:
     async def astream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Async :meth:`stream`."""
         acc = _Accumulator()
+        args = self._call_args(request)
         with self._errors():
-            chunks = await self._client.aio.models.generate_content_stream(
-                **self._call_args(request)
-            )
+            chunks = await self._client.aio.models.generate_content_stream(**args)
             async for chunk in chunks:
                 for event in acc.add(chunk):
                     yield event
@@ -368,6 +368,7 @@ def _parts_out(parts: Sequence[Part], index: int) -> list[dict[str, Any]]:
                     }
                 }
             case FunctionResponsePart():
+                no_tool_media(part, index, "this Gemini adapter")
                 response = part.response
                 if not isinstance(response, dict):
                     response = {"error" if part.is_error else "output": response}

@@ -206,8 +206,9 @@ class OpenAIProvider:
 
     def complete(self, request: ChatRequest) -> Completion:
         """Send a request and wait for the whole reply."""
+        body = self.build_body(request)  # (a ContentError here is the request's, not the reply's)
         with self._errors():
-            response = self._sync().chat.completions.create(**self.build_body(request))
+            response = self._sync().chat.completions.create(**body)
             return self._parse(response)
 
     def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
@@ -239,8 +240,9 @@ class OpenAIProvider:
 
     async def acomplete(self, request: ChatRequest) -> Completion:
         """Async :meth:`complete`."""
+        body = self.build_body(request)
         with self._errors():
-            response = await self._async().chat.completions.create(**self.build_body(request))
+            response = await self._async().chat.completions.create(**body)
             return self._parse(response)
 
     async def astream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:

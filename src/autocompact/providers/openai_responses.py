@@ -196,14 +196,16 @@ class OpenAIResponsesProvider:
 
     def complete(self, request: ChatRequest) -> Completion:
         """Send a request and wait for the whole reply."""
+        body = self.build_body(request)  # (a ContentError here is the request's, not the reply's)
         with self._errors():
-            return self._parse(self._sync().responses.create(**self.build_body(request)))
+            return self._parse(self._sync().responses.create(**body))
 
     def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:
         """Send a request and yield text/reasoning deltas, then one :class:`StreamDone`."""
         final: Any = None
+        body = self.build_body(request, stream=True)
         with self._errors():
-            events = self._sync().responses.create(**self.build_body(request, stream=True))
+            events = self._sync().responses.create(**body)
             with events:
                 for event in events:
                     delta, done = self._event(event)
@@ -215,15 +217,17 @@ class OpenAIResponsesProvider:
 
     async def acomplete(self, request: ChatRequest) -> Completion:
         """Async :meth:`complete`."""
+        body = self.build_body(request)
         with self._errors():
-            response = await self._async().responses.create(**self.build_body(request))
+            response = await self._async().responses.create(**body)
             return self._parse(response)
 
     async def astream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Async :meth:`stream`."""
         final: Any = None
+        body = self.build_body(request, stream=True)
         with self._errors():
-            events = await self._async().responses.create(**self.build_body(request, stream=True))
+            events = await self._async().responses.create(**body)
             async with events:
                 async for event in events:
                     delta, done = self._event(event)

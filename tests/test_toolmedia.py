@@ -1,0 +1,145 @@
+"""An image or document a tool returns counts as media, not as its base64 JSON: the estimate,
+the codec's fast path, clearing, slimming, and the adapters that cannot send one."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+from typing import Any
+
+import pytest
+
+from autocompact.codec import history_from_dicts, history_to_dicts
+from autocompact.compaction.clearing import clear_tool_outputs
+from autocompact.compaction.slimming import slim_for_summary
+from autocompact.content import FunctionCallPart, FunctionResponsePart, ImagePart, Message
+from autocompact.convert import to_anthropic_messages, to_openai_messages
+from autocompact.convert.openai_responses import to_responses_input
+from autocompact.errors import ContentError
+from autocompact.estimation import (
+    DEFAULT_IMAGE_TOKEN_ESTIMATE,
+    content_stats,
+    estimate_content_tokens,
+    estimate_prompt_tokens,
+)
+
+DATA = base64.b64encode(random.Random(7).randbytes(300_000)).decode()  # a 300 KB screenshot
+TEXT = {"type": "text", "text": "Took a screenshot of the login page."}
+SHAPES = {
+    "anthropic": {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": DATA},
+    },
+    "langchain": {"type": "image", "base64": DATA, "mime_type": "image/png"},
+    "openai-chat": {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{DATA}"}},
+    "responses": {"type": "input_image", "image_url": f"data:image/png;base64,{DATA}"},
+    "mcp": {"type": "image", "data": DATA, "mimeType": "image/png"},
+    "pdf": {"type": "document", "source": {"type": "base64", "media_type": "x", "data": DATA}},
+}
+
+
+def result(*blocks: Any, call: str = "c1") -> FunctionResponsePart:
+    """A screenshot tool's result holding ``blocks``."""
+    return FunctionResponsePart(id=call, name="screenshot", response=list(blocks))
+
+
+def turn(*blocks: Any, call: str = "c1") -> list[Message]:
+    """The call and its result."""
+    return [
+        Message(role="model", parts=(FunctionCallPart(id=call, name="screenshot"),)),
+        Message(role="user", parts=(result(*blocks, call=call),)),
+    ]
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_an_image_a_tool_returns_counts_as_one_image(shape: str) -> None:
+    """Each API's and framework's image block in a tool result is one media part; the rest is
+    JSON as the encoder writes it (the oracle: json.dumps of the response without the image)."""
+    part = result(TEXT, SHAPES[shape])
+    rest = json.dumps(
+        {"name": "screenshot", "response": [TEXT]}, ensure_ascii=False, separators=(",", ":")
+    )
+    assert part.stats.media_parts == 1
+    assert part.stats.json_chars == len(rest)
+    tokens = estimate_content_tokens([part])
+    assert DEFAULT_IMAGE_TOKEN_ESTIMATE < tokens < DEFAULT_IMAGE_TOKEN_ESTIMATE + 100
+
+
+def test_a_block_without_anything_to_show_is_json() -> None:
+    """A directory listing's ``{"type": "file", "name": ...}`` entries are no media."""
+    listing = [{"type": "file", "name": f"m{i}.py", "size": i} for i in range(50)]
+    part = FunctionResponsePart(id="c1", name="ls", response=listing)
+    whole = json.dumps(
+        {"name": "ls", "response": listing}, ensure_ascii=False, separators=(",", ":")
+    )
+    assert part.stats.media_parts == 0
+    assert part.stats.json_chars == len(whole)
+
+
+def test_the_codec_builds_what_the_constructor_measures() -> None:
+    """history_from_dicts (whose one-part messages take a fast path) gives the same statistics
+    as the constructors, for a result with an image and one without."""
+    messages = [*turn(TEXT, SHAPES["anthropic"]), *turn(TEXT, call="c2")]
+    rebuilt = history_from_dicts(history_to_dicts(messages))
+    assert [m.stats for m in rebuilt] == [m.stats for m in messages]
+    assert rebuilt == messages
+    assert estimate_prompt_tokens(rebuilt, None, 0) == estimate_prompt_tokens(messages, None, 0)
+
+
+def test_clearing_a_result_takes_its_image_out_of_the_count() -> None:
+    """The statistics clearing hands back equal the new history's own: a cleared result's image
+    is gone from the count too."""
+    history = [
+        Message.user("check the login page"),
+        *turn(TEXT, SHAPES["langchain"], call="c1"),
+        Message(role="model", parts=()),
+        Message.user("again"),
+        *turn(TEXT, SHAPES["langchain"], call="c2"),
+    ]
+    cleared = clear_tool_outputs(history, protect_tokens=0)
+    assert cleared.cleared == 1
+    assert content_stats(cleared.history).media_parts == 1
+    before = estimate_content_tokens(history)
+    assert cleared.tokens_saved == before - estimate_content_tokens(cleared.history)
+    assert cleared.tokens_saved > DEFAULT_IMAGE_TOKEN_ESTIMATE - 100  # (less its placeholder)
+
+
+def test_slimming_puts_a_placeholder_where_the_image_was() -> None:
+    """The side query never carries a tool's image: its block becomes a text placeholder."""
+    (slim,) = slim_for_summary(turn(TEXT, SHAPES["mcp"])[1:])
+    (part,) = slim.parts
+    assert isinstance(part, FunctionResponsePart)
+    assert part.response[0] == TEXT
+    assert part.response[1]["type"] == "text"
+    assert "image returned by the tool omitted" in part.response[1]["text"]
+    assert DATA not in json.dumps(part.response)
+    assert slim.stats.media_parts == 0
+
+
+def test_anthropic_sends_the_image_block_as_it_is() -> None:
+    """Anthropic carries images in a tool result: the block goes out unchanged."""
+    messages = to_anthropic_messages(turn(TEXT, SHAPES["anthropic"]))
+    (block,) = messages[1]["content"]
+    assert block["content"] == [TEXT, SHAPES["anthropic"]]
+
+
+@pytest.mark.parametrize(
+    "convert",
+    [
+        pytest.param(lambda h: to_openai_messages(h), id="chat-completions"),
+        pytest.param(lambda h: to_responses_input(h, family=None), id="responses"),
+    ],
+)
+def test_an_api_that_carries_only_text_in_a_tool_result_refuses_the_image(convert: Any) -> None:
+    """Sent as JSON, the image would reach the model as base64 text, at a hundred times its
+    estimate: a ContentError names the call and says what to do instead."""
+    with pytest.raises(ContentError, match=r"tool call 'c1' \(screenshot\).*ImagePart"):
+        convert(turn(TEXT, SHAPES["responses"]))
+
+
+def test_the_same_image_in_a_user_message_counts_the_same() -> None:
+    """An image is an image wherever it travels: in a tool result or in a user message."""
+    in_result = estimate_content_tokens([result(SHAPES["anthropic"])])
+    in_message = estimate_content_tokens([ImagePart(media_type="image/png", data=DATA)])
+    assert abs(in_result - in_message) < 30
