@@ -28,6 +28,7 @@ from autocompact.content import (
 )
 from autocompact.errors import ContentError, MissingDependencyError
 from autocompact.providers.base import ToolSpec
+from autocompact.toolmedia import media_blocks
 
 try:
     from pydantic_ai import messages as pm
@@ -123,6 +124,16 @@ def _user_content(item: Any, where: str) -> Part:
     )
 
 
+def _tool_response(part: pm.ToolReturnPart) -> Any:
+    """A tool return's content as the engine counts it: its JSON value, else the text
+    pydantic-ai sends for it. A list holding the tool's own dicts shaped like an image block
+    (``{"type": "image", "base64": ...}``) is text too: pydantic-ai sends them as their JSON,
+    which no model reads as an image, so they must not count as one."""
+    if _json_value(part.content) and not media_blocks(part.content):
+        return part.content
+    return part.model_response_str()
+
+
 def _request_parts(part: Any, where: str) -> list[Part]:
     if isinstance(part, pm.UserPromptPart):
         content = part.content
@@ -130,12 +141,11 @@ def _request_parts(part: Any, where: str) -> list[Part]:
             return [TextPart(text=content)]
         return [_user_content(item, where) for item in content]
     if isinstance(part, pm.ToolReturnPart):
-        response = part.content if _json_value(part.content) else part.model_response_str()
         return [
             FunctionResponsePart(
                 id=part.tool_call_id,
                 name=part.tool_name,
-                response=response,
+                response=_tool_response(part),
                 is_error=part.outcome != "success",
             )
         ]
