@@ -28,7 +28,7 @@ from autocompact.content import (
 )
 from autocompact.errors import ContentError, MissingDependencyError
 from autocompact.providers.base import ToolSpec
-from autocompact.toolmedia import media_blocks
+from autocompact.toolmedia import is_media_block, media_blocks
 
 try:
     from pydantic_ai import messages as pm
@@ -105,7 +105,7 @@ def _url_media_type(item: pm.ImageUrl | pm.DocumentUrl, unknown: str) -> str:
         return unknown
 
 
-def _user_content(item: Any, where: str) -> Part:
+def _user_content(item: Any, where: str, what: str = "user content") -> Part:
     if isinstance(item, str):
         return TextPart(text=item)
     if isinstance(item, pm.ImageUrl):
@@ -118,20 +118,88 @@ def _user_content(item: Any, where: str) -> Part:
             return ImagePart(data=data, media_type=item.media_type)
         return DocumentPart(data=data, media_type=item.media_type)
     raise ContentError(
-        f"{where}: user content of kind {getattr(item, 'kind', type(item).__name__)!r} cannot be "
+        f"{where}: {what} of kind {getattr(item, 'kind', type(item).__name__)!r} cannot be "
         "expressed by autocompact (text, images and documents can); remove it from the history "
         "or leave compaction off for this agent"
     )
 
 
-def _tool_response(part: pm.ToolReturnPart) -> Any:
-    """A tool return's content as the engine counts it: its JSON value, else the text
+def _tool_response(part: pm.ToolReturnPart, where: str) -> Any:
+    """A tool return's content as the engine counts it.
+
+    Its images and documents (``BinaryContent``, ``ImageUrl``, ``DocumentUrl``, alone or in a
+    list) are what pydantic-ai's models send as files (an image block of Anthropic's
+    ``tool_result``; a file after the tool message where a tool message holds only text), so
+    the response is a list of blocks the core counts as one image each (``toolmedia``):
+    ``{"type": "image" | "document", "base64" | "url": ..., "mime_type": ...}``, the text next
+    to them as ``{"type": "text", "text": ...}``. Without files: its JSON value, else the text
     pydantic-ai sends for it. A list holding the tool's own dicts shaped like an image block
     (``{"type": "image", "base64": ...}``) is text too: pydantic-ai sends them as their JSON,
-    which no model reads as an image, so they must not count as one."""
+    which no model reads as an image, so they must not count as one.
+    """
+    if part.files:
+        where = f"{where}: the result of tool call {part.tool_call_id!r} ({part.tool_name})"
+        texts = part.content_items(mode="str", wrap_if_error=False)
+        return [
+            _tool_block(item, text, where)
+            for item, text in zip(part.content_items(), texts, strict=True)
+        ]
     if _json_value(part.content) and not media_blocks(part.content):
         return part.content
     return part.model_response_str()
+
+
+def _is_text_block(item: Any) -> bool:
+    return type(item) is dict and item.keys() == {"type", "text"} and item["type"] == "text"
+
+
+def _tool_block(item: Any, text: object, where: str) -> Any:
+    """One item of a tool return that holds files, as a block of its engine response."""
+    if pm.is_multi_modal_content(item):
+        media = _user_content(item, where, "a file")  # audio, video, uploaded files: raise
+        assert isinstance(media, ImagePart | DocumentPart)
+        kind = "image" if isinstance(media, ImagePart) else "document"
+        shown = {"url": media.url} if media.url is not None else {"base64": media.data}
+        return {"type": kind, **shown, "mime_type": media.media_type}
+    if isinstance(item, str):
+        return {"type": "text", "text": item}
+    if _json_value(item) and not (is_media_block(item) or _is_text_block(item)):
+        return item  # JSON the tool returned, given back as it is
+    # Not JSON, or a dict that would read back as a file or a text: the text pydantic-ai sends.
+    return {"type": "text", "text": text}
+
+
+def _tool_content(response: Any) -> Any:
+    """A tool return's content from its engine response (:func:`_tool_response` reversed):
+    media blocks become the files pydantic-ai sends (``BinaryContent``, ``ImageUrl``,
+    ``DocumentUrl``), text blocks next to them text. A list of one file is that file (a tool
+    that returned ``[image]`` gets the image back; pydantic-ai sends both alike).
+
+    Raises:
+        ContentError: a media block in a shape pydantic-ai cannot send (not written here).
+    """
+    if not media_blocks(response):
+        return response
+    items = [_tool_item(block) for block in response]
+    return items[0] if len(items) == 1 else items
+
+
+def _tool_item(block: Any) -> Any:
+    if _is_text_block(block):
+        return block["text"]
+    if not is_media_block(block):
+        return block
+    mime_type = block.get("mime_type")
+    shown = {k: block[k] for k in ("url", "base64") if isinstance(block.get(k), str)}
+    if block["type"] in ("image", "document", "file") and isinstance(mime_type, str) and shown:
+        cls = ImagePart if block["type"] == "image" else DocumentPart
+        return _media_back(
+            cls(url=shown.get("url"), data=shown.get("base64"), media_type=mime_type)
+        )
+    raise ContentError(
+        f"a tool result holds a {block['type']!r} block pydantic-ai cannot send (an image or "
+        "document with a url or base64 and a mime_type can)"
+    )
 
 
 def _request_parts(part: Any, where: str) -> list[Part]:
@@ -145,7 +213,7 @@ def _request_parts(part: Any, where: str) -> list[Part]:
             FunctionResponsePart(
                 id=part.tool_call_id,
                 name=part.tool_name,
-                response=_tool_response(part),
+                response=_tool_response(part, where),
                 is_error=part.outcome != "success",
             )
         ]
@@ -280,7 +348,7 @@ def _original_part(
         and isinstance(original, pm.ToolReturnPart)
         and new.is_error == (original.outcome != "success")
     ):
-        return dataclasses.replace(original, content=new.response)
+        return dataclasses.replace(original, content=_tool_content(new.response))
     return None
 
 
@@ -346,7 +414,7 @@ def _new_request_part(part: Part) -> Any:
         case FunctionResponsePart():
             return pm.ToolReturnPart(
                 tool_name=part.name,
-                content=part.response,
+                content=_tool_content(part.response),
                 tool_call_id=part.id,
                 outcome="failed" if part.is_error else "success",
             )
