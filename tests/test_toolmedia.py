@@ -124,18 +124,40 @@ def test_anthropic_sends_the_image_block_as_it_is() -> None:
     assert block["content"] == [TEXT, SHAPES["anthropic"]]
 
 
-@pytest.mark.parametrize(
-    "convert",
-    [
-        pytest.param(lambda h: to_openai_messages(h), id="chat-completions"),
-        pytest.param(lambda h: to_responses_input(h, family=None), id="responses"),
-    ],
-)
-def test_an_api_that_carries_only_text_in_a_tool_result_refuses_the_image(convert: Any) -> None:
-    """Sent as JSON, the image would reach the model as base64 text, at a hundred times its
-    estimate: a ContentError names the call and says what to do instead."""
+def test_chat_completions_refuses_an_image_in_a_tool_result() -> None:
+    """A tool message carries only text: sent as JSON, the image would reach the model as base64
+    text, at a hundred times its estimate. A ContentError names the call and what to do."""
     with pytest.raises(ContentError, match=r"tool call 'c1' \(screenshot\).*ImagePart"):
-        convert(turn(TEXT, SHAPES["responses"]))
+        to_openai_messages(turn(TEXT, SHAPES["responses"]))
+
+
+@pytest.mark.parametrize("shape", sorted(set(SHAPES) - {"pdf"}))
+def test_the_responses_api_gets_the_image_as_an_input_image(shape: str) -> None:
+    """A function call's output may hold images: each shape becomes one ``input_image`` with
+    the same picture, next to the text."""
+    items = to_responses_input(turn(TEXT, SHAPES[shape]), family=None)
+    output = items[-1]["output"]
+    assert output[0] == {"type": "input_text", "text": TEXT["text"]}
+    assert output[1]["type"] == "input_image"
+    assert output[1]["image_url"] == f"data:image/png;base64,{DATA}"
+
+
+def test_the_responses_api_gets_a_document_as_an_input_file() -> None:
+    """An Anthropic document block becomes an ``input_file`` with its data."""
+    items = to_responses_input(turn(SHAPES["pdf"]), family=None)
+    (item,) = items[-1]["output"]
+    assert item == {
+        "type": "input_file",
+        "file_data": f"data:x;base64,{DATA}",
+        "filename": "document",
+    }
+
+
+def test_the_responses_api_refuses_audio_a_tool_returned() -> None:
+    """A function call's output takes no audio: a ContentError names the call."""
+    audio = {"type": "input_audio", "input_audio": {"data": "AA", "format": "wav"}}
+    with pytest.raises(ContentError, match=r"tool call 'c1' \(screenshot\).*'input_audio'"):
+        to_responses_input(turn(audio), family=None)
 
 
 def test_the_same_image_in_a_user_message_counts_the_same() -> None:

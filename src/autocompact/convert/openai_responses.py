@@ -1,7 +1,8 @@
 """OpenAI Responses API input and output items <-> the content model. Pure.
 
 History → ``input`` items: user text, images and documents become ``input_text`` /
-``input_image`` / ``input_file`` content; function responses ``function_call_output`` items;
+``input_image`` / ``input_file`` content; function responses ``function_call_output`` items
+(the images and documents a tool returned as ``input_image`` / ``input_file`` items of it);
 model text assistant messages; tool calls ``function_call`` items (``call_id``); thinking parts
 whose signature carries a Responses reasoning item (:data:`REASONING_SIGNATURE_PREFIX`) go back
 as that ``reasoning`` item, other thinking is left out (this API cannot verify it). Opaque parts
@@ -30,10 +31,11 @@ from autocompact.content import (
     TextPart,
     ThinkingPart,
     Usage,
+    json_form,
 )
 from autocompact.convert._common import data_url, response_text
 from autocompact.errors import ContentError
-from autocompact.toolmedia import no_tool_media
+from autocompact.toolmedia import is_media_block, media_blocks
 from autocompact.usage_check import reported_count
 
 __all__ = [
@@ -113,13 +115,12 @@ def _user_items(parts: Sequence[Part], index: int, family: str | None) -> list[d
                     raise ContentError(f"message {index}: a document has neither data nor url")
                 content.append(file)
             case FunctionResponsePart():
-                no_tool_media(part, index, "this adapter of the Responses API")
                 flush()
                 items.append(
                     {
                         "type": "function_call_output",
                         "call_id": part.id,
-                        "output": response_text(part.response),
+                        "output": _tool_output(part, index),
                     }
                 )
             case OpaquePart():
@@ -133,6 +134,66 @@ def _user_items(parts: Sequence[Part], index: int, family: str | None) -> list[d
     if not items:
         items.append({"role": "user", "content": ""})
     return items
+
+
+def _tool_output(part: FunctionResponsePart, index: int) -> str | list[dict[str, Any]]:
+    """A function call's output: its text, or, when the tool returned images or documents
+    (:mod:`autocompact.toolmedia`), a list of ``input_text`` / ``input_image`` /
+    ``input_file`` items, which the Responses API reads as the pictures they are."""
+    if not media_blocks(part.response):
+        return response_text(part.response)
+    where = f"message {index}: the result of tool call {part.id!r} ({part.name})"
+    return [_output_item(block, where, index) for block in part.response]
+
+
+def _output_item(block: Any, where: str, index: int) -> dict[str, Any]:
+    """One block of a tool's list response as an item of a function call's output."""
+    if type(block) is not dict:
+        return {"type": "input_text", "text": json_form(block)}
+    kind = block.get("type")
+    if kind == "text" and isinstance(block.get("text"), str):
+        return {"type": "input_text", "text": block["text"]}
+    if kind in ("input_text", "input_image", "input_file"):
+        return dict(block)  # already in this API's form
+    if not is_media_block(block):
+        return {"type": "input_text", "text": json_form(block)}
+    url = _block_url(block)
+    if url is not None and kind in ("image", "image_url"):
+        return {"type": "input_image", "image_url": url, "detail": "auto"}
+    if url is not None and kind in ("document", "file"):
+        if url.startswith("data:"):
+            name = block.get("title") or block.get("filename") or "document"
+            return {"type": "input_file", "file_data": url, "filename": str(name)}
+        return {"type": "input_file", "file_url": url}
+    raise ContentError(
+        f"{where} holds a {kind!r} block this adapter cannot send in a function call's output "
+        "(an image or document by base64 data or URL can)",
+        index=index,
+    )
+
+
+def _block_url(block: dict[str, Any]) -> str | None:
+    """The URL (a ``data:`` URL for base64) of an image or document block in Anthropic's,
+    LangChain's, OpenAI's or MCP's form, or ``None``."""
+    source = block.get("source")
+    if isinstance(source, dict):  # Anthropic
+        if source.get("type") == "base64":
+            media, data = source.get("media_type"), source.get("data")
+            return (
+                data_url(media, data) if isinstance(media, str) and isinstance(data, str) else None
+            )
+        return source.get("url") if isinstance(source.get("url"), str) else None
+    image_url = block.get("image_url")  # OpenAI chat
+    if isinstance(image_url, dict):
+        image_url = image_url.get("url")
+    if isinstance(image_url, str):
+        return image_url
+    media = block.get("mime_type") or block.get("mimeType")
+    data = block.get("base64") or block.get("data")  # LangChain, MCP
+    if isinstance(media, str) and isinstance(data, str):
+        return data_url(media, data)
+    url = block.get("url")
+    return url if isinstance(url, str) else None
 
 
 def _model_items(parts: Sequence[Part], index: int, family: str | None) -> list[dict[str, Any]]:
