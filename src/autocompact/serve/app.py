@@ -46,6 +46,7 @@ from autocompact.serve.upstream import (
     UpstreamProvider,
     forward_headers,
     header_bytes,
+    is_event_stream,
     response_headers,
 )
 from autocompact.sessions.stores import open_store
@@ -455,8 +456,7 @@ class ServeApp:
         headers = {**response_headers(response.headers), **_ours(decision)}
         status = response.status_code
         added = sent - start
-        streaming = "text/event-stream" in response.headers.get("content-type", "")
-        if not streaming:
+        if not is_event_stream(response.headers, decision.body):
             try:
                 content = await response.aread()
             except httpx.HTTPError as exc:

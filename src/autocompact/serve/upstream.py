@@ -40,6 +40,7 @@ __all__ = [
     "UpstreamProvider",
     "forward_headers",
     "header_bytes",
+    "is_event_stream",
     "response_headers",
 ]
 
@@ -94,6 +95,21 @@ def response_headers(headers: httpx.Headers) -> dict[str, str]:
         for name, value in headers.items()
         if name.lower() not in HOP_BY_HOP and name.lower() not in _NOT_RETURNED
     }
+
+
+def is_event_stream(headers: httpx.Headers, sent: bytes) -> bool:
+    """Whether an upstream response is an SSE stream, passed back as it comes: its media type
+    is ``text/event-stream`` in any case and with any parameters (media types are
+    case-insensitive, RFC 9110), or it names none and the request (``sent``) asked for a stream
+    (``"stream": true``)."""
+    content_type: str = headers.get("content-type", "")
+    if content_type.strip():
+        return content_type.split(";", 1)[0].strip().lower() == "text/event-stream"
+    try:
+        body = loads(sent)
+    except ValueError:
+        return False
+    return isinstance(body, dict) and body.get("stream") is True
 
 
 def _error(protocol: WireProtocol, status: int, body: bytes, model: str) -> ProviderError:

@@ -1,0 +1,141 @@
+"""An upstream at the edges of HTTP (found by fault-fuzzing the upstream side): a stream's
+content type written in capitals, with parameters or not at all. The client gets what the
+upstream sent, as it comes."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import anyio
+import openai
+import pytest
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from .test_upstream_faults import SMALL, Answer, Faulty, running
+
+GATE_SECONDS = 20.0
+"""How long a gated stream waits for the client to say it got the first event (a guard
+against a proxy that buffers; the test passes as soon as the client says so)."""
+PINGS = 400
+"""A gated stream sends a comment line (as a server's keep-alive) each ``GATE_SECONDS /
+PINGS`` while it waits: the proxy holds back a stream's latest chunk until the next one comes
+(so it knows the stream ended well before its last bytes go out)."""
+
+
+def _chat_chunk(text: str) -> bytes:
+    delta = {"role": "assistant", "content": text}
+    chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+             "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}  # fmt: skip
+    return f"data: {json.dumps(chunk)}\n\n".encode()
+
+
+def _chat_events(released: bool) -> list[bytes]:
+    usage = {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
+    choice = {"index": 0, "delta": {}, "finish_reason": "stop"}
+    end = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+           "choices": [choice], "usage": usage}  # fmt: skip
+    return [_chat_chunk(f" released={released}"), f"data: {json.dumps(end)}\n\n".encode(),
+            b"data: [DONE]\n\n"]  # fmt: skip
+
+
+def _event(name: str, data: dict[str, Any]) -> bytes:
+    return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+def _messages_first() -> bytes:
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+               "content": [], "stop_reason": None, "stop_sequence": None,
+               "usage": {"input_tokens": 10, "output_tokens": 1}}  # fmt: skip
+    start = _event("message_start", {"type": "message_start", "message": message})
+    block = {"type": "content_block_start", "index": 0,
+             "content_block": {"type": "text", "text": ""}}  # fmt: skip
+    delta = {"type": "content_block_delta", "index": 0,
+             "delta": {"type": "text_delta", "text": "first"}}  # fmt: skip
+    return start + _event("content_block_start", block) + _event("content_block_delta", delta)
+
+
+def _messages_events(released: bool) -> list[bytes]:
+    delta = {"type": "content_block_delta", "index": 0,
+             "delta": {"type": "text_delta", "text": f" released={released}"}}  # fmt: skip
+    stop = {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": 2}}  # fmt: skip
+    return [
+        _event("content_block_delta", delta),
+        _event("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        _event("message_delta", stop),
+        _event("message_stop", {"type": "message_stop"}),
+    ]
+
+
+def _gated_stream(content_type: str | None, gate: threading.Event) -> Answer:
+    """A stream whose first event goes out at once and whose rest waits for ``gate`` (set by
+    the client when the first event reached it; keep-alive comments meanwhile), saying whether
+    the gate was opened."""
+
+    async def answer(request: Request, body: dict[str, Any]) -> Response:
+        anthropic_side = request.url.path.endswith("/messages")
+
+        async def events() -> AsyncIterator[bytes]:
+            yield _messages_first() if anthropic_side else _chat_chunk("first")
+            released = False
+            for _ in range(PINGS):
+                released = await anyio.to_thread.run_sync(gate.wait, GATE_SECONDS / PINGS)
+                if released:
+                    break
+                yield b": ping\n\n"
+            for event in (_messages_events if anthropic_side else _chat_events)(released):
+                yield event
+
+        headers = {} if content_type is None else {"content-type": content_type}
+        return StreamingResponse(events(), headers=headers)  # no media type of its own
+
+    return answer
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["Text/Event-Stream; charset=utf-8", "TEXT/EVENT-STREAM", None],
+    ids=["capitals-and-charset", "capitals", "missing"],
+)
+def test_a_stream_whatever_its_content_type_says_is_streamed_through_openai(
+    tmp_path: Path, content_type: str | None
+) -> None:
+    """A stream whose media type is in capitals or has parameters (RFC 9110: case does not
+    matter), or that has no content type while the request asked for a stream, reaches the
+    OpenAI SDK event by event (it was buffered whole: the client saw nothing until the
+    upstream's last byte)."""
+    gate = threading.Event()
+    with running(tmp_path, Faulty(answer=_gated_stream(content_type, gate))) as proxy:
+        client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="k", max_retries=0)
+        texts: list[str] = []
+        for chunk in client.chat.completions.create(**SMALL, stream=True):
+            gate.set()
+            if chunk.choices and chunk.choices[0].delta.content:
+                texts.append(chunk.choices[0].delta.content)
+    assert "".join(texts) == "first released=True"
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["text/event-stream;charset=UTF-8", "Text/Event-Stream", None],
+    ids=["charset", "capitals", "missing"],
+)
+def test_a_stream_whatever_its_content_type_says_is_streamed_through_anthropic(
+    tmp_path: Path, content_type: str | None
+) -> None:
+    """As for OpenAI, through the Anthropic SDK."""
+    gate = threading.Event()
+    with running(tmp_path, Faulty(answer=_gated_stream(content_type, gate))) as proxy:
+        client = anthropic.Anthropic(base_url=proxy.url, api_key="k", max_retries=0)
+        texts: list[str] = []
+        with client.messages.stream(**SMALL, max_tokens=5) as stream:
+            for text in stream.text_stream:
+                gate.set()
+                texts.append(text)
+    assert "".join(texts) == "first released=True"
