@@ -1,22 +1,31 @@
 """An upstream at the edges of HTTP (found by fault-fuzzing the upstream side): a stream's
-content type written in capitals, with parameters or not at all. The client gets what the
-upstream sent, as it comes."""
+content type written in capitals, with parameters or not at all; a body in a content coding
+although the proxy asked for none. The client gets what the upstream sent, as it comes, in a
+form it can read."""
 
 from __future__ import annotations
 
+import gzip
+import importlib.util
 import json
 import threading
+import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import anthropic
 import anyio
+import httpx
 import openai
 import pytest
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from autocompact.errors import MalformedResponseError
+from autocompact.serve.openai_chat import OPENAI_CHAT
+
+from .test_bad_requests import _summary_call
 from .test_upstream_faults import SMALL, Answer, Faulty, running
 
 GATE_SECONDS = 20.0
@@ -139,3 +148,118 @@ def test_a_stream_whatever_its_content_type_says_is_streamed_through_anthropic(
                 gate.set()
                 texts.append(text)
     assert "".join(texts) == "first released=True"
+
+
+REPLY = json.dumps(
+    {"choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"},
+                  "finish_reason": "stop"}], "usage": {"prompt_tokens": 10, "completion_tokens": 1}}
+).encode()  # fmt: skip
+EVENTS = b'data: {"choices": [], "usage": {"prompt_tokens": 12}}\n\ndata: [DONE]\n\n'
+
+
+def _importable(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+BROTLI = _importable("brotli") or _importable("brotlicffi")
+ZSTD = _importable("zstandard")
+
+
+def _encode(coding: str, data: bytes) -> bytes:
+    """``data`` in a content coding (one httpx cannot decode here: bytes no one can read)."""
+    if coding == "gzip":
+        return gzip.compress(data)
+    if coding == "deflate":
+        return zlib.compress(data)
+    if coding == "zstd" and ZSTD:
+        import zstandard
+
+        return bytes(zstandard.ZstdCompressor().compress(data))
+    if coding == "br" and BROTLI:
+        import brotli  # type: ignore[import-not-found,unused-ignore]
+
+        return bytes(brotli.compress(data))
+    return b"\x8b\x00 not readable without the " + coding.encode() + b" decoder \xff\xfe"
+
+
+def _decodable(coding: str) -> bool:
+    optional = (coding == "zstd" and ZSTD) or (coding == "br" and BROTLI)
+    return coding in ("gzip", "deflate") or optional
+
+
+def _encoded(coding: str, status: int = 200, seen: list[str] | None = None) -> Answer:
+    """Answers in ``coding`` (a stream when asked for one), although asked for ``identity``."""
+
+    async def answer(request: Request, body: dict[str, Any]) -> Response:
+        if seen is not None:
+            seen.append(request.headers.get("accept-encoding", ""))
+        stream = bool(body.get("stream"))
+        data = EVENTS if stream else REPLY
+        media = "text/event-stream" if stream else "application/json"
+        headers = {"content-encoding": coding}
+        if status >= 400:
+            data = b'{"error": {"message": "bad request", "type": "invalid_request_error"}}'
+        return Response(_encode(coding, data), status, headers=headers, media_type=media)
+
+    return answer
+
+
+CODINGS = ["gzip", "deflate", "zstd", "br", "x-unknown", "gzip, x-unknown"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("coding", CODINGS)
+def test_a_body_in_a_content_coding_reaches_the_client_readable(
+    tmp_path: Path, coding: str, stream: bool
+) -> None:
+    """A reply the upstream encodes although asked for ``identity``: one httpx decodes here
+    (gzip, deflate; br and zstd when their packages are installed) comes back decoded and
+    without its content-encoding; any other comes back as sent, with its content-encoding (it
+    came back still encoded without the header, bytes the client could not read)."""
+    seen: list[str] = []
+    with running(tmp_path, Faulty(answer=_encoded(coding, seen=seen))) as proxy:
+        request = {**SMALL, "stream": stream}
+        with httpx.stream("POST", f"{proxy.url}/v1/chat/completions", json=request) as reply:
+            raw = b"".join(reply.iter_raw())
+            headers = reply.headers
+    plain = EVENTS if stream else REPLY
+    assert seen == ["identity"]
+    assert reply.status_code == 200
+    if _decodable(coding):
+        assert raw == plain
+        assert "content-encoding" not in headers
+    else:
+        assert raw == _encode(coding, plain)
+        assert headers["content-encoding"] == coding
+
+
+@pytest.mark.parametrize("coding", ["gzip", "x-unknown"])
+def test_an_error_in_a_content_coding_reaches_the_client_readable(
+    tmp_path: Path, coding: str
+) -> None:
+    """An upstream error (read whole by the proxy to see whether it says "too long") in a
+    content coding comes back decoded, or as sent with its content-encoding."""
+    with (
+        running(tmp_path, Faulty(answer=_encoded(coding, status=400))) as proxy,
+        httpx.stream("POST", f"{proxy.url}/v1/chat/completions", json=SMALL) as reply,
+    ):
+        raw = b"".join(reply.iter_raw())
+        headers = reply.headers
+    assert reply.status_code == 400
+    error = b'{"error": {"message": "bad request", "type": "invalid_request_error"}}'
+    if _decodable(coding):
+        assert (raw, headers.get("content-encoding")) == (error, None)
+    else:
+        assert (raw, headers.get("content-encoding")) == (_encode(coding, error), coding)
+
+
+def test_a_summary_reply_in_a_coding_the_proxy_cannot_decode_is_a_failed_summary() -> None:
+    """A summary reply in a content coding httpx cannot decode here is a malformed reply that
+    says so (it was "not JSON"); one in gzip is read."""
+    chat = {"choices": [{"message": {"role": "assistant", "content": "summary"}}]}
+    body = json.dumps(chat).encode()
+    gzipped = httpx.Response(200, content=gzip.compress(body), headers={"content-encoding": "gzip"})
+    assert _summary_call(OPENAI_CHAT, gzipped).text == "summary"
+    unknown = {"content-encoding": "x-unknown"}
+    with pytest.raises(MalformedResponseError, match=r"content coding .* cannot decode: x-unknown"):
+        _summary_call(OPENAI_CHAT, httpx.Response(200, content=body, headers=unknown))

@@ -44,9 +44,11 @@ from autocompact.serve.protocol import (
 from autocompact.serve.responses import RESPONSES
 from autocompact.serve.upstream import (
     UpstreamProvider,
+    decodes,
     forward_headers,
     header_bytes,
     is_event_stream,
+    read_body,
     response_headers,
 )
 from autocompact.sessions.stores import open_store
@@ -407,7 +409,7 @@ class ServeApp:
             "compaction-failed",
         ):
             try:
-                content = await response.aread()
+                content = await read_body(response)
             except httpx.HTTPError as exc:  # the error body broke off or stalled
                 await self.planner.release(decision)
                 return self._send_error(protocol, protocol.upstream, exc)
@@ -456,9 +458,10 @@ class ServeApp:
         headers = {**response_headers(response.headers), **_ours(decision)}
         status = response.status_code
         added = sent - start
+        readable = decodes(response.headers)  # else passed back as sent and not read
         if not is_event_stream(response.headers, decision.body):
             try:
-                content = await response.aread()
+                content = await read_body(response)
             except httpx.HTTPError as exc:
                 await self.planner.release(decision)
                 return self._send_error(protocol, protocol.upstream, exc)
@@ -467,7 +470,7 @@ class ServeApp:
             if status < 400:
                 await self._commit(decision, protocol)
             await self.planner.release(decision)
-            usage = content if status < 400 else b""
+            usage = content if status < 400 and readable else b""
             marks = [self.planner.following(decision)]
             then = self._then(request, decision, status, added, usage, marks, whole=True)
             return Followed(content, then, status_code=status, headers=headers)
@@ -485,8 +488,9 @@ class ServeApp:
                 # One chunk is held back so the stream is known to have ended well before its
                 # last bytes go out (a client may hang up right after them).
                 # Decoded: an upstream that compresses although asked not to is passed back
-                # plain (its content-encoding is not).
-                async for chunk in response.aiter_bytes():
+                # plain (its content-encoding is not), unless httpx cannot decode it.
+                chunks = response.aiter_bytes() if readable else response.aiter_raw()
+                async for chunk in chunks:
                     if held is not None:
                         yield held
                     held = chunk
@@ -509,7 +513,7 @@ class ServeApp:
                     await response.aclose()
                     if ok and status < 400:
                         await self._commit(decision, protocol)
-                        streamed.extend(tail + head)
+                        streamed.extend(tail + head if readable else b"")
                         learning.append(self.planner.following(decision))
                     await self.planner.release(decision)
 

@@ -4,8 +4,12 @@ The client's headers go to the upstream as sent (its credentials included: ``Aut
 ``x-api-key``, ``anthropic-version``, ``anthropic-beta``, ...), except hop-by-hop headers, the
 ones the HTTP client sets itself (``host``, ``content-length``) and the proxy's own
 ``X-Autocompact-*`` headers. ``accept-encoding`` is sent as ``identity`` so the proxy reads the
-bytes the upstream wrote and passes them back unchanged (an upstream that compresses anyway is
-decoded, and its ``content-encoding`` not passed back). Nothing here stores or logs a header.
+bytes the upstream wrote and passes them back unchanged. An upstream that encodes its body
+anyway is decoded when httpx can undo every coding it names (:func:`decodes`: gzip, deflate;
+br and zstd with their packages), and its ``content-encoding`` not passed back; a body in any
+other coding is passed back as sent, with its ``content-encoding``, and not read (no usage is
+learnt from it, no error in it is recognised as "too long"). Nothing here stores or logs a
+header.
 
 :class:`UpstreamProvider` is the provider the compaction's side query goes through: the same
 upstream, the same model, the client's own credentials, the protocol's plain request shape.
@@ -13,7 +17,9 @@ upstream, the same model, the client's own credentials, the protocol's plain req
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import AsyncIterator, Iterator, Mapping
+from functools import cache
 from typing import Any
 
 import anyio
@@ -38,9 +44,11 @@ from autocompact.serve.wire import dump
 __all__ = [
     "HOP_BY_HOP",
     "UpstreamProvider",
+    "decodes",
     "forward_headers",
     "header_bytes",
     "is_event_stream",
+    "read_body",
     "response_headers",
 ]
 
@@ -88,12 +96,46 @@ def header_bytes(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
     return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
 
 
+def _importable(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
+
+
+@cache
+def _decodable() -> frozenset[str]:
+    """The content codings httpx decodes here: it reads any other as if it were none."""
+    codings = {"identity", "gzip", "deflate"}
+    if _importable("brotli") or _importable("brotlicffi"):
+        codings.add("br")
+    if _importable("zstandard"):
+        codings.add("zstd")
+    return frozenset(codings)
+
+
+def decodes(headers: httpx.Headers) -> bool:
+    """Whether httpx undoes every content coding a response names (none: nothing to undo)."""
+    codings = (c.strip().lower() for c in headers.get_list("content-encoding", split_commas=True))
+    return all(not coding or coding in _decodable() for coding in codings)
+
+
+async def read_body(response: httpx.Response) -> bytes:
+    """A response's whole body: decoded when :func:`decodes` says so, else as sent."""
+    if decodes(response.headers):
+        return await response.aread()
+    return b"".join([chunk async for chunk in response.aiter_raw()])
+
+
 def response_headers(headers: httpx.Headers) -> dict[str, str]:
-    """The upstream's response headers as they go back to the client."""
+    """The upstream's response headers as they go back to the client (its
+    ``content-encoding`` kept only for a body passed back as sent, see :func:`decodes`)."""
+    dropped = _NOT_RETURNED if decodes(headers) else _NOT_RETURNED - {"content-encoding"}
     return {
         name: value
         for name, value in headers.items()
-        if name.lower() not in HOP_BY_HOP and name.lower() not in _NOT_RETURNED
+        if name.lower() not in HOP_BY_HOP and name.lower() not in dropped
     }
 
 
@@ -172,9 +214,16 @@ class UpstreamProvider:
         return {"content": dump(body), "headers": headers}
 
     def _parse(self, response: httpx.Response) -> Completion:
+        where: dict[str, Any] = {"provider": self.protocol.upstream, "model": self.model}
+        if not decodes(response.headers):
+            coding = response.headers.get("content-encoding")
+            raise MalformedResponseError(
+                f"the upstream's summary reply (HTTP {response.status_code}) is in a content "
+                f"coding the proxy cannot decode: {coding}",
+                **where,
+            )
         if response.status_code >= 400:
             raise _error(self.protocol, response.status_code, response.content, self.model)
-        where: dict[str, Any] = {"provider": self.protocol.upstream, "model": self.model}
         try:
             reply = loads(response.content)
         except ValueError as exc:
