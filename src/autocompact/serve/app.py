@@ -12,12 +12,8 @@ error or one in the protocol's error shape; one log line per request says what w
 from __future__ import annotations
 
 import logging
-import math
-import os
-import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -27,11 +23,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from autocompact.compaction.split import COMPRESSION_PRESERVE_THRESHOLD
 from autocompact.errors import AutocompactError, ContentError
 from autocompact.jsonsafe import loads
 from autocompact.limits import known_limits, query_server_limits, resolve_limits
 from autocompact.serve.anthropic_messages import ANTHROPIC_MESSAGES
+from autocompact.serve.config import DEFAULT_MAX_BODY_BYTES, LEASE_MARGIN, ServeConfig, target_url
 from autocompact.serve.followed import Followed, FollowedStream
 from autocompact.serve.openai_chat import OPENAI_CHAT
 from autocompact.serve.planner import Decision, Planner
@@ -58,94 +54,7 @@ __all__ = ["DEFAULT_MAX_BODY_BYTES", "LEASE_MARGIN", "ServeApp", "ServeConfig", 
 
 logger = logging.getLogger("autocompact.serve")
 
-DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
-UPSTREAM_NAMES = ("openai", "anthropic")
 _USAGE_WINDOW = 16 * 1024
-LEASE_MARGIN = 30.0
-"""Seconds a compaction lease lasts beyond the side query's timeout by default."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class ServeConfig:
-    """How the proxy runs.
-
-    Attributes:
-        upstreams: ``{"openai": URL, "anthropic": URL}`` (one at least). A URL ending in
-            ``/v1`` takes the client's path without its ``/v1``.
-        store: the session store's address (``sqlite:///…``, ``postgresql://…``).
-        context_window: the window to use where the model table and the server cannot say.
-        max_body_bytes: the largest request body (the client's own compaction is exempt).
-        timeout: seconds to wait for the upstream.
-        side_query_timeout: seconds to wait for a summary.
-        lease_wait: seconds to wait for another worker's compaction of the same conversation.
-        lease_seconds: how long a compaction lease lasts (``None``: ``side_query_timeout`` plus
-            :data:`LEASE_MARGIN` seconds, what one side query may take; a worker killed
-            mid-compaction blocks its conversation's compaction this long, while its requests
-            wait ``lease_wait`` and then go out trimmed under the window).
-        summary_target_tokens: the summary's target size and so the side query's output cap
-            (``None``: the engine's default; a small local model that runs on to its cap is
-            cheaper with a small one).
-        keep_share: the share of the history a compaction keeps verbatim.
-    """
-
-    upstreams: Mapping[str, str]
-    store: str
-    context_window: int | None = None
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-    timeout: float = 600.0
-    side_query_timeout: float = 300.0
-    lease_wait: float = 60.0
-    lease_seconds: float | None = None
-    summary_target_tokens: int | None = None
-    keep_share: float = COMPRESSION_PRESERVE_THRESHOLD
-    owner: str = field(default_factory=lambda: f"serve-{socket.gethostname()}-{os.getpid()}")
-
-    def __post_init__(self) -> None:
-        from autocompact.errors import ConfigError
-
-        if not self.upstreams:
-            raise ConfigError("give one upstream at least: --upstream openai=URL", key="upstream")
-        for name, url in self.upstreams.items():
-            if name not in UPSTREAM_NAMES:
-                raise ConfigError(
-                    f"unknown upstream {name!r}: use openai=URL or anthropic=URL", key="upstream"
-                )
-            if not url.startswith(("http://", "https://")):
-                raise ConfigError(
-                    f"the {name} upstream {url!r} is not an http(s) URL", key="upstream"
-                )
-        for name in ("timeout", "side_query_timeout", "lease_wait", "lease_seconds"):
-            value = getattr(self, name)
-            if value is not None and not 0 < value < math.inf:  # (NaN fails both)
-                flag = "--" + name.replace("_", "-")
-                raise ConfigError(
-                    f"{flag} must be a positive, finite number of seconds, got {value}", key=name
-                )
-        if self.summary_target_tokens is not None and self.summary_target_tokens < 1:
-            raise ConfigError(
-                f"--summary-target-tokens must be a positive count, got "
-                f"{self.summary_target_tokens}",
-                key="summary_target_tokens",
-            )
-        if not 0 <= self.keep_share < 1:
-            raise ConfigError(
-                f"--keep-share must be in [0, 1), got {self.keep_share}", key="keep_share"
-            )
-
-    @property
-    def lease_length(self) -> float:
-        """How long a compaction lease lasts (see ``lease_seconds``)."""
-        if self.lease_seconds is not None:
-            return self.lease_seconds
-        return self.side_query_timeout + LEASE_MARGIN
-
-
-def target_url(base: str, path: str, query: str = "") -> str:
-    """The upstream URL for a client path (``/v1`` not repeated)."""
-    base = base.rstrip("/")
-    if base.endswith("/v1") and path.startswith("/v1/"):
-        path = path[3:]
-    return base + path + (f"?{query}" if query else "")
 
 
 class ServeApp:
