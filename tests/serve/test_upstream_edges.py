@@ -25,8 +25,9 @@ from starlette.responses import Response, StreamingResponse
 from autocompact.errors import MalformedResponseError
 from autocompact.serve.openai_chat import OPENAI_CHAT
 
+from .scripted import SNAPSHOT
 from .test_bad_requests import _summary_call
-from .test_upstream_faults import SMALL, Answer, Faulty, running
+from .test_upstream_faults import SMALL, Answer, Faulty, _chat_reply, _long_openai, running
 
 GATE_SECONDS = 20.0
 """How long a gated stream waits for the client to say it got the first event (a guard
@@ -263,3 +264,85 @@ def test_a_summary_reply_in_a_coding_the_proxy_cannot_decode_is_a_failed_summary
     unknown = {"content-encoding": "x-unknown"}
     with pytest.raises(MalformedResponseError, match=r"content coding .* cannot decode: x-unknown"):
         _summary_call(OPENAI_CHAT, httpx.Response(200, content=body, headers=unknown))
+
+
+SENT_TWICE = [(b"set-cookie", b"a=1; Path=/"), (b"set-cookie", b"b=2; Path=/"),
+              (b"x-foo", b"one"), (b"x-foo", b"two")]  # fmt: skip
+
+
+def _with_headers(status: int, lines: list[tuple[bytes, bytes]], seen: list[list[str]]) -> Answer:
+    """Answers with the header ``lines`` (a stream when asked for one), noting the ``x-foo``
+    headers of each request it gets."""
+
+    async def answer(request: Request, body: dict[str, Any]) -> Response:
+        seen.append(request.headers.getlist("x-foo"))
+        if body.get("stream"):
+            response: Response = StreamingResponse(
+                iter([EVENTS]), status, media_type="text/event-stream"
+            )
+        else:
+            response = Response(REPLY, status, media_type="application/json")
+        response.raw_headers.extend(lines)
+        return response
+
+    return answer
+
+
+CASES = pytest.mark.parametrize(
+    ("status", "stream"),
+    [(200, False), (200, True), (400, False)],
+    ids=["whole", "stream", "error"],
+)
+
+
+@CASES
+def test_headers_sent_twice_are_passed_as_sent(tmp_path: Path, status: int, stream: bool) -> None:
+    """Response headers the upstream sends twice (two ``Set-Cookie``) reach the client as two
+    header lines, and request headers a client sends twice reach the upstream twice (they were
+    merged into one comma-joined line, and only the client's last was sent)."""
+    seen: list[list[str]] = []
+    with running(tmp_path, Faulty(answer=_with_headers(status, SENT_TWICE, seen))) as proxy:
+        reply = httpx.post(
+            f"{proxy.url}/v1/chat/completions",
+            json={**SMALL, "stream": stream},
+            headers=[("x-foo", "1"), ("x-foo", "2")],
+        )
+    assert reply.status_code == status
+    assert seen == [["1", "2"]]
+    assert reply.headers.get_list("set-cookie") == ["a=1; Path=/", "b=2; Path=/"]
+    assert [(k, v) for k, v in reply.headers.raw if k.lower() == b"x-foo"] == SENT_TWICE[2:]
+    assert reply.headers["x-autocompact-action"] == "forward"
+
+
+@CASES
+def test_a_response_header_in_utf8_is_passed_as_its_bytes(
+    tmp_path: Path, status: int, stream: bool
+) -> None:
+    """A response header whose value is UTF-8 reaches the client as the bytes the upstream sent
+    (it was a 500: the value, read as UTF-8, could not be written back as Latin-1)."""
+    value = "café →".encode()
+    lines = [(b"x-utf8", value)]
+    with running(tmp_path, Faulty(answer=_with_headers(status, lines, []))) as proxy:
+        reply = httpx.post(f"{proxy.url}/v1/chat/completions", json={**SMALL, "stream": stream})
+    assert reply.status_code == status
+    assert [v for k, v in reply.headers.raw if k.lower() == b"x-utf8"] == [value]
+
+
+def test_headers_sent_twice_go_with_the_summary_request(tmp_path: Path) -> None:
+    """The summary request carries the client's headers as sent, twice when sent twice."""
+    seen: list[list[str]] = []
+
+    async def summary(request: Request, body: dict[str, Any]) -> Response:
+        seen.append(request.headers.getlist("x-foo"))
+        return Response(json.dumps(_chat_reply(SNAPSHOT)).encode(), media_type="application/json")
+
+    with running(tmp_path, Faulty(summary=summary)) as proxy:
+        reply = httpx.post(
+            f"{proxy.url}/v1/chat/completions",
+            json=_long_openai(18),
+            headers=[("x-foo", "1"), ("x-foo", "2")],
+            timeout=60,
+        )
+    assert reply.headers["x-autocompact-action"] == "compacted"
+    assert seen
+    assert all(each == ["1", "2"] for each in seen)

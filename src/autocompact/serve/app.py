@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -224,7 +224,9 @@ class ServeApp:
         )
         return self._error(protocol, 413, "request_too_large", message)
 
-    async def _send(self, method: str, url: str, headers: Mapping[str, str], body: bytes) -> Any:
+    async def _send(
+        self, method: str, url: str, headers: Sequence[tuple[str, str]], body: bytes
+    ) -> Any:
         request = self.client.build_request(
             method, url, headers=header_bytes(headers), content=body
         )
@@ -248,7 +250,7 @@ class ServeApp:
         if len(raw) > self.config.max_body_bytes and not request.url.path.endswith("/compact"):
             return self._too_large(protocol, len(raw))
         url = target_url(base, request.url.path, request.url.query)
-        headers = forward_headers(request.headers)
+        headers = forward_headers(request.headers.items())
         try:
             response = await self._send(request.method, url, headers, raw)
         except httpx.HTTPError as exc:
@@ -285,7 +287,7 @@ class ServeApp:
         ):
             return self._too_large(protocol, len(raw))
         url = target_url(base, request.url.path, request.url.query)
-        headers = forward_headers(request.headers)
+        headers = forward_headers(request.headers.items())
         model = str(body.get("model", ""))
         provider = UpstreamProvider(
             protocol=protocol,
@@ -336,11 +338,9 @@ class ServeApp:
             else:
                 await self.planner.release(decision)
                 self._log(request, decision, response.status_code, sent - start)
-                return Response(
-                    content,
-                    status_code=response.status_code,
-                    headers={**response_headers(response.headers), **_ours(decision)},
-                )
+                reply = Response(content, status_code=response.status_code)
+                reply.raw_headers.extend(response_headers(response.headers, _ours(decision)))
+                return reply
         return await self._relay(request, protocol, response, decision, start, sent)
 
     async def _plan(self, plan: dict[str, Any], raw: bytes) -> Decision:
@@ -364,7 +364,7 @@ class ServeApp:
         start: float,
         sent: float,
     ) -> Response:
-        headers = {**response_headers(response.headers), **_ours(decision)}
+        lines = response_headers(response.headers, _ours(decision))
         status = response.status_code
         added = sent - start
         readable = decodes(response.headers)  # else passed back as sent and not read
@@ -382,7 +382,7 @@ class ServeApp:
             usage = content if status < 400 and readable else b""
             marks = [self.planner.following(decision)]
             then = self._then(request, decision, status, added, usage, marks, whole=True)
-            return Followed(content, then, status_code=status, headers=headers)
+            return Followed(content, then, status_code=status, lines=lines)
 
         streamed = bytearray()  # where the stream reported its usage, once it ended well
         # Marked when the stream ended, not when it started: a request of the conversation made
@@ -427,7 +427,7 @@ class ServeApp:
                     await self.planner.release(decision)
 
         then = self._then(request, decision, status, added, streamed, learning)
-        return FollowedStream(relay(), then, status_code=status, headers=headers)
+        return FollowedStream(relay(), then, status_code=status, lines=lines)
 
     def _then(
         self,

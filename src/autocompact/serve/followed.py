@@ -8,7 +8,7 @@ from the cancellation), so it runs exactly once whatever became of the response.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -27,10 +27,21 @@ async def _followed(sending: Awaitable[None], then: Callable[[], Awaitable[None]
 
 
 class Followed(Response):
-    """A response, then what follows it, once it was sent or could not be."""
+    """A response, then what follows it, once it was sent or could not be.
 
-    def __init__(self, content: bytes, then: Callable[[], Awaitable[None]], **kwargs: Any) -> None:
+    ``lines``: header lines (name, value) as bytes, each sent as it is (a name may repeat).
+    """
+
+    def __init__(
+        self,
+        content: bytes,
+        then: Callable[[], Awaitable[None]],
+        *,
+        lines: Sequence[tuple[bytes, bytes]] = (),
+        **kwargs: Any,
+    ) -> None:
         super().__init__(content, **kwargs)
+        self.raw_headers.extend(lines)
         self.then = then
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -44,9 +55,12 @@ class FollowedStream(StreamingResponse):
         self,
         content: AsyncIterator[bytes],
         then: Callable[[], Awaitable[None]],
+        *,
+        lines: Sequence[tuple[bytes, bytes]] = (),
         **kwargs: Any,
     ) -> None:
         super().__init__(content, **kwargs)
+        self.raw_headers.extend(lines)
         self.then = then
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

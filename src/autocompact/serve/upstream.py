@@ -18,7 +18,7 @@ upstream, the same model, the client's own credentials, the protocol's plain req
 from __future__ import annotations
 
 import importlib
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from functools import cache
 from typing import Any
 
@@ -74,26 +74,33 @@ _NOT_RETURNED = frozenset({"content-length", "content-encoding", "date", "server
 _UNREADABLE: tuple[type[Exception], ...] = (ContentError, *REPLY_ERRORS)
 
 
-def forward_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """The client's headers as they go to the upstream (see the module docstring)."""
-    connection = {t.strip().lower() for t in headers.get("connection", "").split(",")}
-    out = {
-        name: value
-        for name, value in headers.items()
+def forward_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The client's header lines (name, value; a name may come more than once, each line goes
+    as sent) as they go to the upstream (see the module docstring)."""
+    lines = list(headers)
+    connection = {
+        token.strip().lower()
+        for name, value in lines
+        if name.lower() == "connection"
+        for token in value.split(",")
+    }
+    out = [
+        (name, value)
+        for name, value in lines
         if name.lower() not in HOP_BY_HOP
         and name.lower() not in _SET_BY_CLIENT
         and name.lower() not in connection
         and not name.lower().startswith("x-autocompact-")
-    }
-    out["accept-encoding"] = "identity"
+    ]
+    out.append(("accept-encoding", "identity"))
     return out
 
 
-def header_bytes(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
-    """Headers as the bytes they came in: a value that is not ASCII (a client's UTF-8, which
-    the server read as Latin-1) goes out as its own bytes again, which httpx would otherwise
-    refuse to encode."""
-    return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+def header_bytes(headers: Iterable[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
+    """Header lines as the bytes they came in: a value that is not ASCII (a client's UTF-8,
+    which the server read as Latin-1) goes out as its own bytes again, which httpx would
+    otherwise refuse to encode."""
+    return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
 
 
 def _importable(module: str) -> bool:
@@ -128,15 +135,24 @@ async def read_body(response: httpx.Response) -> bytes:
     return b"".join([chunk async for chunk in response.aiter_raw()])
 
 
-def response_headers(headers: httpx.Headers) -> dict[str, str]:
-    """The upstream's response headers as they go back to the client (its
-    ``content-encoding`` kept only for a body passed back as sent, see :func:`decodes`)."""
+def response_headers(
+    headers: httpx.Headers, ours: Mapping[str, str] | None = None
+) -> list[tuple[bytes, bytes]]:
+    """The upstream's response header lines as they go back to the client: each line as the
+    bytes it came in (a name sent twice, two ``Set-Cookie``, stays two lines), its
+    ``content-encoding`` kept only for a body passed back as sent (see :func:`decodes`), then
+    ``ours`` (the proxy's, which replace the upstream's of the same names)."""
     dropped = _NOT_RETURNED if decodes(headers) else _NOT_RETURNED - {"content-encoding"}
-    return {
-        name: value
-        for name, value in headers.items()
-        if name.lower() not in HOP_BY_HOP and name.lower() not in dropped
-    }
+    replaced = {name.lower() for name in ours or {}}
+    lines = [
+        (name.lower(), value)
+        for name, value in headers.raw
+        if (text := name.decode("latin-1").lower()) not in HOP_BY_HOP
+        and text not in dropped
+        and text not in replaced
+    ]
+    lines.extend(header_bytes((ours or {}).items()))
+    return lines
 
 
 def is_event_stream(headers: httpx.Headers, sent: bytes) -> bool:
@@ -182,7 +198,8 @@ class UpstreamProvider:
         protocol: the wire protocol of the request being compacted.
         client: the proxy's HTTP client.
         url: the upstream endpoint (``…/v1/chat/completions`` or ``…/v1/messages``).
-        headers: the headers to send (already filtered by :func:`forward_headers`).
+        headers: the header lines to send (already filtered by :func:`forward_headers`), or
+            a mapping of them.
         model: the request's model.
         timeout: seconds to wait for the summary.
     """
@@ -193,7 +210,7 @@ class UpstreamProvider:
         protocol: WireProtocol,
         client: httpx.AsyncClient,
         url: str,
-        headers: Mapping[str, str],
+        headers: Mapping[str, str] | Iterable[tuple[str, str]],
         model: str,
         timeout: float,
     ) -> None:
@@ -202,7 +219,7 @@ class UpstreamProvider:
         self.protocol = protocol
         self.client = client
         self.url = url
-        self.headers = dict(headers)
+        self.headers = list(headers.items() if isinstance(headers, Mapping) else headers)
         self.timeout = timeout
         self.calls = 0
 
@@ -210,7 +227,8 @@ class UpstreamProvider:
         """The summary request's content and headers: its JSON written as the proxy writes
         bodies (:func:`~autocompact.serve.wire.dump`), the client's headers as httpx can send
         them (:func:`header_bytes`)."""
-        headers = header_bytes({**self.headers, "content-type": "application/json"})
+        lines = [(k, v) for k, v in self.headers if k.lower() != "content-type"]
+        headers = header_bytes([*lines, ("content-type", "application/json")])
         return {"content": dump(body), "headers": headers}
 
     def _parse(self, response: httpx.Response) -> Completion:
