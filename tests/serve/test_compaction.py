@@ -332,8 +332,8 @@ def test_window_learned_from_models(tmp_path: Any, upstream: Any) -> None:
     script, url = upstream
     config = ServeConfig(upstreams={"openai": url + "/v1"}, store=f"sqlite:///{tmp_path}/s.db")
     app = ServeApp(config)
-    assert anyio.run(app._window, "openai", "scripted") == script.window
-    assert anyio.run(app._window, "openai", "gpt-4o") != script.window  # the model table's
+    assert anyio.run(app.windows.window, "openai", "scripted") == script.window
+    assert anyio.run(app.windows.window, "openai", "gpt-4o") != script.window  # the table's
 
 
 def test_credentials_never_stored_or_logged(proxy: Proxy, caplog: pytest.LogCaptureFixture) -> None:

@@ -11,6 +11,7 @@ import json
 import threading
 import zlib
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,12 @@ import httpx
 import openai
 import pytest
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from autocompact.errors import MalformedResponseError
+from autocompact.serve import ServeApp, ServeConfig
 from autocompact.serve.openai_chat import OPENAI_CHAT
+from autocompact.serve.threaded import serve_in_thread
 
 from .scripted import SNAPSHOT
 from .test_bad_requests import _summary_call
@@ -346,3 +349,107 @@ def test_headers_sent_twice_go_with_the_summary_request(tmp_path: Path) -> None:
     assert reply.headers["x-autocompact-action"] == "compacted"
     assert seen
     assert all(each == ["1", "2"] for each in seen)
+
+
+@dataclass
+class Props:
+    """llama-server's ``/props``: failing (503) until ``window`` is set; every ask counted."""
+
+    window: int | None = None
+    asked: int = 0
+
+    async def answer(self, request: Request, body: dict[str, Any]) -> Response:
+        if request.url.path == "/props":
+            self.asked += 1
+            if self.window is None:
+                return JSONResponse({"error": "loading model"}, status_code=503)
+            return JSONResponse({"default_generation_settings": {"n_ctx": self.window}})
+        if request.method == "GET" or request.url.path.startswith("/api/"):
+            return JSONResponse({"error": "not found"}, status_code=404)
+        return JSONResponse(_chat_reply("ok"))
+
+
+@dataclass
+class Clock:
+    """A clock the test moves."""
+
+    now: float = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_failed_window_lookup_is_tried_again_later_and_a_found_window_kept(
+    tmp_path: Path,
+) -> None:
+    """Without --context-window, a server that cannot say its window yet (503 while it loads)
+    gives the assumed window for now and is asked again after a while, not on every request;
+    the window it then reports is used and kept (the first failure was kept for good: the
+    assumed window was used until the proxy restarted)."""
+    props, clock = Props(), Clock()
+    # ~3,000 tokens: safe on the assumed 32K window, far over auto on a 4K one.
+    big = {"model": "m", "messages": [{"role": "user", "content": "word " * 3000}]}
+    with serve_in_thread(Faulty(answer=props.answer).app()) as url:
+        config = ServeConfig(
+            upstreams={"openai": url + "/v1"}, store=f"sqlite:///{tmp_path / 's.db'}"
+        )
+        app = ServeApp(config, clock=clock)
+        try:
+            with serve_in_thread(app.asgi) as proxy_url:
+
+                def tier() -> str:
+                    reply = httpx.post(f"{proxy_url}/v1/chat/completions", json=big, timeout=30)
+                    return reply.headers["x-autocompact-tier"]
+
+                assert (tier(), props.asked) == ("safe", 1)  # the assumed window
+                props.window = 4000
+                assert (tier(), props.asked) == ("safe", 1)  # not asked again at once
+                clock.now += 3600
+                assert tier() != "safe"  # asked again: the server's window
+                assert props.asked == 2
+                clock.now += 10 * 24 * 3600
+                assert tier() != "safe"
+                assert props.asked == 2  # a window found is kept
+        finally:
+            app.store.close()
+
+
+def test_window_lookups_back_off_until_one_finds_a_window() -> None:
+    """A lookup that finds no window is tried again after 30 s, then twice as long each time
+    up to 30 minutes; a found window is kept; a model the table knows, or behind the Anthropic
+    upstream, asks nothing."""
+    from autocompact.limits import ModelLimits
+    from autocompact.serve.windows import RETRY_FIRST, RETRY_LONGEST, ModelWindows
+
+    clock, asked = Clock(), []
+    found: list[int | None] = [None]
+
+    def lookup(base: str, model: str) -> ModelLimits | None:
+        asked.append(clock.now)
+        window = found[0]
+        return None if window is None else ModelLimits(model=model, context_window=window)
+
+    windows = ModelWindows({"openai": "http://upstream/v1"}, clock=clock, lookup=lookup)
+
+    async def at(delay: float) -> int:
+        clock.now += delay
+        return await windows.window("openai", "m")
+
+    async def run() -> None:
+        assert await at(0) == 32_768
+        waits = []
+        for _ in range(9):
+            before = len(asked)
+            while len(asked) == before:
+                await at(1)
+            waits.append(asked[-1] - asked[-2])
+        assert waits == [RETRY_FIRST, 60, 120, 240, 480, 960, RETRY_LONGEST, 1800, 1800]
+        found[0] = 5000
+        assert await at(RETRY_LONGEST) == 5000
+        assert await at(10**9) == 5000
+        assert len(asked) == 11
+        assert await windows.window("anthropic", "m") == 32_768
+        assert await windows.window("openai", "gpt-4o") == 128_000
+        assert len(asked) == 11
+
+    anyio.run(run)

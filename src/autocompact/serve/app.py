@@ -25,7 +25,6 @@ from starlette.routing import Route
 
 from autocompact.errors import AutocompactError, ContentError
 from autocompact.jsonsafe import loads
-from autocompact.limits import known_limits, query_server_limits, resolve_limits
 from autocompact.serve.anthropic_messages import ANTHROPIC_MESSAGES
 from autocompact.serve.config import DEFAULT_MAX_BODY_BYTES, LEASE_MARGIN, ServeConfig, target_url
 from autocompact.serve.followed import Followed, FollowedStream
@@ -47,6 +46,7 @@ from autocompact.serve.upstream import (
     read_body,
     response_headers,
 )
+from autocompact.serve.windows import ModelWindows
 from autocompact.sessions.stores import open_store
 from autocompact.sessions.stores.base import SessionStore
 
@@ -88,7 +88,7 @@ class ServeApp:
         self.transport = transport
         self.clock = clock
         self._client: httpx.AsyncClient | None = None
-        self._windows: dict[tuple[str, str], int] = {}
+        self.windows = ModelWindows(config.upstreams, clock=clock)
         routes = [
             Route("/healthz", self.healthz, methods=["GET"]),
             Route("/", self.root, methods=["GET", "HEAD"]),
@@ -202,20 +202,6 @@ class ServeApp:
             message = f"autocompact serve failed: {type(exc).__name__}: {exc}"
             return self._error(protocol, 500, "api_error", message)
 
-    async def _window(self, upstream: str, model: str) -> int:
-        if self.config.context_window is not None:
-            return self.config.context_window
-        key = (upstream, model)
-        if key not in self._windows:
-            server = None
-            if known_limits(model) is None and upstream == "openai":
-                base = self.config.upstreams[upstream]
-                server = await anyio.to_thread.run_sync(
-                    lambda: query_server_limits(base, model, kind="openai-compatible")
-                )
-            self._windows[key] = resolve_limits(model, server=server).context_window
-        return self._windows[key]
-
     def _too_large(self, protocol: Any, size: int) -> Response:
         message = (
             f"the request body is {size:,} bytes, over the proxy's limit of "
@@ -297,7 +283,9 @@ class ServeApp:
             model=model,
             timeout=self.config.side_query_timeout,
         )
-        window = await self._window(protocol.upstream, model)
+        window = self.config.context_window
+        if window is None:
+            window = await self.windows.window(protocol.upstream, model)
         lowered = {k.lower(): v for k, v in request.headers.items()}
         plan: dict[str, Any] = {
             "protocol": protocol,

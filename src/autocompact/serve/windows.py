@@ -1,0 +1,84 @@
+"""The context window the proxy assumes for a model, and when to ask the server for it again.
+
+Unless ``--context-window`` gives it, a model the bundled table knows has its window; else an
+OpenAI upstream is asked (llama.cpp ``/props``, ``/v1/models``, Ollama, LM Studio:
+:func:`~autocompact.limits.query_server_limits`). A window the server reports is kept for good.
+A lookup that gave none (the server was down, timed out, still loading its model, or does not
+say) falls back to the assumed window and is tried again on a later request: after
+:data:`RETRY_FIRST` seconds, then twice as long each time up to :data:`RETRY_LONGEST`, so a dead
+endpoint is not asked on every request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+
+import anyio
+
+from autocompact.limits import ModelLimits, known_limits, query_server_limits, resolve_limits
+
+__all__ = ["RETRY_FIRST", "RETRY_LONGEST", "ModelWindows"]
+
+RETRY_FIRST = 30.0
+"""Seconds after a lookup that gave no window before the server is asked again."""
+RETRY_LONGEST = 30 * 60.0
+"""The longest wait between two lookups that give no window."""
+
+Lookup = Callable[[str, str], ModelLimits | None]
+
+
+def _ask_server(base: str, model: str) -> ModelLimits | None:
+    return query_server_limits(base, model, kind="openai-compatible")
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Known:
+    window: int
+    retry_at: float | None  # None: the server's own, kept for good
+    wait: float  # the wait after the last lookup that found none (doubled after the next)
+
+
+class ModelWindows:
+    """The window per (upstream, model), looked up once, again later while it is not found.
+
+    Args:
+        upstreams: the upstreams' base URLs by name.
+        clock: a monotonic clock.
+        lookup: asks a server for a model's limits (``None``: it did not say); blocking, run
+            in a worker thread.
+    """
+
+    def __init__(
+        self,
+        upstreams: Mapping[str, str],
+        *,
+        clock: Callable[[], float],
+        lookup: Lookup = _ask_server,
+    ) -> None:
+        self.upstreams = upstreams
+        self.clock = clock
+        self.lookup = lookup
+        self._known: dict[tuple[str, str], _Known] = {}
+
+    async def window(self, upstream: str, model: str) -> int:
+        """The window of ``model`` behind ``upstream``."""
+        key = (upstream, model)
+        known = self._known.get(key)
+        now = self.clock()
+        if known is not None and (known.retry_at is None or now < known.retry_at):
+            return known.window
+        if known is not None:  # asked again: meanwhile the others use the window known so far
+            self._known[key] = replace(known, retry_at=now + known.wait)
+        server = None
+        asks = known_limits(model) is None and upstream == "openai"
+        if asks:
+            base = self.upstreams[upstream]
+            server = await anyio.to_thread.run_sync(lambda: self.lookup(base, model))
+        window = resolve_limits(model, server=server).context_window
+        if asks and server is None:
+            wait = RETRY_FIRST if known is None else min(2 * known.wait, RETRY_LONGEST)
+            self._known[key] = _Known(window=window, retry_at=self.clock() + wait, wait=wait)
+        else:
+            self._known[key] = _Known(window=window, retry_at=None, wait=0.0)
+        return window
