@@ -7,7 +7,8 @@ file, a transcript line, a session record) ends in ``RecursionError`` deep in th
 nesting passed :data:`MAX_JSON_DEPTH`, so every caller's existing "not valid JSON (line, column)"
 message names the file and line without knowing about recursion. An integer longer than
 Python's limit on integer digits (``sys.get_int_max_str_digits()``, 4300 by default), which
-``json.loads`` refuses with a plain ``ValueError``, is reported the same way, at the number.
+``json.loads`` refuses with a plain ``ValueError``, is reported the same way, at the number (or
+read as ``None`` when the caller asks).
 """
 
 from __future__ import annotations
@@ -24,10 +25,17 @@ MAX_JSON_DEPTH = 500
 """Nesting deeper than this is reported as too deep when the parser runs out of stack."""
 
 
-def loads(text: str | bytes) -> Any:
+def loads(text: str | bytes, *, long_integers_as_none: bool = False) -> Any:
     """``json.loads``, with too-deep nesting and too-long integers reported as a
-    :class:`json.JSONDecodeError`."""
+    :class:`json.JSONDecodeError`.
+
+    ``long_integers_as_none``: an integer past the digit limit reads as ``None`` instead of
+    failing the whole text (a reply whose counts are read as not reported when they are none:
+    its other fields still count).
+    """
     try:
+        if long_integers_as_none:
+            return json.loads(text, parse_int=_int_or_none)
         return json.loads(text)
     except RecursionError:
         raise _decode_error(
@@ -44,6 +52,13 @@ def loads(text: str | bytes) -> Any:
             f"a number has more than {sys.get_int_max_str_digits():,} digits",
             long_number_position,
         ) from None
+
+
+def _int_or_none(digits: str) -> int | None:
+    try:
+        return int(digits)
+    except ValueError:  # past the digit limit
+        return None
 
 
 def _decode_error(

@@ -453,3 +453,61 @@ def test_window_lookups_back_off_until_one_finds_a_window() -> None:
         assert len(asked) == 11
 
     anyio.run(run)
+
+
+HUGE = "9" * 5000  # more digits than Python reads as an int (4,300)
+
+
+def _huge_usage(text: str, key: str) -> bytes:
+    """A reply whose ``key`` count has thousands of digits, in each protocol's shape."""
+    chat = {"choices": [{"message": {"role": "assistant", "content": text}}], "usage": {}}
+    anthropic = {"type": "message", "content": [{"type": "text", "text": text}], "usage": {}}
+    output = [{"type": "message", "content": [{"type": "output_text", "text": text}]}]
+    reply = {"prompt_tokens": chat, "input_tokens": anthropic, "responses": {"output": output}}
+    shape = reply[key]
+    name = "input_tokens" if key == "responses" else key
+    usage = {**shape, "usage": {name: "HUGE", "output_tokens": 7}}
+    return json.dumps(usage).replace('"HUGE"', HUGE).encode()
+
+
+def test_a_summary_reply_whose_usage_is_no_count_is_read() -> None:
+    """A summary reply whose usage count has thousands of digits is read, that count as not
+    reported (the reply was "not JSON" and the summary failed)."""
+    from autocompact.serve.anthropic_messages import ANTHROPIC_MESSAGES
+    from autocompact.serve.responses import RESPONSES
+
+    for protocol, key in (
+        (OPENAI_CHAT, "prompt_tokens"),
+        (ANTHROPIC_MESSAGES, "input_tokens"),
+        (RESPONSES, "responses"),
+    ):
+        reply = httpx.Response(200, content=_huge_usage("summary", key))
+        completion = _summary_call(protocol, reply)
+        assert completion.text == "summary"
+        assert completion.usage is not None
+        assert completion.usage.prompt_tokens == 0
+
+
+def test_a_summary_whose_usage_is_no_count_compacts(tmp_path: Path) -> None:
+    """Through the proxy: the summary is used and the request compacted (it was a failed
+    summary, counted by the breaker, and the request went out trimmed)."""
+
+    async def summary(request: Request, body: dict[str, Any]) -> Response:
+        return Response(_huge_usage(SNAPSHOT, "prompt_tokens"), media_type="application/json")
+
+    with running(tmp_path, Faulty(summary=summary)) as proxy:
+        reply = httpx.post(f"{proxy.url}/v1/chat/completions", json=_long_openai(18), timeout=60)
+    assert reply.status_code == 200
+    assert reply.headers["x-autocompact-action"] == "compacted"
+
+
+def test_a_whole_reply_with_a_number_past_the_digit_limit_is_read_at_its_usage() -> None:
+    """A whole reply holding a number of thousands of digits (in a tool call's input) is still
+    read at its own ``usage`` (it was read as a stream, so a tool input's ``prompt_tokens``
+    was taken for the usage)."""
+    from autocompact.serve.protocol import response_prompt_tokens
+
+    tool = '{"type": "tool_use", "input": {"prompt_tokens": 4, "n": ' + HUGE + "}}"
+    reply = '{"content": [' + tool + '], "usage": {"input_tokens": 9}}'
+    assert response_prompt_tokens(reply.encode()) == 9
+    assert response_prompt_tokens(b'{"usage": {"input_tokens": ' + HUGE.encode() + b"}}") is None

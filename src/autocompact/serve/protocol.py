@@ -86,9 +86,9 @@ def response_prompt_tokens(content: bytes) -> int | None:
     """The prompt size a whole (not streamed) response reported: read in its own ``usage``, as
     :func:`reported_prompt_tokens` reads it (a tool call's input before it, an object in an
     Anthropic reply, may hold keys of the same names); a body that is no JSON object is read
-    as a stream."""
+    as a stream. A number too long to read (thousands of digits) reads as none."""
     try:
-        body = loads(content)
+        body = loads(content, long_integers_as_none=True)
     except ValueError:
         return reported_prompt_tokens(content)
     if not isinstance(body, dict):

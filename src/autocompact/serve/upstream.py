@@ -243,7 +243,8 @@ class UpstreamProvider:
         if response.status_code >= 400:
             raise _error(self.protocol, response.status_code, response.content, self.model)
         try:
-            reply = loads(response.content)
+            # A count of thousands of digits is no count: read as none, not as a failed reply.
+            reply = loads(response.content, long_integers_as_none=True)
         except ValueError as exc:
             raise MalformedResponseError(
                 f"the upstream's summary reply is not JSON: {exc}", **where
