@@ -568,3 +568,40 @@ def test_pending_message_escapes_are_its_own(protocol: str) -> None:
     resumed = read(protocol, {"messages": grown}, grown, previous=whole)
     assert resumed is not None
     assert resumed.stats == whole.stats
+
+
+@pytest.mark.parametrize("state", sorted(STATES))
+def test_a_tool_screenshot_is_read_as_the_full_path_counts_it(state: str) -> None:
+    """An Anthropic tool result with text, an image and a document: read from the JSON (not
+    handed to the full path), at the full path's figures (each one media part)."""
+    image = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": "A" * 9000},
+    }
+    pdf = {"type": "document", "source": {"type": "url", "url": "https://x/y.pdf"}}
+    body = {
+        "model": "m",
+        "max_tokens": 10,
+        "messages": [
+            {"role": "user", "content": "look"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "c1", "name": "Read", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "c1",
+                        "content": [{"type": "text", "text": "shot"}, image, pdf],
+                    },
+                    {"type": "text", "text": "and now?"},
+                ],
+            },
+        ],
+    }
+    fast = fast_path("anthropic_messages", body, STATES[state])
+    assert fast is not None
+    assert fast == full_path("anthropic_messages", body, STATES[state])
+    assert fast[1].media_parts == 2

@@ -56,6 +56,7 @@ from autocompact.serve.walk import (
     escape_extra,
     media_ok,
     need_str,
+    result_blocks,
     result_chars,
     result_content,
     string_lengths,
@@ -135,8 +136,10 @@ def _anthropic(
                     if type(result) is str:  # as result_chars counts it, without the call
                         json_chars += RESULT_OVERHEAD + 2 + lengths[answered] + len(result)
                         push(result)
-                    else:
-                        json_chars += result_chars(answered, result_content(result), push)
+                    else:  # (an image or document in it: one media part, as toolmedia says)
+                        content, found = result_blocks(result)
+                        json_chars += result_chars(answered, content, push)
+                        media += found
                     if index == final:
                         results.append(call_id)
                     elif pop(call_id, here) >= here:  # no earlier message's call it answers

@@ -40,6 +40,7 @@ __all__ = [
     "escape_extra",
     "media_ok",
     "need_str",
+    "result_blocks",
     "result_chars",
     "result_content",
     "string_lengths",
@@ -345,12 +346,28 @@ def result_content(result: Any) -> str | list[dict[str, str]]:
     return result
 
 
+def result_blocks(result: Any) -> tuple[str | list[dict[str, str]], int]:
+    """An Anthropic tool result's content as the converter keeps it, less its images and
+    documents, and how many of those it holds (each one media part: ``toolmedia``)."""
+    if type(result) is not list:
+        return result_content(result), 0
+    media = 0
+    out = []
+    for block in result:
+        if type(block) is dict and block.get("type") in ("image", "document"):
+            media_ok(block)
+            media += 1
+        else:
+            out.extend(text_blocks([block]))
+    return out, media
+
+
 def text_blocks(content: list[Any]) -> list[dict[str, str]]:
     """A tool result's list of text blocks as the converters keep it (``None``-free)."""
     out = []
     for block in content:
         if type(block) is not dict or block.get("type") != "text":
-            raise Unread  # media in a tool result, or a malformed block: the full path
+            raise Unread  # a block no converter keeps as it is, or a malformed one: the full path
         text = block.get("text")
         if type(text) is not str:
             raise Unread
