@@ -327,3 +327,31 @@ class ScriptedUpstream:
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def tool_media_request(
+    *media: dict[str, Any], after: tuple[dict[str, Any], ...] = ()
+) -> dict[str, Any]:
+    """An Anthropic request whose last message holds a Read call's result: a text block and
+    ``media`` (image or document blocks), then the blocks ``after`` it."""
+    result = {"type": "tool_result", "tool_use_id": "c1", "content": [TEXT_BLOCK, *media]}
+    return {
+        "model": "m",
+        "max_tokens": 100,
+        "messages": [
+            {"role": "user", "content": "Check the login page."},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "c1", "name": "Read", "input": {}}],
+            },
+            {"role": "user", "content": [result, *after]},
+        ],
+    }
+
+
+TEXT_BLOCK = {"type": "text", "text": "login.png"}
+
+
+def image_block(data: str) -> dict[str, Any]:
+    """An Anthropic base64 PNG image block."""
+    return {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}

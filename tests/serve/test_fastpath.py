@@ -35,6 +35,8 @@ from autocompact.serve.openai_chat import OPENAI_CHAT
 from autocompact.testing import FakeProvider
 from autocompact.transcripts import read_transcript
 
+from .scripted import image_block, tool_media_request
+
 DATA = Path(
     os.environ.get("AUTOCOMPACT_SESSIONS_DIR")
     or Path(__file__).resolve().parents[3] / "shared" / "data" / "claude-code-sessions"
@@ -574,33 +576,10 @@ def test_pending_message_escapes_are_its_own(protocol: str) -> None:
 def test_a_tool_screenshot_is_read_as_the_full_path_counts_it(state: str) -> None:
     """An Anthropic tool result with text, an image and a document: read from the JSON (not
     handed to the full path), at the full path's figures (each one media part)."""
-    image = {
-        "type": "image",
-        "source": {"type": "base64", "media_type": "image/png", "data": "A" * 9000},
-    }
     pdf = {"type": "document", "source": {"type": "url", "url": "https://x/y.pdf"}}
-    body = {
-        "model": "m",
-        "max_tokens": 10,
-        "messages": [
-            {"role": "user", "content": "look"},
-            {
-                "role": "assistant",
-                "content": [{"type": "tool_use", "id": "c1", "name": "Read", "input": {}}],
-            },
-            {
-                "role": "user",
-                "content": [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": "c1",
-                        "content": [{"type": "text", "text": "shot"}, image, pdf],
-                    },
-                    {"type": "text", "text": "and now?"},
-                ],
-            },
-        ],
-    }
+    body = tool_media_request(
+        image_block("A" * 9000), pdf, after=({"type": "text", "text": "and now?"},)
+    )
     fast = fast_path("anthropic_messages", body, STATES[state])
     assert fast is not None
     assert fast == full_path("anthropic_messages", body, STATES[state])

@@ -16,7 +16,7 @@ import pytest
 from autocompact.serve import ServeApp, ServeConfig
 from autocompact.serve.threaded import serve_in_thread
 
-from .scripted import ScriptedUpstream
+from .scripted import ScriptedUpstream, image_block, tool_media_request
 
 DATA = base64.b64encode(random.Random(5).randbytes(300_000)).decode()  # a 300 KB screenshot
 
@@ -42,28 +42,7 @@ def test_a_tool_screenshot_is_forwarded_as_it_came(proxy: tuple[str, ScriptedUps
     """About 2K tokens of conversation and one image: safe, forwarded byte for byte (counted as
     its base64, it was about 200K tokens: over the window, so the request was cut)."""
     url, script = proxy
-    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": DATA}}
-    body = {
-        "model": "m",
-        "max_tokens": 100,
-        "messages": [
-            {"role": "user", "content": "Check the login page."},
-            {
-                "role": "assistant",
-                "content": [{"type": "tool_use", "id": "c1", "name": "Read", "input": {}}],
-            },
-            {
-                "role": "user",
-                "content": [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": "c1",
-                        "content": [{"type": "text", "text": "login.png"}, image],
-                    }
-                ],
-            },
-        ],
-    }
+    body = tool_media_request(image_block(DATA))
     raw = json.dumps(body).encode()
     reply = httpx.post(f"{url}/v1/messages", content=raw, timeout=30)
     assert reply.status_code == 200
