@@ -165,3 +165,11 @@ def test_the_same_image_in_a_user_message_counts_the_same() -> None:
     in_result = estimate_content_tokens([result(SHAPES["anthropic"])])
     in_message = estimate_content_tokens([ImagePart(media_type="image/png", data=DATA)])
     assert abs(in_result - in_message) < 30
+
+
+def test_the_ledger_reads_the_text_of_a_result_not_its_image() -> None:
+    """The state ledger reads a tool's text; the image's base64 is no text to read."""
+    from autocompact.compaction.ledger.tools import response_text
+
+    assert response_text([TEXT, SHAPES["langchain"]]) == TEXT["text"]
+    assert DATA not in response_text([SHAPES["anthropic"], {"rows": 3}])

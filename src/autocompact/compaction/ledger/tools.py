@@ -15,6 +15,7 @@ from typing import Any
 
 from autocompact.compaction.clearing import read_target
 from autocompact.content import FunctionCallPart, json_form
+from autocompact.toolmedia import media_blocks, without_media
 
 __all__ = [
     "SOURCE_DIRS",
@@ -109,9 +110,11 @@ def tool_key(name: str) -> str:
 
 
 def response_text(response: Any) -> str:
-    """A tool result's text."""
+    """A tool result's text (an image or document it returned left out: no text to read)."""
     if isinstance(response, str):
         return response
+    if media_blocks(response):
+        response = without_media(response)
     if isinstance(response, list) and all(
         isinstance(b, Mapping) and isinstance(b.get("text"), str) for b in response
     ):
