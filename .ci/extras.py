@@ -24,6 +24,7 @@ TESTS = {
         "tests/integrations/test_langchain_pending_tools.py",
         "tests/integrations/test_langchain_usage.py",
         "tests/integrations/test_langchain_bad_input.py",
+        "tests/integrations/test_tool_media.py",
     ],
     "pydantic-ai": [
         "tests/integrations/test_pydantic_ai.py",
@@ -31,6 +32,7 @@ TESTS = {
         "tests/integrations/test_integrations_alike.py",
         "tests/integrations/test_pydantic_ai_window.py",
         "tests/integrations/test_pydantic_ai_history.py",
+        "tests/integrations/test_pydantic_ai_tool_media.py",
     ],
     "openai-agents": [
         "tests/integrations/test_openai_agents.py",
@@ -54,6 +56,8 @@ TESTS = {
         "tests/serve/test_compaction.py",
         "tests/serve/test_real_clients.py",
         "tests/serve/test_bad_requests.py",
+        "tests/serve/test_upstream_edges.py",
+        "tests/serve/test_tool_media.py",
     ],
 }
 
