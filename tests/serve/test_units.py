@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,7 @@ from autocompact.content import Message, TextPart, ThinkingPart
 from autocompact.serve.anthropic_messages import ANTHROPIC_MESSAGES, THINKING_OMITTED
 from autocompact.serve.identity import identify
 from autocompact.serve.openai_chat import OPENAI_CHAT, pending_start
+from autocompact.serve.responses import RESPONSES
 from autocompact.serve.substitution import Record, best_record, build_replacement
 from autocompact.serve.wire import chain_hashes, splice_body
 
@@ -308,3 +310,37 @@ def test_reported_prompt_tokens() -> None:
     assert reported_prompt_tokens(anthropic) == 112
     assert reported_prompt_tokens(b'{"usage":{"input_tokens":40,"output_tokens":2}}') == 40
     assert reported_prompt_tokens(b"data: [DONE]") is None
+
+
+def _sse(event: str | None, data: object) -> bytes:
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {json.dumps(data)}\n\n".encode()
+
+
+_TEXT_NAMING_ENDS = "event: message_stop\ndata: [DONE]\nevent: response.completed"
+
+
+@pytest.mark.parametrize(
+    ("protocol", "tail", "ended"),
+    [
+        (ANTHROPIC_MESSAGES, _sse("message_stop", {"type": "message_stop"}), True),
+        (ANTHROPIC_MESSAGES, _sse(None, {"type": "message_stop"}), True),
+        (ANTHROPIC_MESSAGES, _sse("error", {"type": "error"}).replace(b"\n", b"\r\n"), True),
+        (ANTHROPIC_MESSAGES, _sse("message_delta", {"type": "message_delta"}), False),
+        (OPENAI_CHAT, b'data: {"choices": []}\n\ndata: [DONE]\n\n', True),
+        (OPENAI_CHAT, b'data: {"choices": []}\n\n', False),
+        (RESPONSES, _sse("response.completed", {"type": "response.completed"}), True),
+        (RESPONSES, _sse(None, {"type": "response.incomplete"}), True),
+        (RESPONSES, _sse("response.output_text.delta", {"type": "x"}), False),
+    ],
+)
+def test_a_streams_closing_event_is_read_from_its_last_bytes(
+    protocol: Any, tail: bytes, ended: bool
+) -> None:
+    """The proxy counts a stream as ended well once its last bytes hold the closing event (a
+    client may hang up right after it, before the upstream closes the connection); text that
+    names a closing event inside a JSON string is no closing event."""
+    assert protocol.stream_ended(tail) is ended
+    for event in ("content_block_delta", "response.output_text.delta", None):
+        quoted = _sse(event, {"type": "delta", "text": _TEXT_NAMING_ENDS})
+        assert protocol.stream_ended(quoted) is False

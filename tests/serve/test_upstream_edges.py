@@ -9,6 +9,7 @@ import gzip
 import importlib.util
 import json
 import threading
+import time
 import zlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -26,7 +27,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from autocompact.errors import MalformedResponseError
 from autocompact.serve import ServeApp, ServeConfig
 from autocompact.serve.openai_chat import OPENAI_CHAT
+from autocompact.serve.shared import current_state
 from autocompact.serve.threaded import serve_in_thread
+from autocompact.sessions.stores import open_store
 
 from .scripted import SNAPSHOT
 from .test_bad_requests import _summary_call
@@ -37,8 +40,7 @@ GATE_SECONDS = 20.0
 against a proxy that buffers; the test passes as soon as the client says so)."""
 PINGS = 400
 """A gated stream sends a comment line (as a server's keep-alive) each ``GATE_SECONDS /
-PINGS`` while it waits: the proxy holds back a stream's latest chunk until the next one comes
-(so it knows the stream ended well before its last bytes go out)."""
+PINGS`` while it waits (``pings=False``: none, one long silence)."""
 
 
 def _chat_chunk(text: str) -> bytes:
@@ -61,10 +63,10 @@ def _event(name: str, data: dict[str, Any]) -> bytes:
     return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
 
 
-def _messages_first() -> bytes:
+def _messages_first(input_tokens: int = 10) -> bytes:
     message = {"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
                "content": [], "stop_reason": None, "stop_sequence": None,
-               "usage": {"input_tokens": 10, "output_tokens": 1}}  # fmt: skip
+               "usage": {"input_tokens": input_tokens, "output_tokens": 1}}  # fmt: skip
     start = _event("message_start", {"type": "message_start", "message": message})
     block = {"type": "content_block_start", "index": 0,
              "content_block": {"type": "text", "text": ""}}  # fmt: skip
@@ -86,10 +88,10 @@ def _messages_events(released: bool) -> list[bytes]:
     ]
 
 
-def _gated_stream(content_type: str | None, gate: threading.Event) -> Answer:
+def _gated_stream(content_type: str | None, gate: threading.Event, *, pings: bool = True) -> Answer:
     """A stream whose first event goes out at once and whose rest waits for ``gate`` (set by
-    the client when the first event reached it; keep-alive comments meanwhile), saying whether
-    the gate was opened."""
+    the client when the first event reached it; keep-alive comments meanwhile unless
+    ``pings`` is false), saying whether the gate was opened."""
 
     async def answer(request: Request, body: dict[str, Any]) -> Response:
         anthropic_side = request.url.path.endswith("/messages")
@@ -97,8 +99,9 @@ def _gated_stream(content_type: str | None, gate: threading.Event) -> Answer:
         async def events() -> AsyncIterator[bytes]:
             yield _messages_first() if anthropic_side else _chat_chunk("first")
             released = False
-            for _ in range(PINGS):
-                released = await anyio.to_thread.run_sync(gate.wait, GATE_SECONDS / PINGS)
+            waits = PINGS if pings else 1
+            for _ in range(waits):
+                released = await anyio.to_thread.run_sync(gate.wait, GATE_SECONDS / waits)
                 if released:
                     break
                 yield b": ping\n\n"
@@ -152,6 +155,93 @@ def test_a_stream_whatever_its_content_type_says_is_streamed_through_anthropic(
                 gate.set()
                 texts.append(text)
     assert "".join(texts) == "first released=True"
+
+
+@pytest.mark.parametrize("side", ["openai", "anthropic"])
+def test_an_event_followed_by_silence_reaches_the_client_at_once(tmp_path: Path, side: str) -> None:
+    """An event the upstream sends before a long silence (a model thinking before its next
+    token, no keep-alive) reaches the client before the silence ends. The proxy held each chunk
+    back until the next one came, so the client saw the first event only when the upstream
+    spoke again (here after 20 s, with ``released=False``)."""
+    gate = threading.Event()
+    answer = _gated_stream("text/event-stream", gate, pings=False)
+    with running(tmp_path, Faulty(answer=answer)) as proxy:
+        texts: list[str] = []
+        if side == "openai":
+            client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="k", max_retries=0)
+            for chunk in client.chat.completions.create(**SMALL, stream=True):
+                gate.set()
+                if chunk.choices and chunk.choices[0].delta.content:
+                    texts.append(chunk.choices[0].delta.content)
+        else:
+            other = anthropic.Anthropic(base_url=proxy.url, api_key="k", max_retries=0)
+            with other.messages.stream(**SMALL, max_tokens=5) as stream:
+                for text in stream.text_stream:
+                    gate.set()
+                    texts.append(text)
+    assert "".join(texts) == "first released=True"
+
+
+def _calibrated(store: str) -> bool:
+    opened = open_store(store)
+    try:
+        states = [current_state(opened.entries(s.session_id)) for s in opened.list_sessions()]
+    finally:
+        opened.close()
+    return any(s is not None and s.state["calibration"]["samples"] > 0 for s in states)
+
+
+def _usage_then_silence(done: threading.Event, *, closed: bool) -> Answer:
+    """A Messages stream that reports its usage (a prompt of one token per two bytes of the
+    request, above any estimate: something to learn), then is silent until ``done`` is set:
+    after its closing event (``closed``: an upstream slow to hang up) or before the rest of the
+    stream (a model that pauses)."""
+
+    async def answer(request: Request, body: dict[str, Any]) -> Response:
+        async def events() -> AsyncIterator[bytes]:
+            yield _messages_first(len(json.dumps(body)) // 2)
+            if not closed:
+                await anyio.to_thread.run_sync(done.wait, GATE_SECONDS)
+            for event in _messages_events(True):
+                yield event
+            if closed:
+                await anyio.to_thread.run_sync(done.wait, GATE_SECONDS)
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    return answer
+
+
+@pytest.mark.parametrize("closed", [True, False], ids=["after-closing-event", "before-it"])
+def test_a_client_that_hangs_up_after_the_closing_event_still_teaches(
+    tmp_path: Path, closed: bool
+) -> None:
+    """A client that hangs up as soon as it read the stream's closing event, while the upstream
+    has not closed the connection yet: the stream counts as ended well, so its reported usage
+    is learned (the conversation's calibration is stored). Control: a client that hangs up
+    before the closing event came teaches nothing, even once the upstream sent the rest."""
+    done = threading.Event()
+    store = f"sqlite:///{tmp_path / 'serve.db'}"
+    with running(tmp_path, Faulty(answer=_usage_then_silence(done, closed=closed))) as proxy:
+        prompt = [{"role": "user", "content": "a long question " * 500}]
+        request = {"model": "m", "messages": prompt, "max_tokens": 5, "stream": True}
+        headers = {"x-autocompact-conversation": "hangs-up"}
+        last = "event: message_stop" if closed else "event: content_block_delta"
+        with (
+            httpx.Client(timeout=30) as client,
+            client.stream("POST", f"{proxy.url}/v1/messages", json=request, headers=headers) as r,
+        ):
+            for line in r.iter_lines():
+                if line == last:
+                    break
+        deadline = time.monotonic() + (5 if closed else 1)
+        while not _calibrated(store) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        done.set()  # (the control's upstream now sends the rest, to nobody)
+        if not closed:
+            time.sleep(0.5)
+        learned = _calibrated(store)
+    assert learned is closed
 
 
 REPLY = json.dumps(

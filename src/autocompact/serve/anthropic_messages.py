@@ -15,6 +15,7 @@ own compaction and goes untouched.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,6 +34,11 @@ from autocompact.usage_check import reported_count
 __all__ = ["ANTHROPIC_MESSAGES", "AnthropicMessages", "anthropic_tools", "signed_blocks"]
 
 THINKING_OMITTED = "(reasoning omitted)"
+# A stream's closing event as a whole SSE line (a JSON string holds no raw line break, so no
+# text in the stream can look like one); servers that send data lines only are read by type.
+_CLOSED = re.compile(
+    rb'^(?:event: ?(?:message_stop|error)\r?$|data: ?\{"type": ?"(?:message_stop|error)")', re.M
+)
 _FINISH = {
     "end_turn": FinishReason.STOP,
     "stop_sequence": FinishReason.STOP,
@@ -178,6 +184,10 @@ class AnthropicMessages:
         """An SSE ``error`` event (what Anthropic sends when a stream fails)."""
         payload = json.dumps(self.error(502, "api_error", message))
         return f"event: error\ndata: {payload}\n\n".encode()
+
+    def stream_ended(self, tail: bytes) -> bool:
+        """Whether ``tail`` holds ``message_stop`` (or an ``error`` event) as an SSE line."""
+        return _CLOSED.search(tail) is not None
 
     def side_query_body(self, model: str, request: ChatRequest) -> dict[str, Any]:
         """A plain Messages request: the summary prompt, the output cap, no tools, no stream."""

@@ -379,22 +379,28 @@ class ServeApp:
 
         async def relay() -> AsyncIterator[bytes]:
             ok = False
-            held: bytes | None = None
+            held: bytes | None = None  # (only when the stream cannot be read: see below)
             head, tail = bytearray(), bytearray()  # where a stream reports its usage
             try:
-                # One chunk is held back so the stream is known to have ended well before its
-                # last bytes go out (a client may hang up right after them).
+                # Each chunk goes out as it comes. The stream ended well when the upstream closed
+                # it or, for a client that hangs up right after the closing event (before the
+                # upstream's end is seen here), when its last bytes hold that event; a stream
+                # that cannot be read (its coding undecodable here) holds back one chunk instead,
+                # so its end is known before its last bytes go out.
                 # Decoded: an upstream that compresses although asked not to is passed back
                 # plain (its content-encoding is not), unless httpx cannot decode it.
                 chunks = response.aiter_bytes() if readable else response.aiter_raw()
                 async for chunk in chunks:
-                    if held is not None:
-                        yield held
-                    held = chunk
                     if len(head) < _USAGE_WINDOW:
                         head.extend(chunk[: _USAGE_WINDOW - len(head)])
                     tail.extend(chunk)
                     del tail[:-_USAGE_WINDOW]
+                    if readable:
+                        yield chunk
+                        continue
+                    if held is not None:
+                        yield held
+                    held = chunk
                 ok = True
                 if held is not None:
                     yield held
@@ -402,12 +408,14 @@ class ServeApp:
                 logger.warning("the upstream stream broke: %s", exc)
                 if held is not None:
                     yield held
-                yield protocol.stream_error(f"the upstream stream broke mid-way: {exc}")
+                if not (readable and protocol.stream_ended(bytes(tail))):
+                    yield protocol.stream_error(f"the upstream stream broke mid-way: {exc}")
             finally:
                 # Shielded: a client that hangs up right after the last bytes cancels this
                 # generator, and the record must still be stored and the lease given back.
                 with anyio.CancelScope(shield=True):
                     await response.aclose()
+                    ok = ok or (readable and protocol.stream_ended(bytes(tail)))
                     if ok and status < 400:
                         await self._commit(decision, protocol)
                         streamed.extend(tail + head if readable else b"")

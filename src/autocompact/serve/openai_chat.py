@@ -8,6 +8,7 @@ with the tool results it follows (the content model joins them into one user tur
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -25,6 +26,8 @@ from autocompact.usage_check import reported_count
 
 __all__ = ["OPENAI_CHAT", "OpenAIChat", "openai_tools"]
 
+# The stream's last line (a JSON string holds no raw line break: no text can look like it).
+_CLOSED = re.compile(rb"^data: ?\[DONE\]\r?$", re.M)
 _FINISH = {
     "stop": FinishReason.STOP,
     "length": FinishReason.LENGTH,
@@ -116,6 +119,10 @@ class OpenAIChat:
         """An SSE ``data:`` line with an error object (what OpenAI sends on a failed stream)."""
         payload = json.dumps(self.error(502, "upstream_stream_error", message))
         return f"data: {payload}\n\n".encode()
+
+    def stream_ended(self, tail: bytes) -> bool:
+        """Whether ``tail`` holds the ``data: [DONE]`` line."""
+        return _CLOSED.search(tail) is not None
 
     def side_query_body(self, model: str, request: ChatRequest) -> dict[str, Any]:
         """A plain chat request: the summary prompt, the output cap, no tools, no stream."""

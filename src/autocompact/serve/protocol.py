@@ -180,6 +180,11 @@ class WireProtocol(Protocol):
         """An error event to end a stream that broke mid-way."""
         ...
 
+    def stream_ended(self, tail: bytes) -> bool:
+        """Whether a stream's last bytes hold its closing event (the upstream said all it had
+        to say; what may follow is the connection's end)."""
+        ...
+
     def side_query_body(self, model: str, request: ChatRequest) -> dict[str, Any]:
         """The body of a summary request to the same upstream."""
         ...

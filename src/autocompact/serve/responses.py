@@ -19,6 +19,7 @@ are the client's own compaction.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -42,6 +43,13 @@ from autocompact.usage_check import reported_count
 
 __all__ = ["RESPONSES", "Responses", "from_responses_input"]
 
+# A stream's closing event as a whole SSE line (a JSON string holds no raw line break, so no
+# text in the stream can look like one); servers that send data lines only are read by type.
+_CLOSED = re.compile(
+    rb"^(?:event: ?(?:response\.(?:completed|incomplete|failed)|error)\r?$"
+    rb'|data: ?\{"type": ?"(?:response\.(?:completed|incomplete|failed)|error)"|data: ?\[DONE\])',
+    re.M,
+)
 _SYSTEM_ROLES = ("system", "developer")
 _USER_SIDE = ("user", "function_call_output")
 
@@ -238,6 +246,11 @@ class Responses:
         """A Responses ``error`` event."""
         payload = json.dumps({"type": "error", "code": "upstream_stream_error", "message": message})
         return f"event: error\ndata: {payload}\n\n".encode()
+
+    def stream_ended(self, tail: bytes) -> bool:
+        """Whether ``tail`` holds a closing event (``response.completed``, ``.incomplete``,
+        ``.failed``, ``error``) as an SSE line."""
+        return _CLOSED.search(tail) is not None
 
     def side_query_body(self, model: str, request: ChatRequest) -> dict[str, Any]:
         """A plain, unstored Responses request: the summary prompt and the output cap."""
