@@ -124,6 +124,50 @@ def test_anthropic_sends_the_image_block_as_it_is() -> None:
     assert block["content"] == [TEXT, SHAPES["anthropic"]]
 
 
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_anthropic_gets_every_shape_as_its_own_image_block(shape: str) -> None:
+    """Each shape the estimate counts as one image reaches the Anthropic API as an image (or
+    document) block with the same picture: LangChain's and MCP's image blocks went out as they
+    were (the API refuses them) and OpenAI's as base64 text, at a hundred times the estimate."""
+    messages = to_anthropic_messages(turn(TEXT, SHAPES[shape]))
+    (block,) = messages[1]["content"]
+    text, media = block["content"]
+    assert text == TEXT
+    kind = "document" if shape == "pdf" else "image"
+    media_type = "x" if shape == "pdf" else "image/png"
+    assert media == {
+        "type": kind,
+        "source": {"type": "base64", "media_type": media_type, "data": DATA},
+    }
+
+
+def test_anthropic_gets_a_linked_image_and_the_rest_as_text_blocks() -> None:
+    """An image by URL keeps its URL; a member that is no text block goes as its JSON text."""
+    linked = {"type": "image_url", "image_url": {"url": "https://example.invalid/a.png"}}
+    listing = {"type": "file", "name": "a.png"}
+    messages = to_anthropic_messages(turn(linked, listing))
+    (block,) = messages[1]["content"]
+    assert block["content"] == [
+        {"type": "image", "source": {"type": "url", "url": "https://example.invalid/a.png"}},
+        {"type": "text", "text": '{"type":"file","name":"a.png"}'},
+    ]
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"type": "audio", "data": "AA", "mimeType": "audio/wav"},
+        {"type": "input_file", "file_id": "file-1"},
+    ],
+    ids=["audio", "file-id"],
+)
+def test_anthropic_refuses_media_it_cannot_carry(block: dict[str, Any]) -> None:
+    """Audio, or a file known only by another API's id: a ContentError names the call (it went
+    out as base64 JSON text, counted as one image)."""
+    with pytest.raises(ContentError, match=r"tool call 'c1' \(screenshot\).*Anthropic API"):
+        to_anthropic_messages(turn(TEXT, block))
+
+
 def test_chat_completions_refuses_an_image_in_a_tool_result() -> None:
     """A tool message carries only text: sent as JSON, the image would reach the model as base64
     text, at a hundred times its estimate. A ContentError names the call and what to do."""

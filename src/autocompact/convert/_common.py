@@ -37,6 +37,30 @@ def data_url(media_type: str, data: str) -> str:
     return f"data:{media_type};base64,{data}"
 
 
+def media_url(block: Mapping[str, Any]) -> str | None:
+    """The URL (a ``data:`` URL for base64) of an image or document block in Anthropic's,
+    LangChain's, OpenAI's or MCP's form, or ``None``."""
+    source = block.get("source")
+    if isinstance(source, dict):  # Anthropic
+        if source.get("type") == "base64":
+            media, data = source.get("media_type"), source.get("data")
+            return (
+                data_url(media, data) if isinstance(media, str) and isinstance(data, str) else None
+            )
+        return source.get("url") if isinstance(source.get("url"), str) else None
+    image_url = block.get("image_url")  # OpenAI chat
+    if isinstance(image_url, dict):
+        image_url = image_url.get("url")
+    if isinstance(image_url, str):
+        return image_url
+    media = block.get("mime_type") or block.get("mimeType")
+    data = block.get("base64") or block.get("data")  # LangChain, MCP
+    if isinstance(media, str) and isinstance(data, str):
+        return data_url(media, data)
+    url = block.get("url")
+    return url if isinstance(url, str) else None
+
+
 def response_text(response: Any) -> str:
     """A function response as one string: strings as they are, text blocks joined, else JSON."""
     if isinstance(response, str):

@@ -28,11 +28,15 @@ from autocompact.content import (
 from autocompact.convert._common import (
     UNKNOWN_TOOL_NAME,
     JsonDict,
+    media_url,
+    parse_data_url,
     require_array,
     require_mapping,
     require_str,
 )
 from autocompact.errors import ContentError
+from autocompact.jsonsize import json_form
+from autocompact.toolmedia import is_media_block, media_blocks
 
 __all__ = [
     "from_anthropic_message",
@@ -266,16 +270,7 @@ def _anthropic_out_block(part: Part, message: Message, index: int) -> JsonDict:
             }
         case FunctionResponsePart() if user:
             result: JsonDict = {"type": "tool_result", "tool_use_id": part.id}
-            response = part.response
-            if isinstance(response, str):
-                result["content"] = response
-            elif isinstance(response, list) and all(
-                isinstance(b, dict) and b.get("type") in ("text", "image", "document")
-                for b in response
-            ):
-                result["content"] = [dict(b) for b in response]
-            else:
-                result["content"] = json.dumps(response, ensure_ascii=False)
+            result["content"] = _tool_result_content(part, index)
             if part.is_error:
                 result["is_error"] = True
             return result
@@ -291,6 +286,54 @@ def _anthropic_out_block(part: Part, message: Message, index: int) -> JsonDict:
             raise ContentError(
                 f"message {index}: a {part.kind} part cannot be in {where} message", index=index
             )
+
+
+def _tool_result_content(part: FunctionResponsePart, index: int) -> str | list[JsonDict]:
+    """A tool result's ``content``: a string as it is; a list holding images or documents (in
+    any shape :mod:`autocompact.toolmedia` reads) as blocks, each image or document in this
+    API's form (the estimate counts each as one image); a list of this API's text, image and
+    document blocks as it is; anything else as its JSON."""
+    response = part.response
+    if isinstance(response, str):
+        return response
+    if type(response) is list and media_blocks(response):
+        return [_tool_result_block(block, part, index) for block in response]
+    if isinstance(response, list) and all(
+        isinstance(b, dict) and b.get("type") in ("text", "image", "document") for b in response
+    ):
+        return [dict(b) for b in response]
+    return json.dumps(response, ensure_ascii=False)
+
+
+_IMAGE_KINDS = ("image", "image_url", "input_image")
+_DOCUMENT_KINDS = ("document", "file", "input_file")
+
+
+def _tool_result_block(block: Any, part: FunctionResponsePart, index: int) -> JsonDict:
+    """One member of a tool's list result holding media, as a ``tool_result`` content block."""
+    if not is_media_block(block):
+        if type(block) is dict and block.get("type") == "text" and type(block.get("text")) is str:
+            return dict(block)
+        return {"type": "text", "text": json_form(block)}
+    kind = block["type"]
+    source = block.get("source")
+    if kind in ("image", "document") and type(source) is dict:
+        return dict(block)  # already this API's form
+    url = media_url(block) if kind in _IMAGE_KINDS or kind in _DOCUMENT_KINDS else None
+    if url is None:
+        raise ContentError(
+            f"message {index}: the result of tool call {part.id!r} ({part.name}) holds a "
+            f"{kind!r} block the Anthropic API cannot carry in a tool result (an image or "
+            "document by base64 data or URL can)",
+            index=index,
+        )
+    parsed = parse_data_url(url)
+    shown: JsonDict = (
+        {"type": "base64", "media_type": parsed[0], "data": parsed[1]}
+        if parsed is not None
+        else {"type": "url", "url": url}
+    )
+    return {"type": "image" if kind in _IMAGE_KINDS else "document", "source": shown}
 
 
 def _anthropic_media_block(part: ImagePart | DocumentPart, index: int) -> JsonDict:

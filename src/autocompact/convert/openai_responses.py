@@ -33,7 +33,7 @@ from autocompact.content import (
     Usage,
     json_form,
 )
-from autocompact.convert._common import data_url, response_text
+from autocompact.convert._common import data_url, media_url, response_text
 from autocompact.errors import ContentError
 from autocompact.toolmedia import is_media_block, media_blocks
 from autocompact.usage_check import reported_count
@@ -157,7 +157,7 @@ def _output_item(block: Any, where: str, index: int) -> dict[str, Any]:
         return dict(block)  # already in this API's form
     if not is_media_block(block):
         return {"type": "input_text", "text": json_form(block)}
-    url = _block_url(block)
+    url = media_url(block)
     if url is not None and kind in ("image", "image_url"):
         return {"type": "input_image", "image_url": url, "detail": "auto"}
     if url is not None and kind in ("document", "file"):
@@ -170,30 +170,6 @@ def _output_item(block: Any, where: str, index: int) -> dict[str, Any]:
         "(an image or document by base64 data or URL can)",
         index=index,
     )
-
-
-def _block_url(block: dict[str, Any]) -> str | None:
-    """The URL (a ``data:`` URL for base64) of an image or document block in Anthropic's,
-    LangChain's, OpenAI's or MCP's form, or ``None``."""
-    source = block.get("source")
-    if isinstance(source, dict):  # Anthropic
-        if source.get("type") == "base64":
-            media, data = source.get("media_type"), source.get("data")
-            return (
-                data_url(media, data) if isinstance(media, str) and isinstance(data, str) else None
-            )
-        return source.get("url") if isinstance(source.get("url"), str) else None
-    image_url = block.get("image_url")  # OpenAI chat
-    if isinstance(image_url, dict):
-        image_url = image_url.get("url")
-    if isinstance(image_url, str):
-        return image_url
-    media = block.get("mime_type") or block.get("mimeType")
-    data = block.get("base64") or block.get("data")  # LangChain, MCP
-    if isinstance(media, str) and isinstance(data, str):
-        return data_url(media, data)
-    url = block.get("url")
-    return url if isinstance(url, str) else None
 
 
 def _model_items(parts: Sequence[Part], index: int, family: str | None) -> list[dict[str, Any]]:
