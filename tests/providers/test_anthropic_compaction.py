@@ -8,6 +8,7 @@ cannot drift from the wire format the wheel describes.
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 from typing import Any
 
@@ -23,8 +24,14 @@ from anthropic.types.beta import (
 from autocompact.codec import history_from_dicts, history_to_dicts
 from autocompact.compaction import CompressionService, CompressionStatus, CompressOptions
 from autocompact.compaction.plan import CompressionTrigger
-from autocompact.content import Message, OpaquePart, TextPart
-from autocompact.errors import RateLimitError
+from autocompact.content import (
+    FunctionCallPart,
+    FunctionResponsePart,
+    Message,
+    OpaquePart,
+    TextPart,
+)
+from autocompact.errors import ContentError, RateLimitError
 from autocompact.providers.anthropic import AnthropicProvider
 from autocompact.providers.anthropic_compaction import COMPACTION_BETA, anthropic_family
 from autocompact.providers.base import ChatRequest, NativeOutcome, NativeSource, ToolSpec
@@ -415,3 +422,32 @@ def test_the_compacted_history_estimate_uses_the_reported_size(wire: Wire) -> No
     assert isinstance(head.parts[0], OpaquePart)
     assert head.stats.text_chars == 700 * 4
     assert not isinstance(head.parts[0], TextPart)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+async def test_a_range_the_compaction_request_cannot_carry_is_a_content_error(
+    wire: Wire, asynchronous: bool
+) -> None:
+    """Audio a tool returned cannot go in a ``tool_result``: the request's own ContentError,
+    raised before anything is sent (it was reported as a reply that "cannot be read")."""
+    audio = {"type": "audio", "data": "AAAA", "mimeType": "audio/wav"}
+    history = (
+        Message(role="user", parts=(TextPart(text="record it"),)),
+        Message(role="model", parts=(FunctionCallPart(id="c1", name="record"),)),
+        Message(
+            role="user", parts=(FunctionResponsePart(id="c1", name="record", response=[audio]),)
+        ),
+    )
+    provider = make(wire, native_compaction=True)
+    source = NativeSource(messages=history)
+    compact = provider.acompact_natively if asynchronous else provider.compact_natively
+    with pytest.raises(ContentError, match=r"tool call 'c1' \(record\)"):
+        await _awaited(compact(source))
+    assert [
+        sent.url for sent in wire.sent if "/messages" in sent.url and "models" not in sent.url
+    ] == []
+
+
+async def _awaited(value: Any) -> Any:
+    """``value``, awaited when it is a coroutine (one test for the sync and async call)."""
+    return await value if inspect.iscoroutine(value) else value

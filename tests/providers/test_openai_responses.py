@@ -7,6 +7,7 @@ data follows the wire format the wheel describes.
 
 from __future__ import annotations
 
+import inspect
 import json
 from typing import Any
 
@@ -24,6 +25,7 @@ from autocompact.content import FunctionCallPart, Message, OpaquePart, TextPart,
 from autocompact.content import FunctionResponsePart as Result
 from autocompact.errors import (
     AuthenticationError,
+    ContentError,
     ContextOverflowError,
     ProviderConnectionError,
     ProviderError,
@@ -547,3 +549,48 @@ def test_a_model_dump_of_the_compacted_item_would_add_a_field(wire: Wire) -> Non
     assert part is not None
     (item,) = part.payload["items"]
     assert set(item) <= set(ResponseCompactionItemParamParam.__annotations__)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+async def test_a_range_native_compaction_cannot_send_is_a_content_error(
+    wire: Wire, asynchronous: bool
+) -> None:
+    """What ``responses.compact`` cannot carry (here audio a tool returned: a function call's
+    output holds images and files only) is the request's error, raised before anything is
+    sent; it was reported as a reply that "cannot be read" (MalformedResponseError)."""
+    audio = {"type": "audio", "data": "AAAA", "mimeType": "audio/wav"}
+    history = (
+        Message(role="user", parts=(TextPart(text="record it"),)),
+        Message(role="model", parts=(FunctionCallPart(id="c1", name="record"),)),
+        Message(role="user", parts=(Result(id="c1", name="record", response=[audio]),)),
+    )
+    provider = make(wire)
+    source = NativeSource(messages=history)
+    compact = provider.acompact_natively if asynchronous else provider.compact_natively
+    with pytest.raises(ContentError, match=r"'audio' block"):
+        await _awaited(compact(source))
+    assert wire.sent == []
+
+
+def test_a_range_native_compaction_cannot_send_gets_our_own_summary(wire: Wire) -> None:
+    """A compaction whose range ``responses.compact`` cannot carry writes our own summary in
+    the same compaction (its request leaves the audio out); no compact request goes out. It
+    failed as a malformed reply, a failed summary counted by the breaker."""
+    audio = {"type": "audio", "data": "AAAA", "mimeType": "audio/wav"}
+    history = (
+        *HISTORY[:2],
+        Message(role="model", parts=(FunctionCallPart(id="c1", name="record"),)),
+        Message(role="user", parts=(Result(id="c1", name="record", response=[audio]),)),
+        *HISTORY[2:],
+    )
+    wire.queue(json_response(response([message_item("<state_snapshot>ours</state_snapshot>")])))
+    options = CompressOptions(context_window=200_000, force=True)
+    result = CompressionService(make(wire)).compress(history, options)
+    assert result.info.status is CompressionStatus.COMPRESSED, result.info.error
+    assert result.info.method == "summary"
+    assert [sent.url for sent in wire.sent] == ["https://api.openai.com/v1/responses"]
+
+
+async def _awaited(value: Any) -> Any:
+    """``value``, awaited when it is a coroutine (one test for the sync and async call)."""
+    return await value if inspect.iscoroutine(value) else value

@@ -30,6 +30,7 @@ from dataclasses import replace
 
 from autocompact.compaction.extractive import extractive_summary
 from autocompact.content import Message, OpaquePart, portable_history
+from autocompact.errors import ContentError
 from autocompact.estimation import estimate_text_tokens
 from autocompact.providers.base import (
     ChatRequest,
@@ -127,7 +128,10 @@ class NativeSummaries:
         """The native summary when possible, else the provider's ordinary reply."""
         source = self._wanted(request)
         if source is not None:
-            result = self._native.compact_natively(source)
+            try:
+                result = self._native.compact_natively(source)
+            except ContentError as exc:  # the range holds what its request cannot carry
+                result = _cannot_carry(exc)
             self._log(result)
             completion = native_completion(result, source)
             if completion is not None:
@@ -138,7 +142,10 @@ class NativeSummaries:
         """Async :meth:`complete`."""
         source = self._wanted(request)
         if source is not None:
-            result = await self._native.acompact_natively(source)
+            try:
+                result = await self._native.acompact_natively(source)
+            except ContentError as exc:
+                result = _cannot_carry(exc)
             self._log(result)
             completion = native_completion(result, source)
             if completion is not None:
@@ -152,6 +159,14 @@ class NativeSummaries:
     def astream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Async streams are chat turns: passed through."""
         return self._provider.astream(request)
+
+
+def _cannot_carry(exc: ContentError) -> NativeCompaction:
+    """A range the native request cannot carry (audio a tool returned, say): our own summary
+    this time, whose request leaves such parts out (slimming)."""
+    return NativeCompaction(
+        outcome=NativeOutcome.UNAVAILABLE, raw_stop="content", detail=f"cannot be sent: {exc}"
+    )
 
 
 def native_summaries_for(provider: Provider, *, enabled: bool = True) -> Provider:

@@ -298,11 +298,10 @@ class AnthropicProvider:
             self._native_supported = supported_by_capabilities(info)
         if self._native_supported is False:
             return NativeCompaction(outcome=NativeOutcome.UNSUPPORTED, detail="not supported")
+        body = self.compaction_body(source)  # (a ContentError here is the request's)
         with self._errors():
             try:
-                raw = self._sync().beta.messages.with_raw_response.create(
-                    **self.compaction_body(source)
-                )
+                raw = self._sync().beta.messages.with_raw_response.create(**body)
             except self._sdk.APIStatusError as exc:
                 outcome = self._native_error(exc)
                 if outcome is None:
@@ -321,11 +320,10 @@ class AnthropicProvider:
             self._native_supported = supported_by_capabilities(info)
         if self._native_supported is False:
             return NativeCompaction(outcome=NativeOutcome.UNSUPPORTED, detail="not supported")
+        body = self.compaction_body(source)  # (a ContentError here is the request's)
         with self._errors():
             try:
-                raw = await self._async().beta.messages.with_raw_response.create(
-                    **self.compaction_body(source)
-                )
+                raw = await self._async().beta.messages.with_raw_response.create(**body)
             except self._sdk.APIStatusError as exc:
                 outcome = self._native_error(exc)
                 if outcome is None:

@@ -360,11 +360,10 @@ class OpenAIResponsesProvider:
         """Ask ``responses.compact`` to compact ``source.messages``."""
         if self._native_supported is False:
             return NativeCompaction(outcome=NativeOutcome.UNSUPPORTED, detail="not supported")
+        body = self.compaction_body(source)  # (a ContentError here is the request's)
         with self._errors():
             try:
-                raw = self._sync().responses.with_raw_response.compact(
-                    **self.compaction_body(source)
-                )
+                raw = self._sync().responses.with_raw_response.compact(**body)
             except self._sdk.APIStatusError as exc:
                 outcome = self._native_error(exc)
                 if outcome is None:
@@ -376,11 +375,10 @@ class OpenAIResponsesProvider:
         """Async :meth:`compact_natively`."""
         if self._native_supported is False:
             return NativeCompaction(outcome=NativeOutcome.UNSUPPORTED, detail="not supported")
+        body = self.compaction_body(source)  # (a ContentError here is the request's)
         with self._errors():
             try:
-                raw = await self._async().responses.with_raw_response.compact(
-                    **self.compaction_body(source)
-                )
+                raw = await self._async().responses.with_raw_response.compact(**body)
             except self._sdk.APIStatusError as exc:
                 outcome = self._native_error(exc)
                 if outcome is None:
