@@ -26,6 +26,7 @@ from autocompact.content import (
     Message,
     OpaquePart,
     Part,
+    Role,
     TextPart,
     ThinkingPart,
     Usage,
@@ -57,6 +58,7 @@ __all__ = [
     "SummarizerChoice",
     "agent_tool_specs",
     "from_autocompact",
+    "item_parts",
     "pending_start",
     "summary_service",
     "to_autocompact",
@@ -292,6 +294,17 @@ def to_autocompact(items: Sequence[Item]) -> ConvertedItems:
         _originals=originals,
         _items=tuple(items),
     )
+
+
+def item_parts(converted: ConvertedItems) -> list[tuple[Item, Role, tuple[Part, ...]]]:
+    """Each item that became parts, in order, with its side and those parts as this conversion
+    made them (a call's output is named after its call when both were converted together).
+    System items and a message with an empty content list become none."""
+    found: dict[int, tuple[Role, list[Part]]] = {}
+    for message in converted.messages:
+        for part in message.parts:
+            found.setdefault(converted._originals[id(part)], (message.role, []))[1].append(part)
+    return [(converted._items[i], role, tuple(parts)) for i, (role, parts) in found.items()]
 
 
 def _new_item(part: Part, role: str) -> Item:

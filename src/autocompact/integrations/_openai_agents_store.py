@@ -14,19 +14,33 @@ opens the same store and session id. What the store promises (``docs/sessions.md
   discarded, recorded as superseded and not counted;
 - the breaker's count, its hold and the calibration are the stored ones.
 
+The store keeps the items' engine form, which holds less than an item (its ``id``, ``status``,
+an output text's ``annotations``, a reasoning item's ``id`` and any other field are not in it).
+So that a conversation is sent back as the model produced it, the items this worker process
+stored (through any session object on the same store object) are remembered for the
+conversations it used last: an item the store gives back equal in engine form to one of them,
+in order, is a copy of that item. The rest (items another process stored, a summary, an
+output clearing replaced, which keeps its original item's fields) are built from the engine
+form.
+
 The decisions are the core's (a session core bound to the store,
 :meth:`autocompact.guard.ContextGuard.store_core`); this module converts items.
 """
 
 from __future__ import annotations
 
+import copy
+import threading
 import uuid
+import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from autocompact.compaction.plan import CompressionInfo, CompressionTrigger
 from autocompact.compaction.service import drive_flow_async
-from autocompact.content import Message
+from autocompact.content import FunctionResponsePart, Message, Part, Role
 from autocompact.engine import Engine
 from autocompact.errors import ContentError, SessionStoreError
 from autocompact.estimation import Calibration
@@ -37,6 +51,7 @@ from autocompact.integrations._openai_agents_convert import (
     SummarizerChoice,
     agent_tool_specs,
     from_autocompact,
+    item_parts,
     pending_start,
     summary_service,
     to_autocompact,
@@ -51,6 +66,142 @@ if TYPE_CHECKING:
     from agents.run_config import CallModelData, ModelInputData, RunConfig
 
 __all__ = ["StoreSession"]
+
+_CONVERSATIONS = 64  # per store object: the conversations whose stored items are remembered
+
+
+@dataclass(frozen=True, eq=False)
+class _Original:
+    """An item this process stored, with the side and the parts it was stored as (each one
+    is itself: compared by identity)."""
+
+    role: Role
+    parts: tuple[Part, ...]
+    item: Item
+
+
+class _Originals:
+    """The items stored through each store object in this process, per conversation (the
+    ``limit`` used last), in the order they were stored; a conversation's list is cut down to
+    what is still live each time its items are read."""
+
+    def __init__(self, limit: int = _CONVERSATIONS) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._stores: weakref.WeakKeyDictionary[Any, OrderedDict[str, list[_Original]]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def _conversations(self, store: SessionStore) -> OrderedDict[str, list[_Original]] | None:
+        try:
+            return self._stores.setdefault(store, OrderedDict())
+        except TypeError:  # a store that cannot be weakly referenced: nothing is remembered
+            return None
+
+    def known(self, store: SessionStore, session_id: str) -> list[_Original]:
+        """The conversation's remembered items, in order (a copy of the list)."""
+        with self._lock:
+            conversations = self._conversations(store)
+            return list(conversations.get(session_id, ())) if conversations is not None else []
+
+    def add(self, store: SessionStore, session_id: str, originals: Sequence[_Original]) -> None:
+        """Remember items just stored; the conversation becomes the one used last."""
+        with self._lock:
+            conversations = self._conversations(store)
+            if conversations is None:
+                return
+            conversations.setdefault(session_id, []).extend(originals)
+            conversations.move_to_end(session_id)
+            while len(conversations) > self.limit:
+                conversations.popitem(last=False)
+
+    def keep(
+        self,
+        store: SessionStore,
+        session_id: str,
+        known: Sequence[_Original],
+        live: Sequence[_Original],
+    ) -> None:
+        """After a read that began with ``known``: remember ``live`` (those the store still
+        holds) and what was added since the read began; the conversation was used last."""
+        with self._lock:
+            conversations = self._conversations(store)
+            if conversations is None or session_id not in conversations:
+                return
+            before = {id(o) for o in known}
+            added = [o for o in conversations[session_id] if id(o) not in before]
+            conversations[session_id] = [*live, *added]
+            conversations.move_to_end(session_id)
+
+    def forget(self, store: SessionStore, session_id: str) -> None:
+        """Remember nothing of the conversation (it was cleared, or is gone)."""
+        with self._lock:
+            conversations = self._conversations(store)
+            if conversations is not None:
+                conversations.pop(session_id, None)
+
+
+_ORIGINALS = _Originals()
+
+
+def _same(
+    known: Sequence[_Original], flat: Sequence[tuple[Role, Part]], at: int, after: int
+) -> tuple[_Original | None, int]:
+    """The first remembered item from ``after`` on whose side and parts are the stored parts
+    from ``at`` on, and where the next search starts."""
+    role, part = flat[at]
+    for index in range(after, len(known)):
+        original = known[index]
+        end = at + len(original.parts)
+        if (
+            original.parts[0] == part
+            and original.role == role
+            and end <= len(flat)
+            and all(flat[at + j] == (role, p) for j, p in enumerate(original.parts))
+        ):
+            return original, index + 1
+    return None, after
+
+
+def _outputs(known: Sequence[_Original]) -> dict[str, _Original]:
+    """Each remembered ``function_call_output`` item by its call id (given twice: neither)."""
+    found: dict[str, _Original | None] = {}
+    for original in known:
+        call = original.item.get("call_id")
+        if original.item.get("type") == "function_call_output" and isinstance(call, str):
+            found[call] = None if call in found else original
+    return {call: original for call, original in found.items() if original is not None}
+
+
+def _items_of(
+    history: Sequence[Message], known: Sequence[_Original]
+) -> tuple[list[Item], list[_Original]]:
+    """The items of a stored history: a copy of the remembered item wherever the store gives
+    back its parts (in order, each once), else built from the engine form; and the remembered
+    items used."""
+    flat = [(m.role, p) for m in history for p in m.parts]
+    outputs = _outputs(known)
+    items: list[Item] = []
+    used: list[_Original] = []
+    at = after = 0
+    while at < len(flat):
+        original, after = _same(known, flat, at, after)
+        if original is not None:
+            items.append(copy.deepcopy(original.item))
+            used.append(original)
+            at += len(original.parts)
+            continue
+        role, part = flat[at]
+        (item,) = from_autocompact([Message(role=role, parts=(part,))])
+        cleared = outputs.get(part.id) if isinstance(part, FunctionResponsePart) else None
+        if cleared is not None:
+            # An output clearing replaced is its original item with the new output (id, status).
+            item = {**copy.deepcopy(cleared.item), "output": item["output"]}
+            if cleared not in used:
+                used.append(cleared)
+        items.append(item)
+        at += 1
+    return items, used
 
 
 class StoreSession:
@@ -67,6 +218,10 @@ class StoreSession:
         owner: this worker's name in the store's leases and entries.
         summarizer, system_instruction, tools, clear_tool_outputs, image_token_estimate,
         hooks: as :class:`~autocompact.integrations.openai_agents.AutocompactSession`.
+
+    The items this worker process stored come back as they were stored (ids, status,
+    annotations, reasoning items whole), also through another session object on the same store
+    object; items stored elsewhere are built from the store's form (see the module).
     """
 
     def __init__(
@@ -131,19 +286,26 @@ class StoreSession:
     # -- the Session protocol --------------------------------------------------------------------
 
     async def get_items(self, limit: int | None = None, *, wrapper: Any = None) -> list[Item]:
-        """The conversation's live items (a compacted history where a compaction ran).
-        ``wrapper`` is the runner's run context: the side queries' usage is added to it."""
+        """The conversation's live items (a compacted history where a compaction ran): copies
+        of the items this process stored where the store gives them back, the rest built from
+        the store's form. ``wrapper`` is the runner's run context: the side queries' usage is
+        added to it."""
         if wrapper is not None:
             self._wrapper = wrapper
         if not self.store.exists(self.session_id):
+            _ORIGINALS.forget(self.store, self.session_id)
             return []
-        items = from_autocompact(self.store.load(self.session_id).history)
+        known = _ORIGINALS.known(self.store, self.session_id)
+        items, used = _items_of(self.store.load(self.session_id).history, known)
+        _ORIGINALS.keep(self.store, self.session_id, known, used)
         return items[-limit:] if limit else items
 
     async def add_items(self, items: list[Item], *, wrapper: Any = None) -> None:
-        """Append the items as one stored turn, once per ``"{turn_id}:{n}"``."""
+        """Append the items as one stored turn, once per ``"{turn_id}:{n}"``; this process
+        remembers them (a copy) to give them back as they are."""
         if not items:
             return
+        items = copy.deepcopy(items)  # the runner's objects may change after this call
         converted = to_autocompact(items)
         if converted.system_items:
             raise ContentError(
@@ -155,7 +317,10 @@ class StoreSession:
         core = self._core()  # creates the session on first use, with its meta
         assert core.store is not None
         if not core.store.append(key, converted.messages, usage=None, calibration=None):
-            self.duplicates += 1
+            self.duplicates += 1  # stored before (maybe elsewhere): those items are the stored
+            return
+        originals = [_Original(role=r, parts=p, item=i) for i, r, p in item_parts(converted)]
+        _ORIGINALS.add(self.store, self.session_id, originals)
 
     async def pop_item(self, *, wrapper: Any = None) -> Item | None:
         """Refused: a store deletes nothing (use :meth:`clear_session` to start over)."""
@@ -170,6 +335,7 @@ class StoreSession:
         """Start the conversation over (the store keeps the old turns, replaced by a clear)."""
         if self.store.exists(self.session_id):
             self.store.clear(self.session_id, owner=self.owner)
+        _ORIGINALS.forget(self.store, self.session_id)
 
     # -- compaction ------------------------------------------------------------------------------
 

@@ -11,7 +11,8 @@ Install with ``pip install "autocompact[openai-agents]"``. Importing this module
   :meth:`AutocompactSession.call_model_input_filter` learn them from the requests the runner sends.
 - :class:`StoreSession` is a session kept in an autocompact store (SQLite, PostgreSQL, JSONL),
   shared by workers: idempotent appends, compactions single-flight with the compare-and-swap,
-  the breaker count and calibration stored with the conversation (``docs/sessions.md``).
+  the breaker count and calibration stored with the conversation (``docs/sessions.md``); the
+  items a worker process stored come back to it as they were stored (ids, reasoning, ...).
 - :meth:`AutocompactSession.call_model_input_filter` (``RunConfig(call_model_input_filter=...)``)
   applies the guarantee to each outgoing request: a request still at or above the hard threshold
   has its oldest turns left out of that request only, never out of the session.
