@@ -166,8 +166,9 @@ def read_page(path: str) -> str:
 
 
 def rich(outputs: list[list[Any]]) -> Script:
-    """A script whose items hold what the store's form does not: a reasoning item's id and
-    encrypted content, a call's id and status, a message's id, status and annotations. Each
+    """A script whose items hold what the store's form does not (a call's id and status, a
+    message's id, status and annotations) and what it does (a reasoning item's id and
+    encrypted content, carried in its thinking part's signature). Each
     reply is recorded in ``outputs`` as the runner sends it back (its input form)."""
     ids = itertools.count()
 
@@ -237,7 +238,8 @@ async def test_another_worker_builds_the_items_from_the_store(
 ) -> None:
     """A session object on the same store object (this worker) gets the items as produced; one
     on another worker's store object gets the same conversation built from the store's form
-    (no ids, annotations or status); each worker's requests hold its own items as produced."""
+    (no message ids, annotations or status; reasoning items whole); each worker's requests hold
+    its own items as produced."""
     a, b = two_stores
     outputs: list[list[Any]] = []
     model = ScriptedModel(rich(outputs))
@@ -251,13 +253,21 @@ async def test_another_worker_builds_the_items_from_the_store(
     assert [i for i in other if i.get("role") == "assistant"] == [
         {"role": "assistant", "content": "done 1"}
     ]
-    assert {i["id"] for i in other if i.get("type") == "reasoning"} == {"rs_autocompact"}
+    # A reasoning item's id and encrypted content are in the store's form: whole on any worker
+    # (every one was "rs_autocompact" there, and the runner, keying items by id, sent one).
+    whole = [(i["id"], i.get("encrypted_content")) for i in mine if i.get("type") == "reasoning"]
+    assert len(whole) >= 2
+    assert [
+        (i["id"], i.get("encrypted_content")) for i in other if i.get("type") == "reasoning"
+    ] == whole
     await run(model, worker(b, "r1"), "task 1", tool=read_page)
     theirs = outputs[-2:]
     await run(model, worker(a, "r2"), "task 2", tool=read_page)
     sent = model.requests[-2]["items"]  # A's first request after B's turn
     assert sent[: len(mine)] == mine
-    assert not any(o in sent for reply in theirs for o in reply)
+    # B's messages and calls reach A as built from the store's form, its reasoning items whole.
+    assert not any(o in sent for reply in theirs for o in reply if o.get("type") != "reasoning")
+    assert all(o in sent for reply in theirs for o in reply if o.get("type") == "reasoning")
     assert not orphans(sent)
     assert prompts(sent) == ["task 0", "task 1", "task 2"]
 

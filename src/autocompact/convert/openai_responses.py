@@ -43,6 +43,8 @@ __all__ = [
     "REASONING_SIGNATURE_PREFIX",
     "dict_usage",
     "output_message",
+    "reasoning_item",
+    "reasoning_signature",
     "response_usage",
     "to_responses_input",
 ]
@@ -179,7 +181,7 @@ def _model_items(parts: Sequence[Part], index: int, family: str | None) -> list[
             case TextPart():
                 items.append({"role": "assistant", "content": part.text})
             case ThinkingPart():
-                reasoning = _reasoning_item(part)
+                reasoning = reasoning_item(part)
                 if reasoning is not None:
                     items.append(reasoning)
             case FunctionCallPart():
@@ -201,7 +203,16 @@ def _model_items(parts: Sequence[Part], index: int, family: str | None) -> list[
     return items
 
 
-def _reasoning_item(part: ThinkingPart) -> dict[str, Any] | None:
+def reasoning_signature(item_id: str, encrypted_content: str | None) -> str:
+    """A thinking part's signature that carries a Responses reasoning item (its id and its
+    encrypted content), read back by :func:`reasoning_item`."""
+    ref = {"id": item_id, "encrypted_content": encrypted_content}
+    return REASONING_SIGNATURE_PREFIX + json.dumps(ref, separators=(",", ":"))
+
+
+def reasoning_item(part: ThinkingPart) -> dict[str, Any] | None:
+    """The Responses reasoning item a thinking part carries in its signature, or ``None``
+    (another provider's thinking, which this API cannot verify)."""
     signature = part.signature or ""
     if not signature.startswith(REASONING_SIGNATURE_PREFIX):
         return None  # another provider's thinking: this API cannot verify it
@@ -239,8 +250,7 @@ def output_message(output: Sequence[Any]) -> tuple[Message, bool]:
                     parts.append(TextPart(text=block.refusal))
         elif kind == "reasoning":
             text = "".join(s.text for s in item.summary or ())
-            ref = {"id": item.id, "encrypted_content": item.encrypted_content}
-            signature = REASONING_SIGNATURE_PREFIX + json.dumps(ref, separators=(",", ":"))
+            signature = reasoning_signature(item.id, item.encrypted_content)
             parts.append(ThinkingPart(text=text, signature=signature))
         elif kind == "function_call":
             try:

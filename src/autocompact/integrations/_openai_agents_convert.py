@@ -31,6 +31,7 @@ from autocompact.content import (
     ThinkingPart,
     Usage,
 )
+from autocompact.convert.openai_responses import reasoning_item, reasoning_signature
 from autocompact.errors import ConfigError, ContentError, MissingDependencyError, ProviderError
 from autocompact.jsonsafe import loads
 from autocompact.providers.base import (
@@ -209,7 +210,13 @@ def _parts_of(item: Item, index: int, names: dict[str, str]) -> list[Part]:
         ]
     if kind == "reasoning":
         text = _summary_text(item, index)
-        return [ThinkingPart(text=text, signature=item.get("encrypted_content"))]
+        encrypted = item.get("encrypted_content")
+        ident = item.get("id")
+        if isinstance(ident, str) and ident and (encrypted is None or isinstance(encrypted, str)):
+            # The item's id and encrypted content, as the Responses adapter keeps them: the item
+            # comes back whole from the store's form (ids are what the API and runner key on).
+            return [ThinkingPart(text=text, signature=reasoning_signature(ident, encrypted))]
+        return [ThinkingPart(text=text, signature=encrypted)]
     return _content_parts(item.get("content", ""), index)
 
 
@@ -324,10 +331,15 @@ def _new_item(part: Part, role: str) -> Item:
         case ThinkingPart():
             item: dict[str, Any] = {
                 "type": "reasoning",
-                "id": "rs_autocompact",
+                "id": "rs_autocompact",  # (a thinking part that carries no item of its own)
                 "summary": [{"type": "summary_text", "text": part.text}],
             }
-            if part.signature:
+            carried = reasoning_item(part)
+            if carried is not None:
+                item["id"] = carried["id"]
+                if "encrypted_content" in carried:
+                    item["encrypted_content"] = carried["encrypted_content"]
+            elif part.signature:
                 item["encrypted_content"] = part.signature
             return item
         case ImagePart():
