@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from autocompact.errors import ContentError
+from autocompact.jsonsize import NAME_LENGTHS as NAME_LENGTHS
 from autocompact.jsonsize import (
     json_form,
     json_length,
     json_lengths_total,
+    name_json_length,
     plain_json_length,
-    str_json_length,
     utf8_json_length,
 )
 from autocompact.toolmedia import response_measure
@@ -190,26 +191,6 @@ class FunctionResponsePart(_Sized):
     def _measure(self) -> CharStats:  # len(json_form({"name": ..., "response": ...})), media out
         length, media = response_measure(self.response)  # (a returned image: toolmedia)
         return CharStats(json_chars=21 + name_json_length(self.name) + length, media_parts=media)
-
-
-class _NameLengths(dict[str, int]):
-    """Tool name -> its JSON length, remembered (an agent has a few dozen tools): a lookup is
-    one subscript in C, the name measured only on a miss."""
-
-    def __missing__(self, name: str) -> int:
-        length = str_json_length(name)
-        if len(self) < 4096:  # bounded: tool names repeat, other strings need not
-            self[name] = length
-        return length
-
-
-NAME_LENGTHS = _NameLengths()
-"""``NAME_LENGTHS[name]`` is ``name_json_length(name)`` without the call (the codec's loop)."""
-
-
-def name_json_length(name: str) -> int:
-    """The JSON length of a tool name (remembered: an agent has a few dozen)."""
-    return NAME_LENGTHS[name]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -17,9 +17,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 __all__ = [
+    "NAME_LENGTHS",
     "json_form",
     "json_length",
     "json_lengths_total",
+    "name_json_length",
     "plain_json_length",
     "str_json_length",
     "utf8_escape_extra",
@@ -211,3 +213,23 @@ def json_lengths_total(values: Sequence[object]) -> int:
     if not values:
         return 0
     return len(json_form(list(values))) - len(values) - 1
+
+
+class _NameLengths(dict[str, int]):
+    """Tool name -> its JSON length, remembered (an agent has a few dozen tools): a lookup is
+    one subscript in C, the name measured only on a miss."""
+
+    def __missing__(self, name: str) -> int:
+        length = str_json_length(name)
+        if len(self) < 4096:  # bounded: tool names repeat, other strings need not
+            self[name] = length
+        return length
+
+
+NAME_LENGTHS = _NameLengths()
+"""``NAME_LENGTHS[name]`` is ``name_json_length(name)`` without the call (the codec's loop)."""
+
+
+def name_json_length(name: str) -> int:
+    """The JSON length of a tool name (remembered: an agent has a few dozen)."""
+    return NAME_LENGTHS[name]

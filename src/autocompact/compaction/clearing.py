@@ -37,11 +37,10 @@ from autocompact.content import (
     FunctionResponsePart,
     Message,
     Part,
-    name_json_length,
 )
 from autocompact.errors import ConfigError
 from autocompact.estimation import content_stats, estimate_stats_tokens
-from autocompact.jsonsize import str_json_length
+from autocompact.jsonsize import name_json_length, str_json_length
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
 from autocompact.validation import check_count, explain_bad_items
 
