@@ -31,6 +31,7 @@ from autocompact.toolmedia import response_measure
 from autocompact.usage_check import check_count
 
 __all__ = [
+    "CONTENT_BLOCK",
     "OPAQUE_SUMMARY_PREFIX",
     "CharStats",
     "DocumentPart",
@@ -236,21 +237,26 @@ class DocumentPart(_Sized):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class OpaquePart(_Sized):
-    """A provider's native compaction result: opaque to every other provider.
+    """A provider's native compaction result, or a framework's content block the engine does not
+    read (``family`` :data:`CONTENT_BLOCK`): opaque to everyone else.
 
     Only the provider (and model family) that made it can read it, so an adapter sends
     ``payload`` back exactly as it was received when ``provider`` and ``family`` match its own,
-    and sends ``summary`` — our own summary of the same range — as plain text anywhere else.
+    and sends :meth:`as_text` — our summary of the same range, or what the block holds — as
+    plain text anywhere else.
 
     Attributes:
-        provider: the adapter that made it (``"anthropic"``, ``"openai-responses"``).
-        family: the model family whose requests may carry it (see each adapter's docs).
+        provider: the adapter that made it (``"anthropic"``, ``"openai-responses"``,
+            ``"langchain"``).
+        family: the model family whose requests may carry it (see each adapter's docs), or
+            :data:`CONTENT_BLOCK`.
         payload: the block or items as the provider returned them, a JSON object, sent back
             byte-exact (Anthropic: the ``compaction`` block; OpenAI: ``{"items": [...]}``, the
-            output of ``responses.compact``).
+            output of ``responses.compact``; a framework's content block).
         summary: a readable summary of the range it replaced (the provider's own summary text
-            where it returns one, else ours), used wherever the payload cannot go.
-        tokens: its size in the provider's context, for the ladder's estimate.
+            where it returns one, else ours), or what a content block holds.
+        tokens: its size in the provider's context, for the ladder's estimate (a content
+            block's: its JSON at 2 characters a token).
     """
 
     provider: str
@@ -276,12 +282,22 @@ class OpaquePart(_Sized):
 
     def _measure(self) -> CharStats:
         # Its size in its provider's context: the provider's own count when known (at 4
-        # characters a token), else the summary text.
+        # characters a token; a content block's JSON at 2), else the summary text.
+        if self.family == CONTENT_BLOCK and self.tokens > 0:
+            return CharStats(json_chars=self.tokens * 2)
         return CharStats(text_chars=self.tokens * 4 if self.tokens > 0 else len(self.summary))
 
     def readable_by(self, provider: str, family: str) -> bool:
         """Whether ``payload`` may be sent to this provider and model family."""
         return provider == self.provider and family == self.family
+
+    def as_text(self) -> TextPart | None:
+        """What stands in for it where ``payload`` cannot go: a compaction result's summary
+        after :data:`OPAQUE_SUMMARY_PREFIX`; a content block's summary as it is, ``None`` when
+        empty (such a block only adds to a readable part beside it)."""
+        if self.family != CONTENT_BLOCK:
+            return TextPart(text=OPAQUE_SUMMARY_PREFIX + self.summary)
+        return TextPart(text=self.summary) if self.summary else None
 
 
 Part: TypeAlias = (
@@ -553,7 +569,7 @@ def portable_history(
     history: Sequence[Message], *, provider: str | None = None, family: str | None = None
 ) -> list[Message]:
     """``history`` with every opaque part the given provider and family cannot read replaced by
-    its readable summary as text (SPEC: an opaque block never goes to another provider).
+    its text (:meth:`OpaquePart.as_text`; SPEC: an opaque block never goes to another provider).
 
     Messages without opaque parts are returned as the same objects.
     """
@@ -563,12 +579,10 @@ def portable_history(
             out.append(message)
             continue
         parts = tuple(
-            TextPart(text=OPAQUE_SUMMARY_PREFIX + p.summary)
-            if isinstance(p, OpaquePart) and not _readable(p, provider, family)
-            else p
+            p.as_text() if isinstance(p, OpaquePart) and not _readable(p, provider, family) else p
             for p in message.parts
         )
-        out.append(Message(role=message.role, parts=parts))
+        out.append(Message(role=message.role, parts=tuple(p for p in parts if p is not None)))
     return out
 
 
@@ -577,4 +591,9 @@ def _readable(part: OpaquePart, provider: str | None, family: str | None) -> boo
 
 
 OPAQUE_SUMMARY_PREFIX = "Summary of the earlier conversation (written when it was compacted):\n"
-"""Put before an opaque part's summary when it is sent as text to another provider."""
+"""Put before a compaction result's summary when it is sent as text to another provider."""
+
+CONTENT_BLOCK = "content-block"
+"""``OpaquePart.family`` of a framework's content block the engine does not read (a built-in
+tool's call or result, an encrypted reasoning item, a text block's citations; design decision
+94): carried unchanged, sized as its JSON, never taken for a compaction result."""

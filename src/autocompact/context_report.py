@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from autocompact.content import Message, OpaquePart
+from autocompact.content import CONTENT_BLOCK, Message, OpaquePart
 from autocompact.errors import ConfigError
 from autocompact.thresholds import (
     SUMMARY_RESERVE,
@@ -127,8 +127,8 @@ def native_block_lines(
     lines = []
     for message in history:
         for part in message.parts:
-            if not isinstance(part, OpaquePart):
-                continue
+            if not isinstance(part, OpaquePart) or part.family == CONTENT_BLOCK:
+                continue  # (a framework's content block is no native summary)
             readable = provider is not None and family is not None
             sent = (
                 "sent as received"

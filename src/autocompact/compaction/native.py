@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 
 from autocompact.compaction.extractive import extractive_summary
-from autocompact.content import Message, OpaquePart, portable_history
+from autocompact.content import CONTENT_BLOCK, Message, OpaquePart, portable_history
 from autocompact.errors import ContentError
 from autocompact.estimation import estimate_text_tokens
 from autocompact.providers.base import (
@@ -50,9 +50,10 @@ _FALLBACK = (NativeOutcome.TOO_LARGE, NativeOutcome.UNSUPPORTED, NativeOutcome.U
 
 
 def native_part(completion: Completion) -> OpaquePart | None:
-    """The opaque block a native summary backend answered with, if any."""
+    """The opaque block a native summary backend answered with, if any (a content block a
+    summarizer's reply carries, such as a reasoning item, is none: the summary is its text)."""
     for part in completion.message.parts:
-        if isinstance(part, OpaquePart):
+        if isinstance(part, OpaquePart) and part.family != CONTENT_BLOCK:
             return part
     return None
 

@@ -1,8 +1,10 @@
 """Input slimming: shrink what the side query must read before it is sent. Pure.
 
 Oversized function responses in the part to be summarized are cut to their head and tail with a
-marker, and images and documents (in a message or returned by a tool) are replaced by a short
-text placeholder. Sizes come from the
+marker, images and documents (in a message or returned by a tool) are replaced by a short text
+placeholder, and a framework's content block the engine does not read (``CONTENT_BLOCK``) by
+the text that tells what it holds (left out when it has none: it only adds to a readable part
+beside it), so no summarizer is sent a block it may not read. Sizes come from the
 same character counter as the estimate (SPEC §4), so what is slimmed is what is counted.
 """
 
@@ -13,10 +15,12 @@ from dataclasses import replace
 from typing import Any
 
 from autocompact.content import (
+    CONTENT_BLOCK,
     DocumentPart,
     FunctionResponsePart,
     ImagePart,
     Message,
+    OpaquePart,
     Part,
     TextPart,
     json_form,
@@ -44,7 +48,8 @@ def slim_for_summary(
 def _slim_message(message: Message, limit: int) -> Message:
     for part in message.parts:  # most messages have nothing to slim: told without a copy
         if isinstance(part, _SLIMMED) and (
-            not isinstance(part, FunctionResponsePart)
+            not isinstance(part, FunctionResponsePart | OpaquePart)
+            or (isinstance(part, OpaquePart) and part.family == CONTENT_BLOCK)
             or part.stats.json_chars > limit
             or part.stats.media_parts
         ):
@@ -54,13 +59,15 @@ def _slim_message(message: Message, limit: int) -> Message:
     new_parts = tuple(_slim_part(p, limit) for p in message.parts)
     if all(new is old for new, old in zip(new_parts, message.parts, strict=True)):
         return message
-    return Message(role=message.role, parts=new_parts)
+    return Message(role=message.role, parts=tuple(p for p in new_parts if p is not None))
 
 
-_SLIMMED = (FunctionResponsePart, ImagePart, DocumentPart)  # the kinds of part slimmed
+_SLIMMED = (FunctionResponsePart, ImagePart, DocumentPart, OpaquePart)  # the kinds slimmed
 
 
-def _slim_part(part: Part, limit: int) -> Part:
+def _slim_part(part: Part, limit: int) -> Part | None:
+    if isinstance(part, OpaquePart) and part.family == CONTENT_BLOCK:
+        return part.as_text()
     if isinstance(part, FunctionResponsePart) and part.stats.media_parts:
         part = replace(part, response=[_placeholder(b) for b in part.response])
     if isinstance(part, FunctionResponsePart) and part.stats.json_chars > limit:
