@@ -162,19 +162,22 @@ def test_anthropic_tool_use_blocks_are_the_tool_calls() -> None:
     ("message", "needle"),
     [
         pytest.param(
-            AIMessage(content=[{"type": "server_tool_call", "id": "x", "name": "web"}]),
-            "server_tool_call",
-            id="server-tool-call",
+            AIMessage(content=[{"type": "server_tool_call", "id": "x", "args": {"q": {1, 2}}}]),
+            r"server_tool_call.*JSON cannot carry.*\['args'\]\['q'\]: a set",
+            id="block-json-cannot-hold",
         ),
         pytest.param(
-            AIMessage(content=[{"type": "reasoning", "summary": [], "encrypted_content": "e"}]),
-            "reasoning",
-            id="encrypted-reasoning",
+            HumanMessage(content=[{"type": "audio", "base64": "UklG", "mime_type": "audio/wav"}]),
+            "'audio'.*cannot size it",
+            id="audio",
         ),
         pytest.param(
-            AIMessage(content=[{"type": "text", "text": "a", "citations": [{"url": "u"}]}]),
-            "citations",
-            id="citations",
+            AIMessage(content=[{"type": "tool_use", "id": "t9", "name": "ls", "input": {}}]),
+            "'tool_use'.*not in the message's tool_calls",
+            id="call-block-without-its-call",
+        ),
+        pytest.param(
+            AIMessage(content=[{"text": "no type"}]), "None.*needs a type", id="block-without-type"
         ),
         pytest.param(ChatMessage(role="critic", content="x"), "ChatMessage", id="chat-message"),
         pytest.param(

@@ -6,13 +6,16 @@ responses, the way the engine stores them; :func:`from_autocompact` splits it ag
 
 What a round trip keeps: the message type, text, content blocks (text, images, files,
 reasoning/thinking with signatures, redacted thinking), tool calls (id, name, arguments), tool
-results (call id, tool name, content, error status). Identifiers and provider metadata
-(``id``, ``response_metadata``, ``usage_metadata``) are not content: the middleware keeps the
-original LangChain objects for every message a compaction does not rewrite.
+results (call id, tool name, content, error status), and every block the engine does not read,
+byte-exact in its place (a provider's built-in tool calls and results, encrypted reasoning, a
+text block's citations or ``cache_control``: :mod:`._blocks`). Message identifiers and provider
+metadata (``id``, ``response_metadata``, ``usage_metadata``) are not content: the middleware
+keeps the original LangChain objects for every message a compaction does not rewrite.
 
-A block that cannot be expressed (a server-side tool call, an OpenAI encrypted reasoning item, a
-citation) raises :class:`autocompact.errors.ContentError`; nothing is dropped silently. Content
-blocks that only mirror ``AIMessage.tool_calls`` (Anthropic ``tool_use``, v1 ``tool_call``) are
+What cannot be carried raises :class:`autocompact.errors.ContentError` naming it (a block JSON
+cannot hold, audio or video the estimate cannot size, a media block's key no part holds, a tool
+call block whose call is not in ``tool_calls``); nothing is dropped silently. Content blocks
+that only mirror ``AIMessage.tool_calls`` (Anthropic ``tool_use``, v1 ``tool_call``) are
 represented by the tool calls.
 """
 
@@ -44,6 +47,13 @@ from autocompact.content import (
     Usage,
 )
 from autocompact.errors import ContentError
+from autocompact.integrations.langchain._blocks import (
+    carried,
+    carried_call,
+    carried_text,
+    is_carried,
+    restore,
+)
 from autocompact.usage_check import reported_count
 
 __all__ = [
@@ -55,9 +65,14 @@ __all__ = [
     "to_autocompact",
 ]
 
-# Keys a block may carry that are bookkeeping, not content (streaming index, block id).
+# Keys a media block may carry that are bookkeeping, not content (streaming index, block id).
 _BOOKKEEPING = frozenset({"type", "id", "index"})
+_PLAIN_TEXT = frozenset({"type", "text", "index"})  # a text block that is its text alone
 _MIRRORED_CALLS = frozenset({"tool_use", "tool_call", "function_call"})
+_CALL_KEYS = frozenset({"type", "id", "index", "name", "args", "input"})  # what a call holds
+# Media the estimate cannot size (an image or document counts as one image; these would count
+# as their base64): refused, as is an image or file block with a key no part holds.
+_UNSIZED_MEDIA = frozenset({"audio", "input_audio", "video", "input_image", "input_file"})
 
 
 def to_autocompact(
@@ -106,19 +121,30 @@ def convert_groups(
     return out
 
 
-def system_text(message: SystemMessage) -> str:
+def system_text(message: SystemMessage, *, exact: bool = True) -> str:
     """The text of a system message.
 
+    With ``exact=False`` (the middleware, which sends the system message it was given and never
+    one rebuilt from this text) a text block's other keys (``cache_control``) are allowed.
+
     Raises:
-        ContentError: the system message holds something other than text.
+        ContentError: the system message holds something other than text (or, with ``exact``,
+            a text block with keys a string cannot carry).
     """
     content = message.content
     if isinstance(content, str):
         return content
     parts = _content(content, "system", 0, frozenset())
     texts = [p.text for p in parts if isinstance(p, TextPart)]
-    if len(texts) != len(parts):
+    rest = [p for p in parts if is_carried(p) and p.payload.get("type") == "text"]
+    if len(texts) + len(rest) != len(parts):
         raise ContentError("the system message holds non-text content, which cannot be expressed")
+    if rest and exact:
+        raise ContentError(
+            "the system message has a text block with keys besides its text "
+            f"({sorted(k for p in rest for k in p.payload if k not in _PLAIN_TEXT)}), which "
+            "the system prompt (a string) cannot carry"
+        )
     return "\n".join(texts)
 
 
@@ -206,17 +232,15 @@ def _content(
         )
     parts: list[Part] = []
     for block in content:
-        part = _block(block, role=role, index=index, calls=calls)
-        if part is not None:
-            parts.append(part)
+        parts.extend(_block(block, role=role, index=index, calls=calls))
     return tuple(parts)
 
 
 def _block(
     block: str | Mapping[str, Any], *, role: str, index: int, calls: frozenset[str]
-) -> Part | None:
+) -> tuple[Part, ...]:
     if isinstance(block, str):
-        return TextPart(text=block)
+        return (TextPart(text=block),)
     if not isinstance(block, Mapping):
         raise ContentError(
             f"message {index} ({role}): a content block must be a str or a dict, got "
@@ -232,14 +256,16 @@ def _block(
             index=index,
         )
 
-    def only(*keys: str) -> None:
-        extra = {
+    def extra(*keys: str) -> set[str]:
+        return {
             k
             for k, v in block.items()
             if k not in _BOOKKEEPING and k not in keys and v not in (None, [], {})
         }
-        if extra:
-            raise refuse(f"unsupported keys {sorted(extra)}")
+
+    def only(*keys: str) -> None:
+        if extra(*keys):
+            raise refuse(f"unsupported keys {sorted(extra(*keys))}")
 
     def text_of(key: str) -> str:
         value = block.get(key, "")
@@ -247,23 +273,36 @@ def _block(
             raise refuse(f"its {key!r} is {type(value).__name__} {value!r:.40}, not text")
         return value
 
+    # A text block with more than its text: the text is read, the block carried beside it; a
+    # thinking block with an id (an OpenAI item's) or a key its part lacks: carried whole.
     if kind == "text":
-        only("text")
-        return TextPart(text=text_of("text"))
+        text = TextPart(text=text_of("text"))
+        return (text,) if block.keys() <= _PLAIN_TEXT else (text, carried_text(block, refuse))
+    thinking: Part | None = None
     if kind == "reasoning" and "reasoning" in block:
-        only("reasoning")
-        return ThinkingPart(text=text_of("reasoning"))
-    if kind == "thinking":
-        only("thinking", "signature")
-        return ThinkingPart(text=text_of("thinking"), signature=block.get("signature"))
-    if kind == "redacted_thinking":
-        only("data")
-        return ThinkingPart(text=text_of("data"), redacted=True)
+        thinking = ThinkingPart(text=text_of("reasoning"))
+        keys: tuple[str, ...] = ("reasoning",)
+    elif kind == "thinking":
+        keys = ("thinking", "signature")
+        thinking = ThinkingPart(text=text_of("thinking"), signature=block.get("signature"))
+    elif kind == "redacted_thinking":
+        thinking, keys = ThinkingPart(text=text_of("data"), redacted=True), ("data",)
+    if thinking is not None:
+        plain = not extra(*keys) and block.get("id") in (None, "")
+        return (thinking,) if plain else (carried(block, refuse),)
     if kind in ("image", "image_url", "file", "document"):
-        return _media(block, refuse, only)
-    if kind in _MIRRORED_CALLS and block.get("id") in calls:
-        return None  # the same call is in AIMessage.tool_calls
-    raise refuse("no autocompact part holds it")
+        return (_media(block, refuse, only),)
+    if kind in _MIRRORED_CALLS:
+        if block.get("call_id", block.get("id")) not in calls:
+            raise refuse("a tool call block whose call is not in the message's tool_calls")
+        # The call is in AIMessage.tool_calls; a block holding more is carried beside it.
+        mirrored = all(k in _CALL_KEYS or v is None for k, v in block.items())
+        return () if mirrored else (carried_call(block, refuse),)
+    if kind in _UNSIZED_MEDIA:
+        raise refuse("the estimate cannot size it: an image or document counts as one image")
+    if not isinstance(kind, str) or not kind:
+        raise refuse("a block needs a type")
+    return (carried(block, refuse),)
 
 
 def _media(
@@ -382,7 +421,15 @@ def _blocks_of(parts: Sequence[Part]) -> str | list[str | dict[str, Any]]:
         return ""
     if len(parts) == 1 and isinstance(parts[0], TextPart):
         return parts[0].text
-    return [_block_of(p) for p in parts]
+    blocks: list[str | dict[str, Any]] = []
+    text: str | None = None  # the text of the part just before, when it is a TextPart
+    for part in parts:
+        if is_carried(part):
+            restore(part, blocks, text)
+        else:
+            blocks.append(_block_of(part))
+        text = part.text if isinstance(part, TextPart) else None
+    return blocks
 
 
 def _block_of(part: Part) -> dict[str, Any]:

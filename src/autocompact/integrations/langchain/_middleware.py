@@ -127,9 +127,9 @@ class _Turn:
         body = list(messages)
         system = fixed.system
         first = body[0] if body else None
-        if isinstance(first, SystemMessage):  # a system prompt kept in the state
+        if isinstance(first, SystemMessage):  # a system prompt kept in the state (sent as it is)
             self.pinned = [body.pop(0)]
-            system = "\n".join(s for s in (system, system_text(first)) if s)
+            system = "\n".join(s for s in (system, system_text(first, exact=False)) if s)
         groups = convert_groups(body, offset=len(self.pinned))
         self.sources: dict[int, list[BaseMessage]] = {id(m): src for m, src in groups}
         # Each tool result's own ToolMessage (by the part, else by its call id when unique), so
@@ -464,7 +464,8 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
         self._window_from(request.model)
         system = request.system_message
         fixed = _Fixed(
-            system=system_text(system) if system is not None else None,
+            # (sent as given, never rebuilt: a text block's cache_control need not fit in a str)
+            system=system_text(system, exact=False) if system is not None else None,
             tools=tuple(_tool_spec(t) for t in request.tools),
             model=request.model,
         )
