@@ -257,12 +257,15 @@ def test_a_web_search_agent_runs_its_turns_through_a_compaction(shape: str) -> N
     assert max(run.model.counts) < WINDOW
 
 
+@pytest.mark.parametrize("stored", [False, True], ids=["state", "store"])
 @pytest.mark.parametrize("shape", SHAPES)
-def test_kept_messages_are_the_same_objects_with_the_same_blocks(shape: str) -> None:
+def test_kept_messages_are_the_same_objects_with_the_same_blocks(
+    shape: str, stored: bool, tmp_path: Path
+) -> None:
     """The request after the compaction holds the kept messages as the very objects of the
-    request before it (same invoke), blocks byte-equal; a message is kept or summarized
-    whole, never cut inside (its reasoning, search and text stay together)."""
-    run = Run(shape)
+    request before it (same invoke), blocks byte-equal, with or without a store; a message is
+    kept or summarized whole, never cut inside (its reasoning, search and text together)."""
+    run = Run(shape, store=SqliteStore(tmp_path / "s.db")) if stored else Run(shape)
     run.turns()
     after = summarized_at(run)
     assert any(after in r and after - 1 in r for r in run.invokes), "compacted mid-turn"
