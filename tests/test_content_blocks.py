@@ -3,7 +3,10 @@ as its JSON, read as its summary text (no compaction prefix), never a native sum
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+
+import pytest
 
 from autocompact.compaction import CompressionService, CompressionStatus, CompressOptions
 from autocompact.compaction.slimming import slim_for_summary
@@ -16,6 +19,8 @@ from autocompact.content import (
     portable_history,
 )
 from autocompact.context_report import native_block_lines
+from autocompact.convert import to_anthropic_messages, to_openai_messages
+from autocompact.convert.openai_responses import to_responses_input
 from autocompact.estimation import content_stats, estimate_content_tokens
 from autocompact.providers.base import ChatRequest, Completion, FinishReason
 from autocompact.testing import FakeProvider
@@ -111,3 +116,22 @@ def test_the_local_summarizer_reads_its_text() -> None:
 def test_context_lines_list_no_content_block() -> None:
     """/context lists native summaries only: a content block is none."""
     assert native_block_lines(HISTORY, provider="anthropic", family="claude") == ()
+
+
+def test_each_provider_adapter_sends_its_text_without_the_compaction_prefix() -> None:
+    """Chat Completions, Responses, Anthropic and Gemini requests carry what the block holds
+    as text (not as "the earlier conversation"), and nothing for a block with no text."""
+    history = [Message.user("q"), *HISTORY[1:4]]
+    sent = [
+        json.dumps(to_openai_messages(history)),
+        json.dumps(to_responses_input(history, family=None)),
+        json.dumps(to_anthropic_messages(history)),
+    ]
+    pytest.importorskip("google.genai")
+    from autocompact.providers.gemini import GeminiProvider
+
+    sent.append(json.dumps(GeminiProvider("gemini-2.5-flash", api_key="k").build_contents(history)))
+    for body in sent:
+        assert "[web search: release notes]" in body
+        assert json.dumps(OPAQUE_SUMMARY_PREFIX)[1:-1] not in body
+        assert "web_search_call" not in body

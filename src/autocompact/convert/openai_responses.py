@@ -20,7 +20,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from autocompact.content import (
-    OPAQUE_SUMMARY_PREFIX,
     DocumentPart,
     FunctionCallPart,
     FunctionResponsePart,
@@ -81,7 +80,10 @@ def _opaque_items(part: OpaquePart, role: str, family: str | None) -> list[dict[
         raw = part.payload.get("items")
         if isinstance(raw, list):
             return [json.loads(json.dumps(item)) for item in raw]  # a copy, byte-identical
-    text = OPAQUE_SUMMARY_PREFIX + part.summary
+    stand_in = part.as_text()  # (another provider's block: its text; none: nothing to read)
+    if stand_in is None:
+        return []
+    text = stand_in.text
     kind = "input_text" if role == "user" else "output_text"
     if role == "user":
         return [{"role": "user", "content": [{"type": kind, "text": text}]}]

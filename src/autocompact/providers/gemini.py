@@ -45,7 +45,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from autocompact.content import (
-    OPAQUE_SUMMARY_PREFIX,
     DocumentPart,
     FunctionCallPart,
     FunctionResponsePart,
@@ -357,8 +356,11 @@ def _parts_out(parts: Sequence[Part], index: int) -> list[dict[str, Any]]:
             case TextPart():
                 item = {"text": part.text}
             case OpaquePart():
-                # Another provider's native compaction: Gemini gets its summary as text.
-                item = {"text": OPAQUE_SUMMARY_PREFIX + part.summary}
+                # Another provider's block: Gemini gets its text (none: nothing to read).
+                stand_in = part.as_text()
+                if stand_in is None:
+                    continue
+                item = {"text": stand_in.text}
             case FunctionCallPart():
                 item = {
                     "function_call": {
