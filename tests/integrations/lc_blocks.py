@@ -47,21 +47,16 @@ def openai_search(i: int, size: int = 100) -> list[dict[str, Any]]:
             "status": "completed",
             "type": "web_search_call",
         },
-        {
-            "type": "text",
-            "text": text,
-            "annotations": [
-                {
-                    "end_index": len(text),
-                    "start_index": 0,
-                    "title": f"Release {i}",
-                    "type": "url_citation",
-                    "url": url(i),
-                }
-            ],
-            "id": f"msg_{i}",
-        },
+        cited_text(i, text, "url_citation"),
     ]
+
+
+def cited_text(i: int, text: str, kind: str) -> dict[str, Any]:
+    """A text block citing release ``i`` (``kind``: the Responses API's ``url_citation``, or
+    LangChain's standard ``citation``)."""
+    citation = {"end_index": len(text), "start_index": 0, "title": f"Release {i}", "type": kind}
+    return {"type": "text", "text": text, "annotations": [{**citation, "url": url(i)}],
+            "id": f"msg_{i}"}  # fmt: skip
 
 
 def openai_function_call(i: int) -> dict[str, Any]:
@@ -98,20 +93,7 @@ def openai_v1_search(i: int, size: int = 100) -> list[dict[str, Any]]:
             "output": {"sources": [{"type": "url", "url": url(i)}]},
             "status": "success",
         },
-        {
-            "type": "text",
-            "text": text,
-            "annotations": [
-                {
-                    "end_index": len(text),
-                    "start_index": 0,
-                    "title": f"Release {i}",
-                    "type": "citation",
-                    "url": url(i),
-                }
-            ],
-            "id": f"msg_{i}",
-        },
+        cited_text(i, text, "citation"),
     ]
 
 

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -34,46 +32,15 @@ from autocompact.integrations.langchain import (
 
 from . import lc_blocks as lc
 from .test_langchain_agent import read_file
+from .test_langchain_wire import Server
 
 Reply = Callable[[str, dict[str, Any]], dict[str, Any]]
 _IDS = itertools.count()
 
 
-class Server:
-    """A local HTTP server that records each JSON body and answers with ``reply(path, body)``."""
-
-    def __init__(self) -> None:
-        self.bodies: list[dict[str, Any]] = []
-        self.reply: Reply = lambda path, body: {}
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length", 0))
-                body = json.loads(self.rfile.read(length) or b"{}")
-                outer.bodies.append(body)
-                data = json.dumps(outer.reply(self.path, body)).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture
 def server() -> Iterator[Server]:
-    """A recording server on 127.0.0.1, shut down after the test."""
+    """The recording server of the wire tests, shut down after the test."""
     srv = Server()
     yield srv
     srv.close()
@@ -220,7 +187,7 @@ def test_a_rebuilt_conversation_is_sent_exactly_as_the_original(server: Server, 
         new.response_metadata = old.response_metadata
     model.invoke(messages)
     model.invoke(rebuilt)
-    original, again = server.bodies
+    original, again = [body for _, body in server.bodies]
     assert again == original  # (a plain text block may list "type" and "text" in another order)
     api = "openai" if shape.startswith("openai") else "anthropic"
     assert items_by_id(again, api) == items_by_id(original, api)  # each item byte for byte

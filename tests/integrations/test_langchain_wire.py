@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -50,18 +50,23 @@ OPENAI_REPLY = {
 
 
 class Server:
-    """A local HTTP server that records JSON bodies and answers from a script."""
+    """A local HTTP server that records each path and JSON body and answers from a script
+    (``replies``, in order), else with ``reply(path, body)`` and status 200."""
 
     def __init__(self) -> None:
         self.bodies: list[tuple[str, dict[str, Any]]] = []
         self.replies: list[tuple[int, dict[str, Any]]] = []
+        self.reply: Callable[[str, dict[str, Any]], dict[str, Any]] = lambda path, body: {}
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", 0))
-                outer.bodies.append((self.path, json.loads(self.rfile.read(length) or b"{}")))
-                status, body = outer.replies.pop(0)
+                sent = json.loads(self.rfile.read(length) or b"{}")
+                outer.bodies.append((self.path, sent))
+                status, body = (
+                    outer.replies.pop(0) if outer.replies else (200, outer.reply(self.path, sent))
+                )
                 data = json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")

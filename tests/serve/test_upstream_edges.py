@@ -27,12 +27,11 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from autocompact.errors import MalformedResponseError
 from autocompact.serve import ServeApp, ServeConfig
 from autocompact.serve.openai_chat import OPENAI_CHAT
-from autocompact.serve.shared import current_state
 from autocompact.serve.threaded import serve_in_thread
-from autocompact.sessions.stores import open_store
 
 from .scripted import SNAPSHOT
 from .test_bad_requests import _summary_call
+from .test_shared_state import _calibrated
 from .test_upstream_faults import SMALL, Answer, Faulty, _chat_reply, _long_openai, running
 
 GATE_SECONDS = 20.0
@@ -180,15 +179,6 @@ def test_an_event_followed_by_silence_reaches_the_client_at_once(tmp_path: Path,
                     gate.set()
                     texts.append(text)
     assert "".join(texts) == "first released=True"
-
-
-def _calibrated(store: str) -> bool:
-    opened = open_store(store)
-    try:
-        states = [current_state(opened.entries(s.session_id)) for s in opened.list_sessions()]
-    finally:
-        opened.close()
-    return any(s is not None and s.state["calibration"]["samples"] > 0 for s in states)
 
 
 def _usage_then_silence(done: threading.Event, *, closed: bool) -> Answer:
