@@ -19,6 +19,9 @@ Prompt processing dominates the time (one thread, 50-100 tokens a second): the s
 keeps the prefix stable between compactions, so the server's prompt cache serves it and each
 turn costs only its new tokens. The progress goes to ``serve-session.log`` next to the server
 logs.
+
+A short stateless Responses conversation goes to llama-server's own ``/v1/responses`` too: what
+the proxy writes when it compacts is a form that server accepts.
 """
 
 from __future__ import annotations
@@ -147,3 +150,65 @@ def test_forty_turns_through_the_proxy_never_rejected(
             assert any(r[1:-1] in [e for e in seen if e.is_chat][-1].raw for r in records)
     with progress.open("a") as log:
         log.write(f"done in {time.monotonic() - start:.0f}s, raw {raw_tokens} tokens; {actions}\n")
+
+
+def test_responses_compacted_request_is_accepted(
+    llama_servers: LlamaServers, tmp_path: Path
+) -> None:
+    """A stateless Responses conversation through the proxy to llama-server's /v1/responses
+    (a 4K window given, so it compacts within a few turns): the compacted request and the
+    substituted ones after it are accepted. llama-server refuses an assistant message item
+    without ``"type": "message"``, which is how the proxy used to write the ones it rewrote."""
+    import openai
+
+    from autocompact.serve import ServeApp, ServeConfig
+    from autocompact.serve.threaded import serve_in_thread
+
+    server = llama_servers.cpp
+    config = ServeConfig(
+        upstreams={"openai": server.base_url},
+        store=f"sqlite:///{tmp_path / 'serve.db'}",
+        context_window=4096,
+        summary_target_tokens=SUMMARY_TARGET,
+        timeout=REQUEST_TIMEOUT,
+        side_query_timeout=REQUEST_TIMEOUT,
+    )
+    app = ServeApp(config)
+    items: list[dict[str, Any]] = []
+    seen: list[tuple[int, str]] = []
+    try:
+        with serve_in_thread(app.asgi) as url:
+            client = openai.OpenAI(
+                base_url=url + "/v1", api_key="none", max_retries=0, timeout=REQUEST_TIMEOUT
+            )
+            for i in range(12):
+                items += [
+                    {"type": "message", "role": "user", "content": f"Turn {i}: read f{i}.txt"},
+                    {"type": "function_call", "call_id": f"call_{i}", "name": "read",
+                     "arguments": json.dumps({"path": f"f{i}.txt"})},
+                    {"type": "function_call_output", "call_id": f"call_{i}",
+                     "output": turn_text(i, sentences=TOOL_SENTENCES)},
+                ]  # fmt: skip
+                try:
+                    raw = client.responses.with_raw_response.create(
+                        model=server.model,
+                        input=items,  # type: ignore[arg-type]
+                        max_output_tokens=REPLY_CAP,
+                    )
+                except openai.APIStatusError as exc:
+                    seen.append(
+                        (exc.status_code, str(exc.response.headers.get("x-autocompact-action")))
+                    )
+                    break
+                seen.append((raw.http_response.status_code, raw.headers["x-autocompact-action"]))
+                text = raw.parse().output_text or "."
+                items.append(
+                    {"type": "message", "role": "assistant",
+                     "content": [{"type": "output_text", "text": text}]}
+                )  # fmt: skip
+    finally:
+        app.store.close()
+    assert all(status == 200 for status, _ in seen), seen
+    actions = [action for _, action in seen]
+    assert "compacted" in actions, actions
+    assert "substituted" in actions[actions.index("compacted") :], actions

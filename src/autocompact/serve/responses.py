@@ -187,6 +187,16 @@ def _tools(body: Mapping[str, Any]) -> tuple[ToolSpec, ...]:
     )
 
 
+def _typed(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``items`` with ``"type": "message"`` on each message. OpenAI reads a message without
+    it; llama-server's ``/v1/responses`` refuses an assistant message without it ("Cannot
+    determine type of 'item'"), so every compacted request to it was rejected."""
+    return [
+        {"type": "message", **item} if "role" in item and "type" not in item else item
+        for item in items
+    ]
+
+
 class Responses:
     """The Responses protocol, stateless use (see the module docstring)."""
 
@@ -217,8 +227,9 @@ class Responses:
         )
 
     def to_wire(self, messages: Sequence[Message], source: Sequence[Any]) -> list[Any]:
-        """Input items (reasoning items written back from their signature, unaltered)."""
-        return list(to_responses_input(messages, family=None))
+        """Input items (reasoning items written back from their signature, unaltered; messages
+        typed, see :func:`_typed`)."""
+        return _typed(to_responses_input(messages, family=None))
 
     def client_compaction(
         self, body: Mapping[str, Any], messages: Sequence[Any], *, read: bool = False
@@ -256,7 +267,7 @@ class Responses:
         """A plain, unstored Responses request: the summary prompt and the output cap."""
         body: dict[str, Any] = {
             "model": model,
-            "input": to_responses_input(request.messages, family=None),
+            "input": _typed(to_responses_input(request.messages, family=None)),
             "store": False,
         }
         if request.system_instruction:

@@ -1,0 +1,43 @@
+"""What the proxy writes anew is in a form every documented upstream reads (llama-server's
+OpenAI-compatible endpoints are stricter than OpenAI's own)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import openai
+
+from .conftest import Proxy
+from .test_compaction import filler
+
+
+def test_responses_compaction_writes_typed_messages(proxy: Proxy) -> None:
+    """A compacted stateless Responses request (and its summary request) writes every message
+    item with ``"type": "message"``: llama-server refuses an assistant message without it
+    ("Cannot determine type of 'item'"), so every compacted request to it was rejected."""
+    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-test", max_retries=0)
+    items: list[dict[str, Any]] = []
+    actions = []
+    for turn in range(24):
+        items += [
+            {"type": "message", "role": "user", "content": f"Turn {turn}: read f{turn}.txt"},
+            {"type": "function_call", "call_id": f"call_{turn}", "name": "read",
+             "arguments": json.dumps({"path": f"f{turn}.txt"})},
+            {"type": "function_call_output", "call_id": f"call_{turn}", "output": filler(turn)},
+        ]  # fmt: skip
+        raw = client.responses.with_raw_response.create(model="scripted", input=items)  # type: ignore[arg-type]
+        actions.append(raw.headers["x-autocompact-action"])
+        text = raw.parse().output_text
+        items.append(
+            {"type": "message", "role": "assistant",
+             "content": [{"type": "output_text", "text": text}]}
+        )  # fmt: skip
+    assert "compacted" in actions
+    untyped = [
+        item
+        for body in map(json.loads, proxy.upstream.received)
+        for item in body["input"]
+        if "role" in item and item.get("type") != "message"
+    ]
+    assert untyped == []
