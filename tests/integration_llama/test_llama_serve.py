@@ -158,7 +158,8 @@ def test_responses_compacted_request_is_accepted(
     """A stateless Responses conversation through the proxy to llama-server's /v1/responses
     (a 4K window given, so it compacts within a few turns): the compacted request and the
     substituted ones after it are accepted. llama-server refuses an assistant message item
-    without ``"type": "message"``, which is how the proxy used to write the ones it rewrote."""
+    without ``"type": "message"`` and a reasoning item without its ``content``, which is how
+    the proxy used to write the ones it rewrote."""
     import openai
 
     from autocompact.serve import ServeApp, ServeConfig
@@ -184,6 +185,10 @@ def test_responses_compacted_request_is_accepted(
             for i in range(12):
                 items += [
                     {"type": "message", "role": "user", "content": f"Turn {i}: read f{i}.txt"},
+                    # as llama-server writes a reasoning model's thinking
+                    {"id": f"rs_{i}", "summary": [], "type": "reasoning",
+                     "content": [{"text": f"I read f{i}.txt.", "type": "reasoning_text"}],
+                     "encrypted_content": "", "status": "completed"},
                     {"type": "function_call", "call_id": f"call_{i}", "name": "read",
                      "arguments": json.dumps({"path": f"f{i}.txt"})},
                     {"type": "function_call_output", "call_id": f"call_{i}",

@@ -41,3 +41,40 @@ def test_responses_compaction_writes_typed_messages(proxy: Proxy) -> None:
         if "role" in item and item.get("type") != "message"
     ]
     assert untyped == []
+
+
+def test_responses_reasoning_items_go_back_as_sent(proxy: Proxy) -> None:
+    """A reasoning item the proxy writes anew (in a compacted request or its summary request)
+    is the item the client sent: llama-server writes a reasoning model's thinking as a
+    ``content`` list of ``reasoning_text`` (empty ``summary``, a ``status``) and refuses the
+    item without it; the proxy wrote only the id, the summary and the encrypted content."""
+    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-test", max_retries=0)
+    items: list[dict[str, Any]] = []
+    sent: list[dict[str, Any]] = []
+    actions = []
+    for turn in range(24):
+        reasoning = {
+            "id": f"rs_{turn}", "summary": [], "type": "reasoning",
+            "content": [{"text": f"I should read f{turn}.txt.", "type": "reasoning_text"}],
+            "encrypted_content": "", "status": "completed",
+        }  # fmt: skip
+        sent.append(reasoning)
+        items += [
+            {"type": "message", "role": "user", "content": f"Turn {turn}: read f{turn}.txt"},
+            reasoning,
+            {"type": "function_call", "call_id": f"call_{turn}", "name": "read",
+             "arguments": json.dumps({"path": f"f{turn}.txt"})},
+            {"type": "function_call_output", "call_id": f"call_{turn}", "output": filler(turn)},
+        ]  # fmt: skip
+        raw = client.responses.with_raw_response.create(model="scripted", input=items)  # type: ignore[arg-type]
+        actions.append(raw.headers["x-autocompact-action"])
+        items.append({"type": "message", "role": "assistant", "content": raw.parse().output_text})
+    assert "compacted" in actions
+    assert proxy.upstream.summaries > 0
+    received = [
+        item
+        for body in map(json.loads, proxy.upstream.received)
+        for item in body["input"]
+        if item.get("type") == "reasoning"
+    ]
+    assert [item for item in received if item not in sent] == []

@@ -9,11 +9,11 @@ a later one (Codex resumed after its own compaction sends one) is read as user-s
 goes out as a user message where the proxy writes that part anew).
 
 Items read: messages (``input_text``/``output_text``/``refusal``/``input_image`` content, or a
-string), ``function_call``, ``function_call_output`` and ``reasoning`` (its id and
-``encrypted_content`` ride in the thinking part's signature, so a replacement writes the very same
-item back). Any other item type (hosted tool calls, custom tools) makes the request one the
-proxy does not read: it is forwarded as sent. ``compaction`` items (and ``/v1/responses/compact``)
-are the client's own compaction.
+string), ``function_call``, ``function_call_output`` and ``reasoning`` (the item as sent rides
+in the thinking part's signature with its id and ``encrypted_content``, so a replacement or a
+summary request writes the very same item back). Any other item type (hosted tool calls, custom
+tools) makes the request one the proxy does not read: it is forwarded as sent. ``compaction``
+items (and ``/v1/responses/compact``) are the client's own compaction.
 """
 
 from __future__ import annotations
@@ -163,6 +163,7 @@ def from_responses_input(items: Sequence[Any]) -> tuple[str | None, list[Message
             ref: dict[str, Any] = {"id": item.get("id")}
             if isinstance(item.get("encrypted_content"), str):
                 ref["encrypted_content"] = item["encrypted_content"]
+            ref["item"] = item  # written back as sent (_written)
             summary = item.get("summary") or []
             if not isinstance(summary, list):
                 raise ContentError(
@@ -187,14 +188,35 @@ def _tools(body: Mapping[str, Any]) -> tuple[ToolSpec, ...]:
     )
 
 
-def _typed(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``items`` with ``"type": "message"`` on each message. OpenAI reads a message without
-    it; llama-server's ``/v1/responses`` refuses an assistant message without it ("Cannot
-    determine type of 'item'"), so every compacted request to it was rejected."""
-    return [
-        {"type": "message", **item} if "role" in item and "type" not in item else item
-        for item in items
-    ]
+def _written(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """``messages`` as input items, in forms llama-server reads as well as OpenAI.
+
+    Each message carries ``"type": "message"``: OpenAI reads one without it, llama-server's
+    ``/v1/responses`` refuses an assistant message without it ("Cannot determine type of
+    'item'"). A reasoning item goes back as the client sent it (kept in its thinking part's
+    signature by :func:`from_responses_input`): llama-server writes a reasoning model's
+    thinking as a ``content`` list and refuses the item without it, and the library's writer
+    knows only the id, the summary and the encrypted content.
+    """
+    sent: dict[tuple[Any, Any], Any] = {}
+    for message in messages:
+        for part in message.parts:
+            signature = part.signature if isinstance(part, ThinkingPart) else None
+            if signature and signature.startswith(REASONING_SIGNATURE_PREFIX):
+                try:
+                    ref = json.loads(signature[len(REASONING_SIGNATURE_PREFIX) :])
+                except ValueError:
+                    continue
+                if isinstance(ref, dict) and isinstance(ref.get("item"), Mapping):
+                    sent[ref.get("id"), ref.get("encrypted_content")] = ref["item"]
+    out: list[dict[str, Any]] = []
+    for item in to_responses_input(messages, family=None):
+        if item.get("type") == "reasoning":
+            item = sent.get((item.get("id"), item.get("encrypted_content")), item)
+        elif "role" in item and "type" not in item:
+            item = {"type": "message", **item}
+        out.append(item)
+    return out
 
 
 class Responses:
@@ -227,9 +249,8 @@ class Responses:
         )
 
     def to_wire(self, messages: Sequence[Message], source: Sequence[Any]) -> list[Any]:
-        """Input items (reasoning items written back from their signature, unaltered; messages
-        typed, see :func:`_typed`)."""
-        return _typed(to_responses_input(messages, family=None))
+        """Input items (reasoning items as the client sent them, see :func:`_written`)."""
+        return _written(messages)
 
     def client_compaction(
         self, body: Mapping[str, Any], messages: Sequence[Any], *, read: bool = False
@@ -267,7 +288,7 @@ class Responses:
         """A plain, unstored Responses request: the summary prompt and the output cap."""
         body: dict[str, Any] = {
             "model": model,
-            "input": _typed(to_responses_input(request.messages, family=None)),
+            "input": _written(request.messages),
             "store": False,
         }
         if request.system_instruction:
