@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
+import pytest
 
 from autocompact.serve import ServeApp, ServeConfig
 from autocompact.serve.threaded import serve_in_thread
@@ -145,6 +148,36 @@ def test_upstream_down_is_a_502(proxy: Proxy) -> None:
     reply = httpx.post(f"{proxy.url}/v1/chat/completions", content=_chat_body())
     assert reply.status_code == 502
     assert "could not be reached" in reply.json()["error"]["message"]
+
+
+def test_errors_the_proxy_answers_are_logged_and_name_the_upstream(
+    proxy: Proxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An error the proxy answers itself (a body that is not JSON, an upstream it cannot reach)
+    gets the request's log line with its status and reason (it got none); the 502 names the
+    upstream's URL (without its password) and the option that sets it."""
+    caplog.set_level(logging.INFO, logger="autocompact.serve")
+    reply = httpx.post(f"{proxy.url}/v1/messages", content=b"{not json")
+    assert reply.status_code == 400
+    upstreams = {"openai": "http://user:secret@127.0.0.1:9/v1"}
+    proxy.app.config = replace(proxy.app.config, upstreams=upstreams)
+    reply = httpx.post(f"{proxy.url}/v1/chat/completions", content=_chat_body())
+    assert reply.status_code == 502
+    message = reply.json()["error"]["message"]
+    assert "http://127.0.0.1:9/v1/chat/completions" in message
+    assert "--upstream openai=URL" in message
+    lines = [r.getMessage() for r in caplog.records if r.name == "autocompact.serve"]
+    assert any(
+        line.startswith("POST /v1/messages ") and "status=400" in line and "not JSON" in line
+        for line in lines
+    ), lines
+    assert any(
+        line.startswith("POST /v1/chat/completions ")
+        and "action=error side_queries=0 status=502" in line
+        and "127.0.0.1:9/v1/chat/completions" in line
+        for line in lines
+    ), lines
+    assert "secret" not in caplog.text + message
 
 
 def test_stream_dropped_midway_ends_with_error_event(proxy: Proxy) -> None:

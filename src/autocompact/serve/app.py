@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -202,13 +203,28 @@ class ServeApp:
             message = f"autocompact serve failed: {type(exc).__name__}: {exc}"
             return self._error(protocol, 500, "api_error", message)
 
-    def _too_large(self, protocol: Any, size: int) -> Response:
+    def _failed(
+        self,
+        request: Request,
+        protocol: Any,
+        status: int,
+        kind: str,
+        message: str,
+        decision: Decision | None = None,
+        added: float = 0.0,
+    ) -> Response:
+        """An error the proxy answers itself, logged like every request (with its reason)."""
+        decision = replace(decision or Decision(body=b"", action="error"), action="error")
+        self._log(request, decision, status, added, error=message)
+        return self._error(protocol, status, kind, message)
+
+    def _too_large(self, request: Request, protocol: Any, size: int) -> Response:
         message = (
             f"the request body is {size:,} bytes, over the proxy's limit of "
             f"{self.config.max_body_bytes:,} (start autocompact serve with a larger "
             "--max-body-bytes)"
         )
-        return self._error(protocol, 413, "request_too_large", message)
+        return self._failed(request, protocol, 413, "request_too_large", message)
 
     async def _send(
         self, method: str, url: str, headers: Sequence[tuple[str, str]], body: bytes
@@ -218,12 +234,28 @@ class ServeApp:
         )
         return await self.client.send(request, stream=True)
 
-    def _send_error(self, protocol: Any, upstream: str, exc: Exception) -> Response:
+    def _send_error(
+        self,
+        request: Request,
+        protocol: Any,
+        url: str,
+        exc: Exception,
+        decision: Decision | None = None,
+        added: float = 0.0,
+    ) -> Response:
+        upstream = protocol.upstream
+        where = f"the {upstream} upstream ({_shown(url)})"
         if isinstance(exc, httpx.TimeoutException):
-            message = f"the {upstream} upstream did not answer within {self.config.timeout:g} s"
-            return self._error(protocol, 504, "timeout_error", message)
-        message = f"the {upstream} upstream could not be reached: {type(exc).__name__}: {exc}"
-        return self._error(protocol, 502, "api_error", message)
+            message = (
+                f"{where} did not answer within {self.config.timeout:g} s (autocompact serve "
+                "--timeout)"
+            )
+            return self._failed(request, protocol, 504, "timeout_error", message, decision, added)
+        message = (
+            f"{where} could not be reached: {type(exc).__name__}: {exc} (check that it is "
+            f"running and that autocompact serve --upstream {upstream}=URL names it)"
+        )
+        return self._failed(request, protocol, 502, "api_error", message, decision, added)
 
     # -- passthrough -----------------------------------------------------------------------------
 
@@ -231,25 +263,25 @@ class ServeApp:
         start = self.clock()
         base = self.config.upstreams.get(protocol.upstream)
         if base is None:
-            return self._no_upstream(protocol)
+            return self._no_upstream(request, protocol)
         raw = await request.body()
         if len(raw) > self.config.max_body_bytes and not request.url.path.endswith("/compact"):
-            return self._too_large(protocol, len(raw))
+            return self._too_large(request, protocol, len(raw))
         url = target_url(base, request.url.path, request.url.query)
         headers = forward_headers(request.headers.items())
+        decision = Decision(body=raw, action="passthrough")
         try:
             response = await self._send(request.method, url, headers, raw)
         except httpx.HTTPError as exc:
-            return self._send_error(protocol, protocol.upstream, exc)
-        decision = Decision(body=raw, action="passthrough")
+            return self._send_error(request, protocol, url, exc, decision, self.clock() - start)
         return await self._relay(request, protocol, response, decision, start, self.clock())
 
-    def _no_upstream(self, protocol: Any) -> Response:
+    def _no_upstream(self, request: Request, protocol: Any) -> Response:
         message = (
             f"no {protocol.upstream} upstream is configured; start autocompact serve with "
             f"--upstream {protocol.upstream}=URL"
         )
-        return self._error(protocol, 404, "not_found_error", message)
+        return self._failed(request, protocol, 404, "not_found_error", message)
 
     # -- chat ------------------------------------------------------------------------------------
 
@@ -257,21 +289,21 @@ class ServeApp:
         start = self.clock()
         base = self.config.upstreams.get(protocol.upstream)
         if base is None:
-            return self._no_upstream(protocol)
+            return self._no_upstream(request, protocol)
         raw = await request.body()
         try:
             body = loads(raw)
         except ValueError as exc:
             message = f"the request body is not JSON ({exc}); send a JSON object"
-            return self._error(protocol, 400, "invalid_request_error", message)
+            return self._failed(request, protocol, 400, "invalid_request_error", message)
         if not isinstance(body, dict):
             message = f"the request body must be a JSON object, not {type(body).__name__}"
-            return self._error(protocol, 400, "invalid_request_error", message)
+            return self._failed(request, protocol, 400, "invalid_request_error", message)
         messages = body.get(protocol.messages_key)
         if len(raw) > self.config.max_body_bytes and not (
             isinstance(messages, list) and protocol.client_compaction(body, messages)
         ):
-            return self._too_large(protocol, len(raw))
+            return self._too_large(request, protocol, len(raw))
         url = target_url(base, request.url.path, request.url.query)
         headers = forward_headers(request.headers.items())
         model = str(body.get("model", ""))
@@ -301,7 +333,7 @@ class ServeApp:
             response = await self._send("POST", url, headers, decision.body)
         except httpx.HTTPError as exc:
             await self.planner.release(decision)
-            return self._send_error(protocol, protocol.upstream, exc)
+            return self._send_error(request, protocol, url, exc, decision, sent - start)
         if response.status_code in (400, 413, 422) and decision.action in (
             "forward",
             "substituted",
@@ -311,7 +343,7 @@ class ServeApp:
                 content = await read_body(response)
             except httpx.HTTPError as exc:  # the error body broke off or stalled
                 await self.planner.release(decision)
-                return self._send_error(protocol, protocol.upstream, exc)
+                return self._send_error(request, protocol, url, exc, decision, sent - start)
             finally:
                 await response.aclose()
             if looks_like_overflow(response.status_code, content):
@@ -322,7 +354,7 @@ class ServeApp:
                     response = await self._send("POST", url, headers, decision.body)
                 except httpx.HTTPError as exc:
                     await self.planner.release(decision)
-                    return self._send_error(protocol, protocol.upstream, exc)
+                    return self._send_error(request, protocol, url, exc, decision, sent - start)
             else:
                 await self.planner.release(decision)
                 self._log(request, decision, response.status_code, sent - start)
@@ -361,7 +393,9 @@ class ServeApp:
                 content = await read_body(response)
             except httpx.HTTPError as exc:
                 await self.planner.release(decision)
-                return self._send_error(protocol, protocol.upstream, exc)
+                return self._send_error(
+                    request, protocol, str(response.request.url), exc, decision, added
+                )
             finally:
                 await response.aclose()
             if status < 400:
@@ -462,14 +496,25 @@ class ServeApp:
         except AutocompactError as exc:
             logger.error("could not store the compaction: %s", exc)
 
-    def _log(self, request: Request, decision: Decision, status: int, added: float) -> None:
-        if not logger.isEnabledFor(logging.INFO):
+    def _log(
+        self,
+        request: Request,
+        decision: Decision,
+        status: int,
+        added: float,
+        error: str | None = None,
+    ) -> None:
+        """The request's log line (``error``: why the proxy answered it with an error of its
+        own; logged as a warning)."""
+        level = logging.INFO if error is None else logging.WARNING
+        if not logger.isEnabledFor(level):
             return
         decision = self.planner.measured(decision)
         identity = decision.identity
-        logger.info(
+        logger.log(
+            level,
             "%s %s conversation=%s signal=%s tokens=%d tier=%s action=%s side_queries=%d "
-            "status=%d added_ms=%.1f",
+            "status=%d added_ms=%.1f" + ("" if error is None else " error=%s"),
             request.method,
             request.url.path,
             identity.session_id if identity else "-",
@@ -480,7 +525,14 @@ class ServeApp:
             decision.side_queries,
             status,
             added * 1000,
+            *(() if error is None else (error,)),
         )
+
+
+def _shown(url: str) -> str:
+    """``url`` as an error message shows it: no user name, password or query."""
+    parsed = httpx.URL(url)
+    return str(parsed.copy_with(username=None, password=None, query=None))
 
 
 def _ours(decision: Decision) -> dict[str, str]:
