@@ -501,3 +501,24 @@ def test_a_prefill_is_counted(proxy: Proxy) -> None:
     long = httpx.post(f"{proxy.url}/v1/messages", json=body, timeout=30)
     assert long.headers["x-autocompact-action"] in ("compacted", "trimmed")
     assert proxy.upstream.rejected == 0
+
+
+def test_a_failed_compaction_is_logged_with_its_reason(
+    proxy: Proxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A compaction whose summary fails (an empty reply) is logged as a warning naming the
+    conversation and why it failed; the request's own line said only how it went out."""
+    import logging
+
+    proxy.upstream.summary_reply = ""
+    caplog.set_level(logging.INFO, logger="autocompact.serve")
+    reply = httpx.post(f"{proxy.url}/v1/messages", json=_long_anthropic(22), timeout=30)
+    assert reply.headers["x-autocompact-compacted"] == "false"
+    assert proxy.upstream.summaries > 0
+    lines = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(
+        line.startswith("conversation=serve:anthropic_messages:")
+        and "compaction failed" in line
+        and "the summary was empty" in line
+        for line in lines
+    ), lines

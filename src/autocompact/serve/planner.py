@@ -34,6 +34,7 @@ from autocompact.guard import (
     learn_from_usage,
     request_stats,
 )
+from autocompact.serve.engine_log import engine_log
 from autocompact.serve.identity import Identity, identify
 from autocompact.serve.protocol import Converted, WireProtocol
 from autocompact.serve.readings import AT_AUTO, Reading, Readings
@@ -477,6 +478,7 @@ class Planner:
             compression=CompressionService(provider, native_compaction=False),
             keep_share=self.keep_share,
             summary_target_tokens=self.summary_target_tokens,
+            hooks=[engine_log(identity.session_id)],
         )
         options: dict[str, Any] = {
             "system_instruction": converted.counted_system,

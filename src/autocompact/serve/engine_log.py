@@ -1,0 +1,65 @@
+"""What the engine did for a conversation, on the proxy's log: a compaction that failed and why,
+the breaker opening and closing.
+
+The request's own line says only ``action=compaction-failed`` (or ``trimmed``) and how many
+summary requests were made; an operator needs the reason (the upstream refused the summary
+request, the reply was truncated, the summarizer's window cannot hold one) to mend it. The
+engine says it in its event records (:mod:`autocompact.events`); :func:`engine_log` is the hook
+that writes them under the ``autocompact.serve`` logger, with the conversation's store session
+id.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from autocompact.events import (
+    BreakerClosed,
+    BreakerOpened,
+    CompactionFailed,
+    CompactionSucceeded,
+    Event,
+)
+
+__all__ = ["engine_log"]
+
+logger = logging.getLogger("autocompact.serve")
+
+
+def engine_log(session_id: str) -> Callable[[Event], None]:
+    """The hook that logs ``session_id``'s failed compactions and breaker changes."""
+
+    def hook(event: Event) -> None:
+        match event:
+            case CompactionFailed(info=info):
+                logger.warning(
+                    "conversation=%s compaction failed (%s, trigger=%s, side_queries=%d): %s",
+                    session_id,
+                    info.status.value,
+                    info.trigger.value,
+                    info.side_queries,
+                    info.error or "no reason given",
+                )
+            case CompactionSucceeded(info=info) if info.summary_failure is not None:
+                logger.warning(
+                    "conversation=%s old tool output cleared, but the summary failed (%s, "
+                    "side_queries=%d): %s",
+                    session_id,
+                    info.summary_failure.value,
+                    info.side_queries,
+                    info.error or "no reason given",
+                )
+            case BreakerOpened(consecutive_failures=failures):
+                logger.warning(
+                    "conversation=%s breaker opened after %d failed compactions in a row: "
+                    "automatic compaction pauses",
+                    session_id,
+                    failures,
+                )
+            case BreakerClosed():
+                logger.info("conversation=%s breaker closed: a compaction succeeded", session_id)
+            case _:
+                pass
+
+    return hook
