@@ -1,5 +1,5 @@
-"""The proxy's options: the lease follows the side query's timeout; bad values are refused
-with the flag named."""
+"""The proxy's options: the lease follows the side query's timeout; bad values (a store it
+cannot write among them) are refused with the flag named."""
 
 from __future__ import annotations
 
@@ -63,3 +63,66 @@ def test_the_planner_gets_the_compaction_settings(tmp_path: Path) -> None:
         assert app.planner.lease_seconds == 10.0 + LEASE_MARGIN
     finally:
         app.store.close()
+
+
+@pytest.mark.parametrize(
+    ("store", "said"),
+    [
+        ("sqlite:///{tmp}/a-file/serve.db", "Not a directory"),
+        ("sqlite:///{tmp}/ro.db?mode=ro", "without ?mode=ro"),
+        ("{tmp}/a-file/sessions", "Not a directory"),
+    ],
+    ids=["sqlite-under-a-file", "sqlite-read-only", "jsonl-under-a-file"],
+)
+def test_a_store_that_cannot_be_written_stops_the_start(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    store: str,
+    said: str,
+) -> None:
+    """``autocompact serve`` with a store it cannot write exits with an error naming the
+    option, the store and why, before it serves: it started, answered every request
+    uncompacted and said so only in the log, one request at a time."""
+    import uvicorn
+
+    from autocompact.cli.main import main
+
+    def serve(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the proxy started")
+
+    monkeypatch.setattr(uvicorn, "run", serve)
+    (tmp_path / "a-file").write_text("")
+    from autocompact.sessions.stores import open_store
+
+    made = open_store(f"sqlite:///{tmp_path}/ro.db")  # (made here, then opened read-only)
+    made.exists("x")
+    made.close()
+    address = store.format(tmp=tmp_path)
+    code = main(["serve", "--upstream", "openai=http://127.0.0.1:9/v1", "--store", address])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith(f"Error: the store {address} ")
+    assert said in err
+    assert "--store" in err
+
+
+def test_a_postgresql_store_not_answering_yet_is_warned_about(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A PostgreSQL store that does not answer at start is warned about (it may be starting)
+    and the proxy serves; the warning never shows the password."""
+    import uvicorn
+
+    from autocompact.cli.main import main
+
+    pytest.importorskip("psycopg")
+    started = []
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: started.append(True))
+    address = "postgresql://user:secret@127.0.0.1:9/db?connect_timeout=2"
+    code = main(["serve", "--upstream", "openai=http://127.0.0.1:9/v1", "--store", address])
+    err = capsys.readouterr().err
+    assert code == 0
+    assert started
+    assert "Warning: the store postgresql://user:***@127.0.0.1:9/db" in err
+    assert "secret" not in err

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -181,6 +182,58 @@ def _config(data: dict[str, Any]) -> Any:
     return ServeConfig(**data)
 
 
+def _check_store(address: str, flag: str) -> None:
+    """Open the store once before serving, as ``GET /healthz`` does.
+
+    A store that cannot be opened or written made every request go out uncompacted (each with
+    an error in the log), with nothing said at start. A SQLite file or JSONL directory that
+    cannot be used is refused; a PostgreSQL server that does not answer yet is warned about
+    (it may be starting: the proxy uses it once it answers, ``/healthz`` says when).
+    """
+    from autocompact.errors import SessionStoreError
+    from autocompact.sessions.stores import open_store, redact_address
+    from autocompact.sessions.stores.address import parse_store_address
+    from autocompact.sessions.stores.base import is_keyword_dsn
+
+    shown, _ = redact_address(address)
+    parsed = None if is_keyword_dsn(address) else parse_store_address(address, shown=shown)
+    remote = parsed is None or parsed.kind == "postgresql"
+    if parsed is not None and parsed.read_only:
+        raise ConfigError(
+            f"the store {shown} is opened read-only (?mode=ro), and the proxy writes its "
+            f"compactions there: give {flag} without ?mode=ro",
+            key=flag,
+        )
+    store = open_store(address)
+    try:
+        if parsed is not None and parsed.kind == "jsonl":  # (its exists() writes nothing)
+            try:
+                os.makedirs(parsed.location, exist_ok=True)
+                with tempfile.TemporaryFile(dir=parsed.location):
+                    pass
+            except OSError as exc:
+                raise SessionStoreError(
+                    f"cannot write to the JSONL directory {parsed.location} "
+                    f"({exc.strerror or exc})",
+                    store=shown,
+                ) from exc
+        store.exists("serve:healthz")
+    except SessionStoreError as exc:
+        if not remote:
+            raise ConfigError(
+                f"the store {shown} cannot be used: {exc}; give {flag} a SQLite file (or a "
+                "directory) the proxy can write",
+                key=flag,
+            ) from exc
+        print(
+            f"Warning: the store {shown} does not answer yet ({exc}); requests go out "
+            "uncompacted until it does (GET /healthz answers 200 once it does)",
+            file=sys.stderr,
+        )
+    finally:
+        store.close()
+
+
 def app_from_env() -> Any:
     """The ASGI app of one worker under ``--workers N`` (uvicorn's factory)."""
     from autocompact.serve import create_app
@@ -205,6 +258,7 @@ def run(args: argparse.Namespace) -> int:
             f"leave --store out for ${STORE_ENV} or serve.db in the user data directory",
             key="--store",
         )
+    flag = f"${STORE_ENV}" if not args.store and os.environ.get(STORE_ENV) else "--store"
     data = {
         "upstreams": dict(args.upstream),
         "store": args.store or os.environ.get(STORE_ENV) or _default_store(),
@@ -217,6 +271,7 @@ def run(args: argparse.Namespace) -> int:
         "keep_share": args.keep_share,
     }
     config = _config(data)  # checks the values before any worker starts
+    _check_store(config.store, flag)
     logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("autocompact").setLevel(args.log_level.upper())
     print(
