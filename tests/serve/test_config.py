@@ -126,3 +126,43 @@ def test_a_postgresql_store_not_answering_yet_is_warned_about(
     assert started
     assert "Warning: the store postgresql://user:***@127.0.0.1:9/db" in err
     assert "secret" not in err
+
+
+@pytest.mark.parametrize(
+    ("upstream", "host", "refused"),
+    [
+        ("openai=http://127.0.0.1:8787/v1", "127.0.0.1", True),
+        ("anthropic=http://localhost:8787", "0.0.0.0", True),
+        ("openai=http://127.0.0.1:8080/v1", "127.0.0.1", False),
+        ("openai=http://10.0.0.5:8787/v1", "127.0.0.1", False),
+    ],
+    ids=["same-address", "localhost-on-any", "another-port", "another-host"],
+)
+def test_an_upstream_that_is_the_proxy_itself_is_refused(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    upstream: str,
+    host: str,
+    refused: bool,
+) -> None:
+    """``--upstream`` naming the proxy's own address and port is refused at start, naming the
+    upstream and the options: every request went back to the proxy, each waiting on the next
+    until --timeout (600 s) ended them with a 504."""
+    import uvicorn
+
+    from autocompact.cli.main import main
+
+    started = []
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: started.append(True))
+    argv = ["serve", "--upstream", upstream, "--host", host, "--port", "8787"]
+    code = main([*argv, "--store", f"sqlite:///{tmp_path / 's.db'}"])
+    err = capsys.readouterr().err
+    if refused:
+        assert code == 2
+        assert not started
+        assert "is this proxy itself" in err
+        assert upstream.split("=", 1)[1] in err
+    else:
+        assert code == 0
+        assert started

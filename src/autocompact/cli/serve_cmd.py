@@ -182,6 +182,30 @@ def _config(data: dict[str, Any]) -> Any:
     return ServeConfig(**data)
 
 
+_LOOPBACK = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::")
+
+
+def _check_not_itself(upstreams: dict[str, str], host: str, port: int) -> None:
+    """Refuse an upstream that is the proxy's own address: every request went to the proxy
+    again, each waiting on the next until ``--timeout`` (600 s by default) ended them."""
+    from urllib.parse import urlsplit
+
+    for name, url in upstreams.items():
+        parts = urlsplit(url)
+        try:
+            target = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:  # a port that is no number: the request says so
+            continue
+        there = (parts.hostname or "").lower()
+        if target == port and (there == host.lower() or {there, host} <= set(_LOOPBACK)):
+            raise ConfigError(
+                f"the {name} upstream {url} is this proxy itself (--host {host} --port "
+                f"{port}): point --upstream {name}=URL at the model server, or give the "
+                "proxy another --port",
+                key="upstream",
+            )
+
+
 def _check_store(address: str, flag: str) -> None:
     """Open the store once before serving, as ``GET /healthz`` does.
 
@@ -271,6 +295,7 @@ def run(args: argparse.Namespace) -> int:
         "keep_share": args.keep_share,
     }
     config = _config(data)  # checks the values before any worker starts
+    _check_not_itself(dict(config.upstreams), args.host, args.port)
     _check_store(config.store, flag)
     logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("autocompact").setLevel(args.log_level.upper())
