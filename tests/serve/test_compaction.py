@@ -522,3 +522,13 @@ def test_a_failed_compaction_is_logged_with_its_reason(
         and "the summary was empty" in line
         for line in lines
     ), lines
+
+
+def test_context_window_is_used_for_a_model_the_table_knows(proxy: Proxy) -> None:
+    """--context-window is the window of every model, one the model table knows (200K for
+    claude-sonnet-4-5) included: a request over the given 8,000 is compacted (the docs and
+    the option's help said it applied only where the table and the server cannot say)."""
+    body = {**_long_anthropic(22), "model": "claude-sonnet-4-5"}
+    reply = httpx.post(f"{proxy.url}/v1/messages", json=body, timeout=30)
+    assert reply.headers["x-autocompact-action"] == "compacted"
+    assert proxy.upstream.rejected == 0

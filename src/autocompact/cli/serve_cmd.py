@@ -124,7 +124,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--context-window",
         type=_window,
-        help="window in tokens when neither the model table nor the server says (e.g. 128k)",
+        help="the window in tokens of every model, in place of the model table's and the "
+        "server's (e.g. 128k)",
     )
     parser.add_argument("--workers", type=_positive, default=1, help="worker processes")
     parser.add_argument(

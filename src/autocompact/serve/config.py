@@ -27,7 +27,8 @@ class ServeConfig:
         upstreams: ``{"openai": URL, "anthropic": URL}`` (one at least). A URL ending in
             ``/v1`` takes the client's path without its ``/v1``.
         store: the session store's address (``sqlite:///…``, ``postgresql://…``).
-        context_window: the window to use where the model table and the server cannot say.
+        context_window: the window of every model, in place of the model table's and the
+            server's (``None``: the table's, else the server's, else the assumed one).
         max_body_bytes: the largest request body (the client's own compaction is exempt).
         timeout: seconds to wait for the upstream.
         side_query_timeout: seconds to wait for a summary.
