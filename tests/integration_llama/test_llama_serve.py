@@ -21,7 +21,8 @@ turn costs only its new tokens. The progress goes to ``serve-session.log`` next 
 logs.
 
 A short stateless Responses conversation goes to llama-server's own ``/v1/responses`` too: what
-the proxy writes when it compacts is a form that server accepts.
+the proxy writes when it compacts is a form that server accepts. And its ``/v1/messages`` as an
+Anthropic upstream, whose window the proxy learns from the server's one rejection.
 """
 
 from __future__ import annotations
@@ -217,3 +218,51 @@ def test_responses_compacted_request_is_accepted(
     actions = [action for _, action in seen]
     assert "compacted" in actions, actions
     assert "substituted" in actions[actions.index("compacted") :], actions
+
+
+def test_window_stated_in_a_rejection_is_learned(
+    llama_servers: LlamaServers, tmp_path: Path
+) -> None:
+    """llama-server's Anthropic endpoint behind the proxy: the proxy does not ask an Anthropic
+    upstream for its window and assumes 32,768; a request over the server's 8,192 is rejected
+    with its ``n_ctx``, which the proxy believes from then on: the request is planned again on
+    it and accepted (trimmed under it), and the next one is never rejected."""
+    import anthropic
+
+    from autocompact.serve import ServeApp, ServeConfig
+    from autocompact.serve.threaded import serve_in_thread
+
+    server = llama_servers.cpp
+    config = ServeConfig(
+        upstreams={"anthropic": f"http://127.0.0.1:{server.proxy.port}"},
+        store=f"sqlite:///{tmp_path / 'serve.db'}",
+        summary_target_tokens=SUMMARY_TARGET,
+        timeout=REQUEST_TIMEOUT,
+        side_query_timeout=REQUEST_TIMEOUT,
+    )
+    app = ServeApp(config)
+    mark = server.proxy.mark()
+    messages: list[dict[str, Any]] = []
+    for i in range(30):
+        messages += [
+            {"role": "user", "content": turn_text(i, sentences=12)},
+            {"role": "assistant", "content": "ok"},
+        ]
+    actions = []
+    try:
+        with serve_in_thread(app.asgi) as url:
+            client = anthropic.Anthropic(
+                base_url=url, api_key="none", max_retries=0, timeout=REQUEST_TIMEOUT
+            )
+            for last in ("Now answer.", "And again."):
+                messages.append({"role": "user", "content": last})
+                raw = client.messages.with_raw_response.create(
+                    model=server.model, messages=messages, max_tokens=REPLY_CAP
+                )
+                actions.append(raw.headers["x-autocompact-action"])
+                messages.append({"role": "assistant", "content": "ok"})
+    finally:
+        app.store.close()
+    statuses = [e.status for e in server.proxy.since(mark) if e.path.startswith("/v1/messages")]
+    assert statuses.count(400) == 1, (statuses, actions)  # the one rejection it learnt from
+    assert app.windows.stated("anthropic", server.model) == N_CTX

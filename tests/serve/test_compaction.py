@@ -532,3 +532,26 @@ def test_context_window_is_used_for_a_model_the_table_knows(proxy: Proxy) -> Non
     reply = httpx.post(f"{proxy.url}/v1/messages", json=body, timeout=30)
     assert reply.headers["x-autocompact-action"] == "compacted"
     assert proxy.upstream.rejected == 0
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+def test_a_window_the_upstream_states_when_it_rejects_is_learned(
+    proxy: Proxy, protocol: str
+) -> None:
+    """The proxy sized on a window larger than the upstream's (here --context-window 32,000 over
+    an 8,000 server): the window the upstream states in its "too long" error is believed from
+    then on. The rejected request and every later one go out planned on it (compacted, or
+    trimmed under it), so the upstream rejects once; the proxy kept sizing on the larger window,
+    and the upstream rejected the conversation again each time it outgrew the real one."""
+    from dataclasses import replace
+
+    proxy.app.config = replace(proxy.app.config, context_window=32_000)
+    path = "/v1/chat/completions" if protocol == "openai" else "/v1/messages"
+    actions = []
+    for turns in range(14, 40, 2):
+        body = _long_anthropic(turns)  # (plain string contents: both protocols read them)
+        reply = httpx.post(f"{proxy.url}{path}", json=body, timeout=30)
+        assert reply.status_code == 200, reply.text
+        actions.append(reply.headers["x-autocompact-action"])
+    assert proxy.upstream.rejected == 1, actions
+    assert proxy.app.windows.stated("openai" if protocol == "openai" else "anthropic", "scripted")

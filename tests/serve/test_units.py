@@ -344,3 +344,41 @@ def test_a_streams_closing_event_is_read_from_its_last_bytes(
     for event in ("content_block_delta", "response.output_text.delta", None):
         quoted = _sse(event, {"type": "delta", "text": _TEXT_NAMING_ENDS})
         assert protocol.stream_ended(quoted) is False
+
+
+@pytest.mark.parametrize(
+    ("body", "window"),
+    [
+        (
+            b'{"error":{"code":400,"message":"request (9274 tokens) exceeds the available context '
+            b'size (8192 tokens), try increasing it","type":"exceed_context_size_error",'
+            b'"n_prompt_tokens":9274,"n_ctx":8192}}',
+            8192,
+        ),
+        (
+            b'{"error":{"message":"request (9274 tokens) exceeds the available context size (8192 '
+            b'tokens)"}}',
+            8192,
+        ),
+        (
+            b'{"error":{"message":"This model\'s maximum context length is 128,000 tokens. '
+            b'However, your messages resulted in 130000 tokens."}}',
+            128000,
+        ),
+        (
+            b'{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too '
+            b'long: 208459 tokens > 200000 maximum"}}',
+            200000,
+        ),
+        (b'{"error":{"message":"Your input exceeds the context window (12345 tokens)."}}', None),
+        (b'{"error":{"message":"too long","n_ctx":true}}', None),
+        (b"not json", None),
+    ],
+    ids=["llama-n_ctx", "llama-message", "openai", "anthropic", "size-not-window", "odd", "text"],
+)
+def test_the_window_an_overflow_error_states(body: bytes, window: int | None) -> None:
+    """The window an upstream's "too long" error states is read from llama-server's n_ctx or
+    the message; a number that is the request's size, not the window, is not read as one."""
+    from autocompact.serve.protocol import stated_window
+
+    assert stated_window(body) == window

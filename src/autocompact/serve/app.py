@@ -36,6 +36,7 @@ from autocompact.serve.protocol import (
     looks_like_overflow,
     reported_prompt_tokens,
     response_prompt_tokens,
+    stated_window,
 )
 from autocompact.serve.responses import RESPONSES
 from autocompact.serve.upstream import (
@@ -315,7 +316,7 @@ class ServeApp:
             model=model,
             timeout=self.config.side_query_timeout,
         )
-        window = self.config.context_window
+        window = self.windows.stated(protocol.upstream, model) or self.config.context_window
         if window is None:
             window = await self.windows.window(protocol.upstream, model)
         lowered = {k.lower(): v for k, v in request.headers.items()}
@@ -348,7 +349,15 @@ class ServeApp:
                 await response.aclose()
             if looks_like_overflow(response.status_code, content):
                 await self.planner.release(decision)
-                decision = await self._plan({**plan, "reactive": True}, raw)
+                if self._learn_window(protocol.upstream, model, content, window):
+                    # Planned as any request on the window the upstream stated: at hard, the
+                    # rescue, then the guarantee's trimming (a failed reactive compaction sends
+                    # the request unchanged, over that window).
+                    plan["window"] = self.windows.stated(protocol.upstream, model)
+                    decision = await self._plan(plan, raw)
+                if decision.action in ("forward", "substituted", "compaction-failed"):
+                    await self.planner.release(decision)
+                    decision = await self._plan({**plan, "reactive": True}, raw)
                 sent = self.clock()
                 try:
                     response = await self._send("POST", url, headers, decision.body)
@@ -362,6 +371,21 @@ class ServeApp:
                 reply.raw_headers.extend(response_headers(response.headers, _ours(decision)))
                 return reply
         return await self._relay(request, protocol, response, decision, start, sent)
+
+    def _learn_window(self, upstream: str, model: str, error: bytes, used: int) -> bool:
+        """Believe the window an upstream's "too long" error states, when smaller than the one
+        ``used`` (:meth:`ModelWindows.learn`); whether it was."""
+        stated = stated_window(error)
+        if stated is None or not self.windows.learn(upstream, model, stated, used):
+            return False
+        logger.warning(
+            "the %s upstream says the window of %r is %d tokens, not %d: using it from now on",
+            upstream,
+            model,
+            stated,
+            used,
+        )
+        return True
 
     async def _plan(self, plan: dict[str, Any], raw: bytes) -> Decision:
         """The planner's decision; when it fails (the store is down, a history it cannot

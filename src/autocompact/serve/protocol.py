@@ -25,6 +25,7 @@ __all__ = [
     "looks_like_overflow",
     "reported_prompt_tokens",
     "response_prompt_tokens",
+    "stated_window",
     "tool_spec",
 ]
 
@@ -55,6 +56,34 @@ def looks_like_overflow(status: int, body: bytes) -> bool:
     if status not in (400, 422):
         return False
     return bool(_OVERFLOW.search(body[:4096].decode("utf-8", "replace")))
+
+
+# How servers state their window in an overflow error: OpenAI's "maximum context length is
+# N tokens", llama-server's "the available context size (N tokens)" (and its n_ctx field),
+# Anthropic's "N tokens > M maximum".
+_STATED_WINDOW = re.compile(
+    r"maximum context length is (\d[\d,]{0,14})|available context size \((\d[\d,]{0,14}) tokens"
+    r"|tokens > (\d[\d,]{0,14}) maximum",
+    re.IGNORECASE,
+)
+
+
+def stated_window(body: bytes) -> int | None:
+    """The window an overflow error states (llama-server's ``n_ctx`` field, or in its
+    message), ``None`` when it states none."""
+    try:
+        error = loads(body[:65536])
+    except ValueError:
+        error = None
+    if isinstance(error, dict):
+        inner = error.get("error", error)
+        n_ctx = inner.get("n_ctx") if isinstance(inner, dict) else None
+        if isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx > 0:
+            return n_ctx
+    match = _STATED_WINDOW.search(body[:4096].decode("utf-8", "replace"))
+    if match is None:
+        return None
+    return int(next(g for g in match.groups() if g).replace(",", ""))
 
 
 # A count has at most 15 digits: a longer number is no count (and past 4,300 digits int()

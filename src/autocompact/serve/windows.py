@@ -7,6 +7,11 @@ A lookup that gave none (the server was down, timed out, still loading its model
 say) falls back to the assumed window and is tried again on a later request: after
 :data:`RETRY_FIRST` seconds, then twice as long each time up to :data:`RETRY_LONGEST`, so a dead
 endpoint is not asked on every request.
+
+A window the upstream states when it rejects a request as too long (llama-server's ``n_ctx``,
+OpenAI's "maximum context length is N tokens"), smaller than the one in use, is believed from
+then on for that model, ``--context-window`` notwithstanding (:meth:`ModelWindows.stated`): the
+server knows what it accepts, and a reactive compaction sized on a larger window cannot fit.
 """
 
 from __future__ import annotations
@@ -18,12 +23,14 @@ import anyio
 
 from autocompact.limits import ModelLimits, known_limits, query_server_limits, resolve_limits
 
-__all__ = ["RETRY_FIRST", "RETRY_LONGEST", "ModelWindows"]
+__all__ = ["MIN_STATED_WINDOW", "RETRY_FIRST", "RETRY_LONGEST", "ModelWindows"]
 
 RETRY_FIRST = 30.0
 """Seconds after a lookup that gave no window before the server is asked again."""
 RETRY_LONGEST = 30 * 60.0
 """The longest wait between two lookups that give no window."""
+MIN_STATED_WINDOW = 1024
+"""A window stated in an error below this is not believed (the engine's rule for ``n_ctx``)."""
 
 Lookup = Callable[[str, str], ModelLimits | None]
 
@@ -60,6 +67,20 @@ class ModelWindows:
         self.clock = clock
         self.lookup = lookup
         self._known: dict[tuple[str, str], _Known] = {}
+        self._stated: dict[tuple[str, str], int] = {}
+
+    def stated(self, upstream: str, model: str) -> int | None:
+        """The window the upstream stated for ``model`` when it rejected a request (``None``:
+        it stated none)."""
+        return self._stated.get((upstream, model)) if self._stated else None
+
+    def learn(self, upstream: str, model: str, window: int, used: int) -> bool:
+        """Believe ``window``, stated by the upstream in a "too long" error, when it is
+        smaller than the window ``used`` and not implausibly small; whether it was."""
+        if not MIN_STATED_WINDOW <= window < used:
+            return False
+        self._stated[upstream, model] = window
+        return True
 
     async def window(self, upstream: str, model: str) -> int:
         """The window of ``model`` behind ``upstream``."""
