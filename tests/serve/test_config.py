@@ -166,3 +166,20 @@ def test_an_upstream_that_is_the_proxy_itself_is_refused(
     else:
         assert code == 0
         assert started
+
+
+@pytest.mark.parametrize(
+    ("url", "base"),
+    [
+        ("http://127.0.0.1:8080/v1/chat/completions", "http://127.0.0.1:8080/v1"),
+        ("https://api.anthropic.com/v1/messages/", "https://api.anthropic.com/v1"),
+        ("http://127.0.0.1:8080/v1/responses", "http://127.0.0.1:8080/v1"),
+    ],
+)
+def test_an_upstream_that_names_an_endpoint_is_refused(url: str, base: str) -> None:
+    """An upstream URL that ends with an endpoint the client's path adds (a copied request
+    URL) is refused, naming the base URL to give: every request went to
+    .../chat/completions/chat/completions and got the server's bare 404."""
+    with pytest.raises(ConfigError, match="names an endpoint") as caught:
+        ServeConfig(upstreams={"openai": url}, store="sqlite:///x.db")
+    assert repr(base) in str(caught.value)

@@ -15,6 +15,8 @@ __all__ = ["DEFAULT_MAX_BODY_BYTES", "LEASE_MARGIN", "UPSTREAM_NAMES", "ServeCon
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 UPSTREAM_NAMES = ("openai", "anthropic")
+_ENDPOINTS = ("/chat/completions", "/messages", "/responses", "/completions")
+"""Paths a client adds: an upstream URL that ends with one names an endpoint, not a server."""
 LEASE_MARGIN = 30.0
 """Seconds a compaction lease lasts beyond the side query's timeout by default."""
 
@@ -68,6 +70,15 @@ class ServeConfig:
             if not url.startswith(("http://", "https://")):
                 raise ConfigError(
                     f"the {name} upstream {url!r} is not an http(s) URL", key="upstream"
+                )
+            path = url.split("?", 1)[0].rstrip("/")
+            endpoint = next((e for e in _ENDPOINTS if path.endswith(e)), None)
+            if endpoint is not None:
+                raise ConfigError(
+                    f"the {name} upstream {url!r} names an endpoint ({endpoint}): give the "
+                    f"server's base URL, {url[: url.index(endpoint)]!r} (the client's path "
+                    "is added to it)",
+                    key="upstream",
                 )
         for name in ("timeout", "side_query_timeout", "lease_wait", "lease_seconds"):
             value = getattr(self, name)
