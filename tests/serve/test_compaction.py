@@ -555,3 +555,28 @@ def test_a_window_the_upstream_states_when_it_rejects_is_learned(
         actions.append(reply.headers["x-autocompact-action"])
     assert proxy.upstream.rejected == 1, actions
     assert proxy.app.windows.stated("openai" if protocol == "openai" else "anthropic", "scripted")
+
+
+def test_a_client_that_hangs_up_mid_stream_keeps_the_compaction(proxy: Proxy) -> None:
+    """A compacted request whose stream the client leaves mid-way (an agent's user interrupting
+    the reply), after the upstream accepted it: the compaction is stored, so the request sent
+    again is substituted, with no second summary. It was dropped, and the conversation was
+    summarized anew (another side query, another prefix for the prompt cache)."""
+    proxy.upstream.stream_pause = 3.0
+    body = {**_long_anthropic(22), "stream": True}
+    with (
+        httpx.Client(timeout=30) as client,
+        client.stream("POST", f"{proxy.url}/v1/messages", json=body) as reply,
+    ):
+        assert reply.headers["x-autocompact-action"] == "compacted"
+        for line in reply.iter_lines():
+            if line.startswith("event: content_block_delta"):
+                break  # hang up
+    summaries = proxy.upstream.summaries
+    deadline = time.monotonic() + 10
+    while not _records(proxy) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proxy.upstream.stream_pause = 0.0
+    again = httpx.post(f"{proxy.url}/v1/messages", json=body, timeout=30)
+    assert again.headers["x-autocompact-action"] == "substituted"
+    assert proxy.upstream.summaries == summaries

@@ -437,6 +437,7 @@ class ServeApp:
 
         async def relay() -> AsyncIterator[bytes]:
             ok = False
+            hung_up = False  # the client went away before the stream's end
             held: bytes | None = None  # (only when the stream cannot be read: see below)
             head, tail = bytearray(), bytearray()  # where a stream reports its usage
             try:
@@ -468,14 +469,22 @@ class ServeApp:
                     yield held
                 if not (readable and protocol.stream_ended(bytes(tail))):
                     yield protocol.stream_error(f"the upstream stream broke mid-way: {exc}")
+            except BaseException:  # (the upstream's failures are HTTPErrors)
+                hung_up = True
+                raise
             finally:
-                # Shielded: a client that hangs up right after the last bytes cancels this
-                # generator, and the record must still be stored and the lease given back.
+                # Shielded: a client that hangs up cancels this generator, and the record must
+                # still be stored and the lease given back.
                 with anyio.CancelScope(shield=True):
                     await response.aclose()
                     ok = ok or (readable and protocol.stream_ended(bytes(tail)))
-                    if ok and status < 400:
+                    # The upstream took the request (its status said so): a client that hung
+                    # up mid-stream (an agent's user interrupting the reply) sends it again,
+                    # or its next turn, with the same prefix, which the record replays. Only
+                    # a stream that ended well reported the usage to learn from.
+                    if (ok or hung_up) and status < 400:
                         await self._commit(decision, protocol)
+                    if ok and status < 400:
                         streamed.extend(tail + head if readable else b"")
                         learning.append(self.planner.following(decision))
                     await self.planner.release(decision)
