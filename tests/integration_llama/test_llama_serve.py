@@ -22,7 +22,8 @@ logs.
 
 A short stateless Responses conversation goes to llama-server's own ``/v1/responses`` too: what
 the proxy writes when it compacts is a form that server accepts. And its ``/v1/messages`` as an
-Anthropic upstream, whose window the proxy learns from the server's one rejection.
+Anthropic upstream, whose window the proxy learns from the server's one rejection; and a trimmed
+request goes to ``llama_cpp.server``, which reads text contents only as strings.
 """
 
 from __future__ import annotations
@@ -266,3 +267,48 @@ def test_window_stated_in_a_rejection_is_learned(
     statuses = [e.status for e in server.proxy.since(mark) if e.path.startswith("/v1/messages")]
     assert statuses.count(400) == 1, (statuses, actions)  # the one rejection it learnt from
     assert app.windows.stated("anthropic", server.model) == N_CTX
+
+
+def test_trimmed_request_is_accepted_by_llama_cpp_server(
+    llama_servers: LlamaServers, tmp_path: Path
+) -> None:
+    """A request the proxy trims (a 4K window given; Gemma's summary fails at its small cap)
+    goes to llama_cpp.server, which takes a text content only as a string: the note of what
+    was left out, written as an assistant message of two text parts, went as a list and the
+    server answered 500."""
+    import openai
+
+    from autocompact.serve import ServeApp, ServeConfig
+    from autocompact.serve.threaded import serve_in_thread
+
+    server = llama_servers.python
+    config = ServeConfig(
+        upstreams={"openai": server.base_url},
+        store=f"sqlite:///{tmp_path / 'serve.db'}",
+        context_window=4096,
+        summary_target_tokens=SUMMARY_TARGET,
+        timeout=REQUEST_TIMEOUT,
+        side_query_timeout=REQUEST_TIMEOUT,
+    )
+    app = ServeApp(config)
+    messages: list[dict[str, Any]] = []
+    for i in range(10):
+        messages += [
+            {"role": "user", "content": turn_text(i, sentences=12)},
+            {"role": "assistant", "content": "ok"},
+        ]
+    messages.append({"role": "user", "content": "Now answer."})
+    try:
+        with serve_in_thread(app.asgi) as url:
+            client = openai.OpenAI(
+                base_url=url + "/v1", api_key="none", max_retries=0, timeout=REQUEST_TIMEOUT
+            )
+            raw = client.chat.completions.with_raw_response.create(
+                model=server.model, messages=messages, max_tokens=REPLY_CAP
+            )
+    finally:
+        app.store.close()
+    assert raw.headers["x-autocompact-action"] in ("trimmed", "compacted")
+    sent = [e for e in server.proxy.exchanges if e.is_chat][-1]
+    assert sent.status == 200
+    assert all(isinstance(m["content"], str) for m in sent.request["messages"])

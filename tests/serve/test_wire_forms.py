@@ -78,3 +78,20 @@ def test_responses_reasoning_items_go_back_as_sent(proxy: Proxy) -> None:
         if item.get("type") == "reasoning"
     ]
     assert [item for item in received if item not in sent] == []
+
+
+def test_chat_messages_written_anew_carry_text_as_one_string() -> None:
+    """A Chat Completions message the proxy writes anew (the trimmed request's note of what
+    was left out, a summary with the facts kept from the history) whose content is text only
+    goes as one string: llama_cpp.server refuses an assistant content that is a list of text
+    parts (HTTP 500) and drops a user one unread; the summary request is written so too."""
+    from autocompact.content import Message, TextPart
+    from autocompact.providers.base import ChatRequest
+    from autocompact.serve.openai_chat import OPENAI_CHAT
+
+    two = (TextPart(text="[20 earlier messages were left out]"), TextPart(text="ok"))
+    messages = [Message(role="user", parts=two), Message(role="model", parts=two)]
+    written = OPENAI_CHAT.to_wire(messages, [])
+    assert [m["content"] for m in written] == ["[20 earlier messages were left out]\n\nok"] * 2
+    body = OPENAI_CHAT.side_query_body("m", ChatRequest(messages=tuple(messages)))
+    assert all(isinstance(m["content"], str) for m in body["messages"])

@@ -99,10 +99,16 @@ class OpenAIChat:
         )
 
     def to_wire(self, messages: Sequence[Message], source: Sequence[Any]) -> list[Any]:
-        """Chat messages (reasoning is carried as ``reasoning_content`` when it was sent so)."""
+        """Chat messages (reasoning is carried as ``reasoning_content`` when it was sent so; a
+        content of text only as one string: ``llama_cpp.server`` refuses an assistant content
+        that is a list of text parts and drops a user one unread, and OpenAI reads both)."""
         sent_reasoning = any(isinstance(m, Mapping) and m.get("reasoning_content") for m in source)
         return list(
-            to_openai_messages(messages, thinking="reasoning_content" if sent_reasoning else "drop")
+            to_openai_messages(
+                messages,
+                thinking="reasoning_content" if sent_reasoning else "drop",
+                text_as_string=True,
+            )
         )
 
     def client_compaction(
@@ -129,7 +135,7 @@ class OpenAIChat:
         body: dict[str, Any] = {
             "model": model,
             "messages": to_openai_messages(
-                request.messages, request.system_instruction, thinking="drop"
+                request.messages, request.system_instruction, thinking="drop", text_as_string=True
             ),
             "stream": False,
         }
