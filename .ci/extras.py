@@ -59,6 +59,7 @@ TESTS = {
         "tests/serve/test_bad_requests.py",
         "tests/serve/test_upstream_edges.py",
         "tests/serve/test_tool_media.py",
+        "tests/serve/test_wire_forms.py",
     ],
 }
 
