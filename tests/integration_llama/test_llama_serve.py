@@ -48,6 +48,21 @@ SUMMARY_TARGET = 48
 """The summary's cap: Gemma 270M runs on to any cap, so a failed summary stays short."""
 
 
+def _small_window(upstream: str, tmp_path: Path) -> Any:
+    """A proxy's configuration for an OpenAI-compatible ``upstream`` at a 4K window (a
+    compaction within a few turns), its state in a fresh SQLite file."""
+    from autocompact.serve import ServeConfig
+
+    return ServeConfig(
+        upstreams={"openai": upstream},
+        store=f"sqlite:///{tmp_path / 'serve.db'}",
+        context_window=4096,
+        summary_target_tokens=SUMMARY_TARGET,
+        timeout=REQUEST_TIMEOUT,
+        side_query_timeout=REQUEST_TIMEOUT,
+    )
+
+
 def _records(store: Any) -> list[bytes]:
     """Every stored replacement, in the order written."""
     out = []
@@ -164,19 +179,11 @@ def test_responses_compacted_request_is_accepted(
     the proxy used to write the ones it rewrote."""
     import openai
 
-    from autocompact.serve import ServeApp, ServeConfig
+    from autocompact.serve import ServeApp
     from autocompact.serve.threaded import serve_in_thread
 
     server = llama_servers.cpp
-    config = ServeConfig(
-        upstreams={"openai": server.base_url},
-        store=f"sqlite:///{tmp_path / 'serve.db'}",
-        context_window=4096,
-        summary_target_tokens=SUMMARY_TARGET,
-        timeout=REQUEST_TIMEOUT,
-        side_query_timeout=REQUEST_TIMEOUT,
-    )
-    app = ServeApp(config)
+    app = ServeApp(_small_window(server.base_url, tmp_path))
     items: list[dict[str, Any]] = []
     seen: list[tuple[int, str]] = []
     try:
@@ -278,19 +285,11 @@ def test_trimmed_request_is_accepted_by_llama_cpp_server(
     server answered 500."""
     import openai
 
-    from autocompact.serve import ServeApp, ServeConfig
+    from autocompact.serve import ServeApp
     from autocompact.serve.threaded import serve_in_thread
 
     server = llama_servers.python
-    config = ServeConfig(
-        upstreams={"openai": server.base_url},
-        store=f"sqlite:///{tmp_path / 'serve.db'}",
-        context_window=4096,
-        summary_target_tokens=SUMMARY_TARGET,
-        timeout=REQUEST_TIMEOUT,
-        side_query_timeout=REQUEST_TIMEOUT,
-    )
-    app = ServeApp(config)
+    app = ServeApp(_small_window(server.base_url, tmp_path))
     messages: list[dict[str, Any]] = []
     for i in range(10):
         messages += [

@@ -12,6 +12,16 @@ from .conftest import Proxy
 from .test_compaction import filler
 
 
+def _read_turn(turn: int) -> list[dict[str, Any]]:
+    """A user's request to read a file, the model's call and the tool's output (Responses)."""
+    return [
+        {"type": "message", "role": "user", "content": f"Turn {turn}: read f{turn}.txt"},
+        {"type": "function_call", "call_id": f"call_{turn}", "name": "read",
+         "arguments": json.dumps({"path": f"f{turn}.txt"})},
+        {"type": "function_call_output", "call_id": f"call_{turn}", "output": filler(turn)},
+    ]  # fmt: skip
+
+
 def test_responses_compaction_writes_typed_messages(proxy: Proxy) -> None:
     """A compacted stateless Responses request (and its summary request) writes every message
     item with ``"type": "message"``: llama-server refuses an assistant message without it
@@ -20,12 +30,7 @@ def test_responses_compaction_writes_typed_messages(proxy: Proxy) -> None:
     items: list[dict[str, Any]] = []
     actions = []
     for turn in range(24):
-        items += [
-            {"type": "message", "role": "user", "content": f"Turn {turn}: read f{turn}.txt"},
-            {"type": "function_call", "call_id": f"call_{turn}", "name": "read",
-             "arguments": json.dumps({"path": f"f{turn}.txt"})},
-            {"type": "function_call_output", "call_id": f"call_{turn}", "output": filler(turn)},
-        ]  # fmt: skip
+        items += _read_turn(turn)
         raw = client.responses.with_raw_response.create(model="scripted", input=items)  # type: ignore[arg-type]
         actions.append(raw.headers["x-autocompact-action"])
         text = raw.parse().output_text
@@ -59,13 +64,8 @@ def test_responses_reasoning_items_go_back_as_sent(proxy: Proxy) -> None:
             "encrypted_content": "", "status": "completed",
         }  # fmt: skip
         sent.append(reasoning)
-        items += [
-            {"type": "message", "role": "user", "content": f"Turn {turn}: read f{turn}.txt"},
-            reasoning,
-            {"type": "function_call", "call_id": f"call_{turn}", "name": "read",
-             "arguments": json.dumps({"path": f"f{turn}.txt"})},
-            {"type": "function_call_output", "call_id": f"call_{turn}", "output": filler(turn)},
-        ]  # fmt: skip
+        user, call, output = _read_turn(turn)
+        items += [user, reasoning, call, output]
         raw = client.responses.with_raw_response.create(model="scripted", input=items)  # type: ignore[arg-type]
         actions.append(raw.headers["x-autocompact-action"])
         items.append({"type": "message", "role": "assistant", "content": raw.parse().output_text})
