@@ -43,6 +43,7 @@ __all__ = [
     "dict_usage",
     "output_message",
     "reasoning_item",
+    "reasoning_ref",
     "reasoning_signature",
     "response_usage",
     "to_responses_input",
@@ -212,17 +213,25 @@ def reasoning_signature(item_id: str, encrypted_content: str | None) -> str:
     return REASONING_SIGNATURE_PREFIX + json.dumps(ref, separators=(",", ":"))
 
 
-def reasoning_item(part: ThinkingPart) -> dict[str, Any] | None:
-    """The Responses reasoning item a thinking part carries in its signature, or ``None``
-    (another provider's thinking, which this API cannot verify)."""
+def reasoning_ref(part: ThinkingPart) -> dict[str, Any] | None:
+    """What a thinking part's signature holds of the Responses reasoning item it carries (its
+    ``id``, ``encrypted_content``, and whatever else its writer kept), or ``None``: another
+    provider's thinking, which this API cannot verify."""
     signature = part.signature or ""
     if not signature.startswith(REASONING_SIGNATURE_PREFIX):
-        return None  # another provider's thinking: this API cannot verify it
+        return None
     try:
         ref = json.loads(signature[len(REASONING_SIGNATURE_PREFIX) :])
     except ValueError:
         return None
-    if not isinstance(ref, dict) or not isinstance(ref.get("id"), str):
+    return ref if isinstance(ref, dict) else None
+
+
+def reasoning_item(part: ThinkingPart) -> dict[str, Any] | None:
+    """The Responses reasoning item a thinking part carries in its signature, or ``None``
+    (another provider's thinking, which this API cannot verify)."""
+    ref = reasoning_ref(part)
+    if ref is None or not isinstance(ref.get("id"), str):
         return None
     item: dict[str, Any] = {
         "type": "reasoning",

@@ -34,7 +34,11 @@ from autocompact.content import (
     Usage,
 )
 from autocompact.convert import UNKNOWN_TOOL_NAME, parse_data_url
-from autocompact.convert.openai_responses import REASONING_SIGNATURE_PREFIX, to_responses_input
+from autocompact.convert.openai_responses import (
+    REASONING_SIGNATURE_PREFIX,
+    reasoning_ref,
+    to_responses_input,
+)
 from autocompact.errors import ContentError, MalformedResponseError
 from autocompact.jsonsafe import is_array, loads
 from autocompact.providers.base import ChatRequest, Completion, FinishReason, ToolSpec
@@ -201,14 +205,9 @@ def _written(messages: Sequence[Message]) -> list[dict[str, Any]]:
     sent: dict[tuple[Any, Any], Any] = {}
     for message in messages:
         for part in message.parts:
-            signature = part.signature if isinstance(part, ThinkingPart) else None
-            if signature and signature.startswith(REASONING_SIGNATURE_PREFIX):
-                try:
-                    ref = json.loads(signature[len(REASONING_SIGNATURE_PREFIX) :])
-                except ValueError:
-                    continue
-                if isinstance(ref, dict) and isinstance(ref.get("item"), Mapping):
-                    sent[ref.get("id"), ref.get("encrypted_content")] = ref["item"]
+            ref = reasoning_ref(part) if isinstance(part, ThinkingPart) else None
+            if ref is not None and isinstance(ref.get("item"), Mapping):
+                sent[ref.get("id"), ref.get("encrypted_content")] = ref["item"]
     out: list[dict[str, Any]] = []
     for item in to_responses_input(messages, family=None):
         if item.get("type") == "reasoning":
