@@ -114,8 +114,13 @@ def run_workers(address: str, log: Path) -> tuple[set[str], int, Counter[str]]:
             workers[slot].busy[turn_id] = conv
             line = json.dumps({"conv": conv, "turn": turn, "turn_id": turn_id}) + "\n"
             assert workers[slot].proc.stdin is not None
-            workers[slot].proc.stdin.write(line)
-            workers[slot].proc.stdin.flush()
+            try:
+                workers[slot].proc.stdin.write(line)
+                workers[slot].proc.stdin.flush()
+            except BrokenPipeError:
+                # Killed after its last acknowledgement, its end not read yet: the turn stays
+                # on it and goes to another worker when its end is read, as for any death.
+                pass
 
     dispatch()
     # Kills from outside land wherever the chosen worker is; counted in acknowledgements (not
