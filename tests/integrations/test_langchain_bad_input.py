@@ -120,7 +120,6 @@ def test_usage_that_is_no_count_reads_as_not_reported(usage: dict[str, Any]) -> 
         {"type": "thinking", "thinking": 5, "signature": "s"},
         {"type": "image_url", "image_url": {"url": "https://x.test/a.png", "detail": "high"}},
         {"type": "image", "url": "https://x.test/a.png", "cache_control": {"type": "ephemeral"}},
-        {"type": "image", "url": "https://x.test/a.png", "extras": {"k": "v"}},
         {"type": "image", "base64": "QUJD", "mime_type": "image/png", "filename": "a.png"},
         {
             "type": "document",
@@ -135,7 +134,6 @@ def test_usage_that_is_no_count_reads_as_not_reported(usage: dict[str, Any]) -> 
         "thinking-int",
         "image-url-detail",
         "image-cache-control",
-        "image-extras",
         "image-filename",
         "document-cache-control",
     ],
@@ -159,3 +157,14 @@ def test_default_detail_and_media_keys_that_are_carried_still_convert() -> None:
     )
     _, (message,) = to_autocompact([human])
     assert len(message.parts) == 3
+
+
+def test_an_image_with_extras_or_an_id_is_carried_whole() -> None:
+    """An image block with ``extras`` or an id (LangChain's block for an image a model drew) is
+    an image part with the block carried beside it, given back byte-exact, not refused."""
+    block = {"type": "image", "url": "https://x.test/a.png", "id": "ig_1", "extras": {"k": "v"}}
+    message = assigned(AIMessage("x"), content=[block])
+    _, history = to_autocompact([message])
+    assert [p.kind for p in history[0].parts] == ["image", "opaque"]
+    (back,) = from_autocompact(history)
+    assert back.content == [block]

@@ -16,7 +16,12 @@ whose tokens are its JSON at 2 characters a token:
 - a block that mirrors one of the message's tool calls with more than the call (the Responses
   API's ``function_call`` item with its id and status, a ``tool_call`` with ``extras``): the
   call stays a function call part; the block is carried where it was, sized without the
-  arguments, its summary empty (the call already reads).
+  arguments, its summary empty (the call already reads);
+- an image with more than its image (OpenAI's generated image: the Responses API's
+  ``image_generation_call`` with its id, status and revised prompt, or the standard ``image``
+  block LangChain makes of it, with its id and ``extras``): an ``ImagePart`` (the estimate
+  counts one image, as the provider does, not its base64) then the carried block, sized
+  without the image data, its summary what else it holds (the prompt the image was drawn to).
 
 :func:`restore` gives each back byte-exact in its place. A block JSON cannot hold is refused.
 """
@@ -28,12 +33,20 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any, TypeGuard
 
-from autocompact.content import CONTENT_BLOCK, OpaquePart, Part
+from autocompact.content import CONTENT_BLOCK, ImagePart, OpaquePart, Part, TextPart
 from autocompact.errors import ContentError
 from autocompact.jsonsize import json_form, json_length
 from autocompact.sendcheck import json_problem
 
-__all__ = ["PROVIDER", "carried", "carried_call", "carried_text", "is_carried", "restore"]
+__all__ = [
+    "PROVIDER",
+    "carried",
+    "carried_call",
+    "carried_image",
+    "carried_text",
+    "is_carried",
+    "restore",
+]
 
 PROVIDER = "langchain"
 _CALL_FIELDS = frozenset({"name", "args", "input", "arguments"})  # counted by the call part
@@ -41,6 +54,8 @@ _CALL_FIELDS = frozenset({"name", "args", "input", "arguments"})  # counted by t
 _UNREADABLE = frozenset(
     {"id", "index", "signature", "encrypted_content", "encrypted_index", "data", "base64"}
 )
+# The blocks that hold an image carried beside its ``ImagePart`` (see :func:`carried_image`).
+IMAGE_BLOCKS = frozenset({"image", "image_generation_call"})
 _SUMMARY_CHARS = 2_000  # a block's summary is cut here (it stands in for the block in text)
 
 
@@ -89,14 +104,29 @@ def carried_call(block: Mapping[str, Any], refuse: Callable[[str], ContentError]
     return _part(payload, "", rest)
 
 
-def restore(part: OpaquePart, blocks: list[str | dict[str, Any]], text: str | None) -> None:
+def carried_image(
+    block: Mapping[str, Any], image: str, refuse: Callable[[str], ContentError]
+) -> OpaquePart:
+    """An image block's keys besides its image data (key ``image``); it follows the block's
+    ``ImagePart``."""
+    payload = _copy(block, refuse)
+    rest = {k: v for k, v in payload.items() if k != image}
+    return _part(payload, readable(rest), rest)
+
+
+def restore(part: OpaquePart, blocks: list[str | dict[str, Any]], previous: Part | None) -> None:
     """Put a carried block back into ``blocks``: a text block in place of the plain text block
-    just made from its ``TextPart`` (``text``, that part's text: the engine's reading wins),
-    any other block after the blocks before it."""
+    just made from its ``TextPart`` (``previous``; the engine's reading of the text wins), an
+    image block in place of the one made from its ``ImagePart``, any other block after the
+    blocks before it."""
     block: dict[str, Any] = json.loads(json.dumps(dict(part.payload), ensure_ascii=False))
-    if block.get("type") == "text" and text is not None and blocks:
-        if block.get("text") != text:
-            block["text"] = text
+    kind = block.get("type")
+    if kind == "text" and isinstance(previous, TextPart) and blocks:
+        if block.get("text") != previous.text:
+            block["text"] = previous.text
+        blocks[-1] = block
+        return
+    if kind in IMAGE_BLOCKS and isinstance(previous, ImagePart) and blocks:
         blocks[-1] = block
         return
     blocks.append(block)

@@ -8,7 +8,7 @@ What a round trip keeps: the message type, text, content blocks (text, images, f
 reasoning/thinking with signatures, redacted thinking), tool calls (id, name, arguments), tool
 results (call id, tool name, content, error status), and every block the engine does not read,
 byte-exact in its place (a provider's built-in tool calls and results, encrypted reasoning, a
-text block's citations or ``cache_control``: :mod:`._blocks`). Message identifiers and provider
+text block's citations or ``cache_control``, a generated image's item: :mod:`._blocks`). Message identifiers and provider
 metadata (``id``, ``response_metadata``, ``usage_metadata``) are not content: the middleware
 keeps the original LangChain objects for every message a compaction does not rewrite.
 
@@ -50,6 +50,7 @@ from autocompact.errors import ContentError
 from autocompact.integrations.langchain._blocks import (
     carried,
     carried_call,
+    carried_image,
     carried_text,
     is_carried,
     restore,
@@ -290,6 +291,23 @@ def _block(
     if thinking is not None:
         plain = not extra(*keys) and block.get("id") in (None, "")
         return (thinking,) if plain else (carried(block, refuse),)
+    if kind == "image_generation_call" and isinstance(block.get("result"), str) and block["result"]:
+        # OpenAI's generated image: read and sized as the image it is, the item carried beside.
+        fmt = block.get("output_format")
+        mime = f"image/{fmt}" if isinstance(fmt, str) and fmt.isalnum() else "image/png"
+        return (
+            ImagePart(media_type=mime, data=block["result"]),
+            carried_image(block, "result", refuse),
+        )
+    if kind == "image" and (block.get("id") or block.get("extras")):
+        # An image with its identity (LangChain's block for a generated image keeps the item's
+        # id, which takes it back to the API as that item, and its status in ``extras``).
+        media = _media(
+            {k: v for k, v in block.items() if k not in ("id", "extras")},
+            refuse,
+            lambda *keys: only(*keys, "extras"),
+        )
+        return (media, carried_image(block, "base64" if "base64" in block else "data", refuse))
     if kind in ("image", "image_url", "file", "document"):
         return (_media(block, refuse, only),)
     if kind in _MIRRORED_CALLS:
@@ -422,13 +440,13 @@ def _blocks_of(parts: Sequence[Part]) -> str | list[str | dict[str, Any]]:
     if len(parts) == 1 and isinstance(parts[0], TextPart):
         return parts[0].text
     blocks: list[str | dict[str, Any]] = []
-    text: str | None = None  # the text of the part just before, when it is a TextPart
+    previous: Part | None = None  # the part just before (a carried block may complete it)
     for part in parts:
         if is_carried(part):
-            restore(part, blocks, text)
+            restore(part, blocks, previous)
         else:
             blocks.append(_block_of(part))
-        text = part.text if isinstance(part, TextPart) else None
+        previous = part
     return blocks
 
 
