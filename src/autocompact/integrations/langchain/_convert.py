@@ -8,9 +8,10 @@ What a round trip keeps: the message type, text, content blocks (text, images, f
 reasoning/thinking with signatures, redacted thinking), tool calls (id, name, arguments), tool
 results (call id, tool name, content, error status), and every block the engine does not read,
 byte-exact in its place (a provider's built-in tool calls and results, encrypted reasoning, a
-text block's citations or ``cache_control``, a generated image's item: :mod:`._blocks`). Message identifiers and provider
-metadata (``id``, ``response_metadata``, ``usage_metadata``) are not content: the middleware
-keeps the original LangChain objects for every message a compaction does not rewrite.
+text block's citations or ``cache_control``, a generated image's item: :mod:`._blocks`).
+Message identifiers and provider metadata (``id``, ``response_metadata``, ``usage_metadata``)
+are not content: the middleware keeps the original LangChain objects for every message a
+compaction does not rewrite.
 
 What cannot be carried raises :class:`autocompact.errors.ContentError` naming it (a block JSON
 cannot hold, audio or video the estimate cannot size, a media block's key no part holds, a tool
