@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic_ai import Agent
 from pydantic_ai import messages as pm
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -172,3 +173,45 @@ def test_one_worker_sends_and_keeps_the_messages_of_the_run(tmp_path: Path) -> N
     assert history[1].provider_response_id == "resp-1"
     assert seen[1][:-1] == history[:2]
     assert seen[2][:-1] == history
+
+
+def test_stored_messages_are_matched_to_the_run_s_without_a_pass_over_all(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each stored message is compared with the run's messages that could equal it (same side,
+    same first part), not with every run message after the last one found: with stored
+    messages the run does not hold (cleared outputs, another worker's turns) between those it
+    does, that pass made each request quadratic in the conversation. Counted, not timed."""
+    from autocompact.content import FunctionCallPart, FunctionResponsePart, Message
+    from autocompact.integrations import _pydantic_ai_store as store_module
+    from autocompact.integrations._order import InOrder
+
+    run: list[tuple[Message, pm.ModelMessage]] = []
+    stored: list[Message] = []
+    for i in range(150):
+        call = Message(
+            role="model", parts=(FunctionCallPart(id=f"c{i}", name="read", arguments={}),)
+        )
+        output = FunctionResponsePart(id=f"c{i}", name="read", response=f"page {i}")
+        original = pm.ModelResponse(parts=[pm.ToolCallPart("read", {}, tool_call_id=f"c{i}")])
+        run += [(call, original), (Message(role="user", parts=(output,)), pm.ModelRequest([]))]
+        cleared = FunctionResponsePart(id=f"c{i}", name="read", response="[cleared]")
+        stored += [call, Message(role="user", parts=(cleared,))]
+    compared = 0
+    equal = Message.__eq__
+
+    def counting(self: Message, other: object) -> bool:
+        nonlocal compared
+        compared += 1
+        return equal(self, other)
+
+    monkeypatch.setattr(Message, "__eq__", counting)
+    index = InOrder(store_module._key(message) for message, _ in run)
+    found, after = [], 0
+    for message in stored:
+        original, after = store_module._same(run, index, message, after)
+        found.append(original)
+    monkeypatch.undo()
+    assert found[::2] == [original for _, original in run[::2]]  # each call: the run's own
+    assert found[1::2] == [None] * 150  # a cleared output: built from the store
+    assert compared <= 3 * len(stored)

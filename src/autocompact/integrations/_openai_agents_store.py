@@ -57,6 +57,7 @@ from autocompact.integrations._openai_agents_convert import (
     to_autocompact,
 )
 from autocompact.integrations._openai_agents_model import AgentModel, add_side_usage
+from autocompact.integrations._order import InOrder, part_key
 from autocompact.providers.base import ChatRequest, Provider, ToolSpec
 from autocompact.sessions.stores.base import SessionStore, check_session_id
 from autocompact.sessions.stores.binding import default_owner
@@ -145,13 +146,19 @@ _ORIGINALS = _Originals()
 
 
 def _same(
-    known: Sequence[_Original], flat: Sequence[tuple[Role, Part]], at: int, after: int
+    known: Sequence[_Original],
+    index: InOrder,
+    flat: Sequence[tuple[Role, Part]],
+    at: int,
+    after: int,
 ) -> tuple[_Original | None, int]:
     """The first remembered item from ``after`` on whose side and parts are the stored parts
-    from ``at`` on, and where the next search starts."""
+    from ``at`` on, and where the next search starts. Only the items whose first part could
+    be equal are tried (``index``): a part stored by another worker costs a lookup, not a pass
+    over every remembered item (which made a read quadratic)."""
     role, part = flat[at]
-    for index in range(after, len(known)):
-        original = known[index]
+    for position in index.candidates((role, part_key(part)), after):
+        original = known[position]
         end = at + len(original.parts)
         if (
             original.parts[0] == part
@@ -159,7 +166,7 @@ def _same(
             and end <= len(flat)
             and all(flat[at + j] == (role, p) for j, p in enumerate(original.parts))
         ):
-            return original, index + 1
+            return original, position + 1
     return None, after
 
 
@@ -181,11 +188,12 @@ def _items_of(
     items used."""
     flat = [(m.role, p) for m in history for p in m.parts]
     outputs = _outputs(known)
+    index = InOrder((o.role, part_key(o.parts[0])) for o in known)
     items: list[Item] = []
     used: list[_Original] = []
     at = after = 0
     while at < len(flat):
-        original, after = _same(known, flat, at, after)
+        original, after = _same(known, index, flat, at, after)
         if original is not None:
             items.append(copy.deepcopy(original.item))
             used.append(original)

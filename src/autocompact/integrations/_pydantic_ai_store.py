@@ -27,6 +27,7 @@ from autocompact.content import Message, Usage
 from autocompact.engine import Engine
 from autocompact.errors import ConfigError, ContentError, ContextOverflowError, ProviderError
 from autocompact.guard import ContextGuard
+from autocompact.integrations._order import InOrder, part_key
 from autocompact.integrations._pydantic_ai_convert import (
     from_autocompact,
     response_part,
@@ -122,15 +123,23 @@ def _known(messages: Sequence[pm.ModelMessage]) -> list[tuple[Message, pm.ModelM
     return known
 
 
+def _key(message: Message) -> tuple[str, tuple[str, object] | None]:
+    """What equal messages share (:func:`~autocompact.integrations._order.part_key`)."""
+    return message.role, part_key(message.parts[0]) if message.parts else None
+
+
 def _same(
-    known: Sequence[tuple[Message, pm.ModelMessage]], message: Message, after: int
+    known: Sequence[tuple[Message, pm.ModelMessage]],
+    index: InOrder,
+    message: Message,
+    after: int,
 ) -> tuple[pm.ModelMessage | None, int]:
     """The first run message from ``after`` on whose engine form equals ``message``, and where
-    the next search starts."""
-    for index in range(after, len(known)):
-        candidate, original = known[index]
+    the next search starts (only those ``index`` gives the same key are tried)."""
+    for position in index.candidates(_key(message), after):
+        candidate, original = known[position]
         if candidate.role == message.role and candidate == message:
-            return original, index + 1
+            return original, position + 1
     return None, after
 
 
@@ -163,6 +172,7 @@ class StoreTurn:
         parts = tuple(p for m in converted.messages for p in m.parts)
         self.message = Message(role="user", parts=parts)
         self._known = _known(request_context.messages[:-1])
+        self._index = InOrder(_key(message) for message, _ in self._known)
         self._flow: _Flow = self.core.turn_flow(self.message, turn_id)
         self._side = self.core.compression.side_provider(self.core.provider)
 
@@ -176,7 +186,7 @@ class StoreTurn:
         out: list[pm.ModelMessage] = []
         after = 0  # the next run message an equal stored one may be (in order, each once)
         for message in messages[:-1]:
-            original, after = _same(self._known, message, after)
+            original, after = _same(self._known, self._index, message, after)
             out.extend([original] if original is not None else from_autocompact([message]))
         out.append(self.pending)
         if self.system_parts:
