@@ -10,7 +10,8 @@ Sources, in order of precedence (:func:`resolve_limits`):
 4. ``assumed`` — :data:`ASSUMED_CONTEXT_WINDOW`, always with a warning for ``/context``.
 
 Standard library only: server queries use :mod:`urllib.request` and never raise (a failed query
-is reported as ``None`` with the reason logged under the ``autocompact`` logger).
+is reported as ``None`` with the reason logged under the ``autocompact`` logger, one line per
+query; :func:`ask_server_limits` gives the reason to the caller instead).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ __all__ = [
     "LimitsSource",
     "ModelLimits",
     "ServerKind",
+    "ServerReport",
+    "ask_server_limits",
     "known_limits",
     "load_model_table",
     "query_server_limits",
@@ -229,14 +232,76 @@ def _is_window(value: object) -> bool:
 
 
 _Query = Callable[[str, str, float], "tuple[int, str | None] | None"]
-_QUERIES: dict[str, tuple[_Query, ...]] = {
-    "vllm": (_models,),
-    "ollama": (_ollama, _models),
-    "llamacpp": (_llamacpp, _models),
-    "lmstudio": (_lmstudio, _models),
+# Each way of asking, with where it asks (named in the reason a server said no window).
+_PROPS = ("/props", _llamacpp)
+_MODELS = ("/v1/models", _models)
+_OLLAMA = ("/api/show", _ollama)
+_LMSTUDIO = ("/api/v0/models", _lmstudio)
+_QUERIES: dict[str, tuple[tuple[str, _Query], ...]] = {
+    "vllm": (_MODELS,),
+    "ollama": (_OLLAMA, _MODELS),
+    "llamacpp": (_PROPS, _MODELS),
+    "lmstudio": (_LMSTUDIO, _MODELS),
     # A server of unknown kind: ask where each kind says it.
-    "openai-compatible": (_llamacpp, _models, _ollama, _lmstudio),
+    "openai-compatible": (_PROPS, _MODELS, _OLLAMA, _LMSTUDIO),
 }
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerReport:
+    """What a server said when asked for a model's window (:func:`ask_server_limits`).
+
+    Attributes:
+        limits: the window it reported (``source="server"``), or ``None`` when it said none.
+        reason: when it said none, why: each place asked and its answer
+            (``/props: HTTP Error 404: Not Found; /v1/models: no window``); else empty.
+    """
+
+    limits: ModelLimits | None
+    reason: str = ""
+
+
+def ask_server_limits(
+    base_url: str, model: str, *, kind: ServerKind = "vllm", timeout: float = 2.0
+) -> ServerReport:
+    """Ask a local OpenAI-compatible server for the model's context window, logging nothing.
+
+    As :func:`query_server_limits`, for a caller that says what it learned itself (the proxy
+    asks again while a server says no window, and logs only what changes).
+
+    Raises:
+        ConfigError: ``kind`` is not a server kind.
+    """
+    queries = _QUERIES.get(kind)
+    if queries is None:
+        raise ConfigError(
+            f"unknown server kind {kind!r}: use one of {', '.join(_QUERIES)}", key="kind"
+        )
+    answers: dict[str, list[str]] = {}  # answer -> where (the same answer said once)
+    for where, query in queries:
+        try:
+            found = query(base_url, model, timeout)
+        except (OSError, ValueError, urllib.error.URLError, AttributeError, TypeError) as exc:
+            answers.setdefault(str(exc) or type(exc).__name__, []).append(where)
+            continue
+        if found is None:
+            answers.setdefault("no window", []).append(where)
+            continue
+        if not _is_window(found[0]):
+            answers.setdefault(f"{found[0]!r:.40}, which is no window", []).append(where)
+            continue
+        window, warning = found
+        limits = ModelLimits(
+            model=model,
+            context_window=window,
+            max_output_tokens=None,
+            source="server",
+            matched=f"{kind} at {base_url}",
+            warning=warning,
+        )
+        return ServerReport(limits=limits)
+    reason = "; ".join(f"{', '.join(where)}: {answer}" for answer, where in answers.items())
+    return ServerReport(limits=None, reason=reason)
 
 
 def query_server_limits(
@@ -253,41 +318,17 @@ def query_server_limits(
 
     Returns:
         Limits with ``source="server"``, or ``None`` when the server did not say, or said a
-        window that is none (0, negative, ``true``, past :data:`MAX_CONTEXT_WINDOW`; the reason
-        is logged at INFO level). Never raises for network or format problems.
+        window that is none (0, negative, ``true``, past :data:`MAX_CONTEXT_WINDOW`); then one
+        line at INFO level says why, naming each place asked. Never raises for network or
+        format problems.
     """
-    queries = _QUERIES.get(kind)
-    if queries is None:
-        raise ConfigError(
-            f"unknown server kind {kind!r}: use one of {', '.join(_QUERIES)}", key="kind"
-        )
-    found = None
-    for query in queries:
-        try:
-            found = query(base_url, model, timeout)
-        except (OSError, ValueError, urllib.error.URLError, AttributeError, TypeError) as exc:
-            logger.info("could not read the context window from %s (%s): %s", base_url, kind, exc)
-            continue
-        if found is not None and not _is_window(found[0]):
-            logger.info(
-                "%s at %s reported %r as the context window of %s, which is no window; ignored",
-                kind, base_url, found[0], model,
-            )  # fmt: skip
-            found = None
-        if found is not None:
-            break
-    if found is None:
-        logger.info("%s at %s did not report a context window for %s", kind, base_url, model)
-        return None
-    window, warning = found
-    return ModelLimits(
-        model=model,
-        context_window=window,
-        max_output_tokens=None,
-        source="server",
-        matched=f"{kind} at {base_url}",
-        warning=warning,
-    )
+    report = ask_server_limits(base_url, model, kind=kind, timeout=timeout)
+    if report.limits is None:
+        logger.info(
+            "%s at %s did not report a context window for %s (%s)",
+            kind, base_url, model, report.reason,
+        )  # fmt: skip
+    return report.limits
 
 
 # -- resolution --------------------------------------------------------------------------------

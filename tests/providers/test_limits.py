@@ -237,3 +237,19 @@ def test_a_server_window_that_is_no_window_is_passed_over_for_the_next_way(serve
     limits = query_server_limits(base, "m", kind="openai-compatible")
     assert limits is not None
     assert limits.context_window == 4096
+
+
+def test_a_server_that_says_no_window_is_logged_in_one_line(
+    server: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Asked every way and answered by none: one INFO line that names each place asked and its
+    answer (one line per place was logged, three of them the same "HTTP Error 404")."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="autocompact")
+    base = server({"/v1/models": {"data": [{"id": "m"}]}})
+    assert query_server_limits(base, "m", kind="openai-compatible") is None
+    assert [r.getMessage() for r in caplog.records] == [
+        f"openai-compatible at {base} did not report a context window for m (/props, "
+        "/api/show, /api/v0/models: HTTP Error 404: Not Found; /v1/models: no window)"
+    ]

@@ -498,16 +498,18 @@ def test_window_lookups_back_off_until_one_finds_a_window() -> None:
     """A lookup that finds no window is tried again after 30 s, then twice as long each time
     up to 30 minutes; a found window is kept; a model the table knows, or behind the Anthropic
     upstream, asks nothing."""
-    from autocompact.limits import ModelLimits
+    from autocompact.limits import ModelLimits, ServerReport
     from autocompact.serve.windows import RETRY_FIRST, RETRY_LONGEST, ModelWindows
 
     clock, asked = Clock(), []
     found: list[int | None] = [None]
 
-    def lookup(base: str, model: str) -> ModelLimits | None:
+    def lookup(base: str, model: str) -> ServerReport:
         asked.append(clock.now)
         window = found[0]
-        return None if window is None else ModelLimits(model=model, context_window=window)
+        if window is None:
+            return ServerReport(limits=None, reason="/props: no window")
+        return ServerReport(limits=ModelLimits(model=model, context_window=window, source="server"))
 
     windows = ModelWindows({"openai": "http://upstream/v1"}, clock=clock, lookup=lookup)
 

@@ -27,7 +27,13 @@ from starlette.routing import Route
 from autocompact.errors import AutocompactError, ContentError
 from autocompact.jsonsafe import loads
 from autocompact.serve.anthropic_messages import ANTHROPIC_MESSAGES
-from autocompact.serve.config import DEFAULT_MAX_BODY_BYTES, LEASE_MARGIN, ServeConfig, target_url
+from autocompact.serve.config import (
+    DEFAULT_MAX_BODY_BYTES,
+    LEASE_MARGIN,
+    ServeConfig,
+    shown_url,
+    target_url,
+)
 from autocompact.serve.followed import Followed, FollowedStream
 from autocompact.serve.openai_chat import OPENAI_CHAT
 from autocompact.serve.planner import Decision, Planner
@@ -245,7 +251,7 @@ class ServeApp:
         added: float = 0.0,
     ) -> Response:
         upstream = protocol.upstream
-        where = f"the {upstream} upstream ({_shown(url)})"
+        where = f"the {upstream} upstream ({shown_url(url)})"
         if isinstance(exc, httpx.TimeoutException):
             message = (
                 f"{where} did not answer within {self.config.timeout:g} s (autocompact serve "
@@ -560,12 +566,6 @@ class ServeApp:
             added * 1000,
             *(() if error is None else (error,)),
         )
-
-
-def _shown(url: str) -> str:
-    """``url`` as an error message shows it: no user name, password or query."""
-    parsed = httpx.URL(url)
-    return str(parsed.copy_with(username=None, password=None, query=None))
 
 
 def _ours(decision: Decision) -> dict[str, str]:

@@ -1,17 +1,25 @@
-"""How the proxy runs: :class:`ServeConfig` (checked when made) and the upstream URL of a
-client's path."""
+"""How the proxy runs: :class:`ServeConfig` (checked when made), the upstream URL of a
+client's path, and an upstream URL as messages show it."""
 
 from __future__ import annotations
 
 import math
 import os
 import socket
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from autocompact.compaction.split import COMPRESSION_PRESERVE_THRESHOLD
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "LEASE_MARGIN", "UPSTREAM_NAMES", "ServeConfig", "target_url"]
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "LEASE_MARGIN",
+    "UPSTREAM_NAMES",
+    "ServeConfig",
+    "shown_url",
+    "target_url",
+]
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 UPSTREAM_NAMES = ("openai", "anthropic")
@@ -112,3 +120,10 @@ def target_url(base: str, path: str, query: str = "") -> str:
     if base.endswith("/v1") and path.startswith("/v1/"):
         path = path[3:]
     return base + path + (f"?{query}" if query else "")
+
+
+def shown_url(url: str) -> str:
+    """``url`` as a message or the log shows it: no user name, password, query or fragment."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
