@@ -60,6 +60,8 @@ TESTS = {
         "tests/serve/test_upstream_edges.py",
         "tests/serve/test_tool_media.py",
         "tests/serve/test_wire_forms.py",
+        "tests/serve/test_start.py",
+        "tests/serve/test_window_log.py",
     ],
 }
 

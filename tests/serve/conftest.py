@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,28 @@ class Proxy:
     app: ServeApp
     upstream: ScriptedUpstream
     upstream_url: str
+
+
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """``autocompact serve`` run in-process serves nothing: each start it reaches is recorded
+    (its worker count), on a socket bound to a free port (the test's --port may be taken)."""
+    from autocompact.cli import serve_cmd
+
+    starts: list[int] = []
+
+    def listen(host: str, port: int) -> socket.socket:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        return sock
+
+    def serve(sock: socket.socket, config: object, workers: int) -> int:
+        starts.append(workers)
+        return 0
+
+    monkeypatch.setattr(serve_cmd, "_listen", listen)
+    monkeypatch.setattr(serve_cmd, "_serve", serve)
+    return starts
 
 
 @pytest.fixture

@@ -76,7 +76,7 @@ def test_the_planner_gets_the_compaction_settings(tmp_path: Path) -> None:
 )
 def test_a_store_that_cannot_be_written_stops_the_start(
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    started: list[int],
     capsys: pytest.CaptureFixture[str],
     store: str,
     said: str,
@@ -84,14 +84,8 @@ def test_a_store_that_cannot_be_written_stops_the_start(
     """``autocompact serve`` with a store it cannot write exits with an error naming the
     option, the store and why, before it serves: it started, answered every request
     uncompacted and said so only in the log, one request at a time."""
-    import uvicorn
-
     from autocompact.cli.main import main
 
-    def serve(*args: object, **kwargs: object) -> None:
-        raise AssertionError("the proxy started")
-
-    monkeypatch.setattr(uvicorn, "run", serve)
     (tmp_path / "a-file").write_text("")
     from autocompact.sessions.stores import open_store
 
@@ -105,20 +99,17 @@ def test_a_store_that_cannot_be_written_stops_the_start(
     assert err.startswith(f"Error: the store {address} ")
     assert said in err
     assert "--store" in err
+    assert started == []
 
 
 def test_a_postgresql_store_not_answering_yet_is_warned_about(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    started: list[int], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A PostgreSQL store that does not answer at start is warned about (it may be starting)
     and the proxy serves; the warning never shows the password."""
-    import uvicorn
-
     from autocompact.cli.main import main
 
     pytest.importorskip("psycopg")
-    started = []
-    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: started.append(True))
     address = "postgresql://user:secret@127.0.0.1:9/db?connect_timeout=2"
     code = main(["serve", "--upstream", "openai=http://127.0.0.1:9/v1", "--store", address])
     err = capsys.readouterr().err
@@ -140,7 +131,7 @@ def test_a_postgresql_store_not_answering_yet_is_warned_about(
 )
 def test_an_upstream_that_is_the_proxy_itself_is_refused(
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    started: list[int],
     capsys: pytest.CaptureFixture[str],
     upstream: str,
     host: str,
@@ -149,12 +140,8 @@ def test_an_upstream_that_is_the_proxy_itself_is_refused(
     """``--upstream`` naming the proxy's own address and port is refused at start, naming the
     upstream and the options: every request went back to the proxy, each waiting on the next
     until --timeout (600 s) ended them with a 504."""
-    import uvicorn
-
     from autocompact.cli.main import main
 
-    started = []
-    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: started.append(True))
     argv = ["serve", "--upstream", upstream, "--host", host, "--port", "8787"]
     code = main([*argv, "--store", f"sqlite:///{tmp_path / 's.db'}"])
     err = capsys.readouterr().err

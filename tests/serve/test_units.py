@@ -179,7 +179,7 @@ def test_cli_refuses_without_upstream() -> None:
 )
 def test_cli_refuses_a_bad_port_or_log_level(
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    started: list[int],
     capsys: pytest.CaptureFixture[str],
     option: list[str],
     named: str,
@@ -189,9 +189,6 @@ def test_cli_refuses_a_bad_port_or_log_level(
     "unexpected ValueError" from logging)."""
     from autocompact.cli.main import main
 
-    started: list[object] = []
-    uvicorn = pytest.importorskip("uvicorn")
-    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: started.append(a))
     args = ["serve", "--upstream", "openai=http://127.0.0.1:9/v1"]
     args += ["--store", f"sqlite:///{tmp_path / 'serve.db'}", *option]
     with pytest.raises(SystemExit) as info:
@@ -202,7 +199,10 @@ def test_cli_refuses_a_bad_port_or_log_level(
 
 
 def test_cli_refuses_a_host_that_does_not_resolve(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    started: list[int],
 ) -> None:
     """A --host the resolver does not know is a usage error naming --host (uvicorn exited 3
     with "[Errno -2] Name or service not known", naming no option). The resolver is stood in
@@ -214,9 +214,6 @@ def test_cli_refuses_a_host_that_does_not_resolve(
     def unknown(host: str, *args: object, **kwargs: object) -> object:
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
 
-    started: list[object] = []
-    uvicorn = pytest.importorskip("uvicorn")
-    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: started.append(a))
     monkeypatch.setattr(socket, "getaddrinfo", unknown)
     args = ["serve", "--upstream", "openai=http://127.0.0.1:9/v1", "--host", "not a host"]
     with pytest.raises(SystemExit) as info:
@@ -229,15 +226,12 @@ def test_cli_refuses_a_host_that_does_not_resolve(
 
 
 def test_cli_banner_writes_an_ipv6_address_in_brackets(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, started: list[int], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``--host ::`` is announced as a URL a browser or client takes (``http://[::]:8787``; it
     said ``http://:::8787``)."""
     from autocompact.cli.main import main
 
-    started: list[object] = []
-    uvicorn = pytest.importorskip("uvicorn")
-    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: started.append(a))
     args = ["serve", "--upstream", "openai=http://127.0.0.1:9/v1", "--host", "::"]
     assert main([*args, "--store", f"sqlite:///{tmp_path / 'serve.db'}"]) == 0
     assert "autocompact serve on http://[::]:8787 " in capsys.readouterr().err
@@ -246,15 +240,15 @@ def test_cli_banner_writes_an_ipv6_address_in_brackets(
 
 @pytest.mark.parametrize("store", ["", "  "], ids=["empty", "blank"])
 def test_cli_refuses_an_empty_store(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], store: str
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    started: list[int],
+    store: str,
 ) -> None:
     """`serve --store ""` is an error naming --store before anything starts (it served on the
     default serve.db, or $AUTOCOMPACT_STORE, as if --store were not given)."""
     from autocompact.cli.main import main
 
-    started: list[object] = []
-    uvicorn = pytest.importorskip("uvicorn")
-    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: started.append(a))
     monkeypatch.setenv("AUTOCOMPACT_STORE", "sqlite:///never-opened.db")
     args = ["serve", "--upstream", "openai=http://127.0.0.1:9/v1", "--store", store]
     assert main(args) == 2

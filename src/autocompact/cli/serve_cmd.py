@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
+import inspect
 import json
 import logging
 import os
+import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -69,8 +73,6 @@ def _port(value: str) -> int:
 def _host(value: str) -> str:
     """``--host``: an address this machine can resolve (uvicorn exited 3 on it, naming no
     option)."""
-    import socket
-
     try:
         socket.getaddrinfo(value, None)
     except (OSError, UnicodeError) as exc:
@@ -274,7 +276,7 @@ def run(args: argparse.Namespace) -> int:
             key="upstream",
         )
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401  (the extra is there before anything is checked)
     except ImportError as exc:
         raise MissingDependencyError("uvicorn", "serve") from exc
     if args.store is not None and not args.store.strip():  # not the default store, silently
@@ -298,25 +300,82 @@ def run(args: argparse.Namespace) -> int:
     config = _config(data)  # checks the values before any worker starts
     _check_not_itself(dict(config.upstreams), args.host, args.port)
     _check_store(config.store, flag)
-    logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("autocompact").setLevel(args.log_level.upper())
-    print(
-        f"autocompact serve on http://{_url_host(args.host)}:{args.port} → "
-        + ", ".join(f"{k}={v}" for k, v in sorted(config.upstreams.items())),
-        file=sys.stderr,
-    )
-    if args.workers == 1:
+    sock = _listen(args.host, args.port)  # before the banner: it is true once printed
+    try:
+        logging.basicConfig(
+            stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s"
+        )
+        logging.getLogger("autocompact").setLevel(args.log_level.upper())
+        print(
+            f"autocompact serve on http://{_url_host(args.host)}:{args.port} → "
+            + ", ".join(f"{k}={v}" for k, v in sorted(config.upstreams.items())),
+            file=sys.stderr,
+        )
+        if args.workers > 1:
+            os.environ[CONFIG_ENV] = json.dumps(data)
+        return _serve(sock, config, args.workers)
+    finally:
+        sock.close()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The socket the proxy serves on, bound and listening (as uvicorn binds one).
+
+    Bound here, before the banner, so that a port in use is one line naming it and what to do
+    (the banner was printed, then uvicorn's bind error, exit 3).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)  # uvicorn's default backlog
+    except OSError as exc:
+        sock.close()
+        where = f"{_url_host(host)}:{port}"
+        if exc.errno == errno.EADDRINUSE:
+            why = (
+                "the address is already in use (another program, or another autocompact "
+                "serve, listens there): give another --port, or stop the process using it"
+            )
+        elif exc.errno == errno.EACCES:
+            why = "permission denied (ports below 1024 need privileges): give a --port ≥ 1024"
+        elif exc.errno == errno.EADDRNOTAVAIL:
+            why = "the address is not one of this machine's: give a --host it has"
+        else:
+            why = f"{exc.strerror or exc}: check --host and --port"
+        raise ConfigError(f"cannot listen on {where}: {why}", key="--port") from exc
+    sock.set_inheritable(True)  # (the workers of --workers N serve on it)
+    return sock
+
+
+def _serve(sock: socket.socket, config: Any, workers: int) -> int:
+    """Serve on ``sock`` until interrupted: the app in this process, or ``workers`` worker
+    processes that each build it from :data:`CONFIG_ENV` (:func:`app_from_env`)."""
+    import uvicorn
+
+    if workers == 1:
         from autocompact.serve import create_app
 
-        uvicorn.run(create_app(config), host=args.host, port=args.port, log_level="warning")
-        return 0
-    os.environ[CONFIG_ENV] = json.dumps(data)
-    uvicorn.run(
+        server = uvicorn.Server(uvicorn.Config(create_app(config), log_level="warning"))
+        try:
+            server.run(sockets=[sock])
+        except KeyboardInterrupt:
+            return 0
+        return 0 if server.started else 1
+    from uvicorn.supervisors import Multiprocess
+
+    settings = uvicorn.Config(
         "autocompact.cli.serve_cmd:app_from_env",
         factory=True,
-        host=args.host,
-        port=args.port,
-        workers=args.workers,
+        workers=workers,
         log_level="warning",
     )
+    # What uvicorn.run does with workers, on our socket; before uvicorn 0.51 the supervisor
+    # also takes each worker's target.
+    extra: dict[str, Any] = {}
+    if "target" in inspect.signature(Multiprocess).parameters:
+        extra["target"] = uvicorn.Server(settings).run
+    with contextlib.suppress(KeyboardInterrupt):
+        Multiprocess(settings, sockets=[sock], **extra).run()
     return 0

@@ -1,0 +1,103 @@
+"""``autocompact serve`` starting as a process: the port it listens on, taken or free, with one
+worker or several."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from autocompact.serve.threaded import serve_in_thread
+
+from .scripted import ScriptedUpstream
+
+START_SECONDS = 90.0
+"""How long a proxy process may take to answer ``/healthz`` (a busy machine, workers spawned)."""
+
+
+def _command(upstream: str, port: int, store: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable, "-m", "autocompact.cli.main", "serve", "--upstream",
+        f"openai={upstream}/v1", "--host", "127.0.0.1", "--port", str(port), "--store",
+        f"sqlite:///{store}", *extra,
+    ]  # fmt: skip
+
+
+@pytest.fixture
+def taken() -> Iterator[int]:
+    """A port on 127.0.0.1 that another program listens on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_port_in_use_is_one_line_naming_it_and_no_banner(
+    tmp_path: Path, taken: int, workers: str
+) -> None:
+    """A --port another program listens on: exit 2 with one line naming the address and what
+    to do, no banner, no traceback (the banner said the proxy was listening, then uvicorn's
+    bind error followed and the exit status was 3)."""
+    command = _command("http://127.0.0.1:9", taken, tmp_path / "s.db", "--workers", workers)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        f"Error: cannot listen on 127.0.0.1:{taken}: the address is already in use (another "
+        "program, or another autocompact serve, listens there): give another --port, or stop "
+        "the process using it\n"
+    )
+    assert done.stdout == ""
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_the_proxy_serves_on_the_port_it_announced(tmp_path: Path, workers: str) -> None:
+    """Started as a process, with one worker or two, the proxy prints its banner, answers
+    /healthz and forwards a request on the port it announced, and stops on SIGTERM."""
+    script = ScriptedUpstream()
+    with serve_in_thread(script.app()) as upstream, socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+        probe.close()
+        command = _command(upstream, port, tmp_path / "s.db", "--workers", workers)
+        process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + START_SECONDS
+            while True:
+                try:
+                    if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                assert process.poll() is None, process.stderr.read()  # type: ignore[union-attr]
+                assert time.monotonic() < deadline, "the proxy did not answer /healthz"
+                time.sleep(0.2)
+            client = openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0)
+            reply = client.chat.completions.create(
+                model="scripted", messages=[{"role": "user", "content": "hi"}]
+            )
+            assert reply.choices[0].message.content == "ok 1"
+        finally:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+    err = process.stderr.read().decode()  # type: ignore[union-attr]
+    assert err.startswith(
+        f"autocompact serve on http://127.0.0.1:{port} → openai={upstream}/v1\n"
+    ), err
+    assert "Traceback" not in err
