@@ -62,7 +62,9 @@ def test_a_port_in_use_is_one_line_naming_it_and_no_banner(
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_the_proxy_serves_on_the_port_it_announced(tmp_path: Path, workers: str) -> None:
     """Started as a process, with one worker or two, the proxy prints its banner, answers
-    /healthz and forwards a request on the port it announced, and stops on SIGTERM."""
+    /healthz and forwards a request on the port it announced, logs the request (a worker of
+    --workers N logged nothing: the log was set up in the parent only), and stops on
+    SIGTERM."""
     script = ScriptedUpstream()
     with serve_in_thread(script.app()) as upstream, socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -101,3 +103,4 @@ def test_the_proxy_serves_on_the_port_it_announced(tmp_path: Path, workers: str)
         f"autocompact serve on http://127.0.0.1:{port} → openai={upstream}/v1\n"
     ), err
     assert "Traceback" not in err
+    assert " autocompact.serve INFO POST /v1/chat/completions conversation=" in err

@@ -261,11 +261,19 @@ def _check_store(address: str, flag: str) -> None:
         store.close()
 
 
+def _log_to_stderr(level: str) -> None:
+    """The proxy's log on stderr from ``level`` up (in each worker of ``--workers N`` too)."""
+    logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("autocompact").setLevel(level.upper())
+
+
 def app_from_env() -> Any:
     """The ASGI app of one worker under ``--workers N`` (uvicorn's factory)."""
     from autocompact.serve import create_app
 
-    return create_app(_config(json.loads(os.environ[CONFIG_ENV])))
+    data = json.loads(os.environ[CONFIG_ENV])
+    _log_to_stderr(data.pop("log_level", "info"))
+    return create_app(_config(data))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -302,17 +310,14 @@ def run(args: argparse.Namespace) -> int:
     _check_store(config.store, flag)
     sock = _listen(args.host, args.port)  # before the banner: it is true once printed
     try:
-        logging.basicConfig(
-            stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s"
-        )
-        logging.getLogger("autocompact").setLevel(args.log_level.upper())
+        _log_to_stderr(args.log_level)
         print(
             f"autocompact serve on http://{_url_host(args.host)}:{args.port} → "
             + ", ".join(f"{k}={v}" for k, v in sorted(config.upstreams.items())),
             file=sys.stderr,
         )
         if args.workers > 1:
-            os.environ[CONFIG_ENV] = json.dumps(data)
+            os.environ[CONFIG_ENV] = json.dumps({**data, "log_level": args.log_level})
         return _serve(sock, config, args.workers)
     finally:
         sock.close()
