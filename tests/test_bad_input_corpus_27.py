@@ -312,6 +312,36 @@ def test_sqlite_relative_is_a_sqlite_file(tmp_path: Path, monkeypatch: pytest.Mo
     assert (tmp_path / "relative.db").is_file()
 
 
+@pytest.mark.parametrize("name", ["plain.db", "plain.sqlite", "PLAIN.SQLITE3"])
+def test_a_plain_path_with_a_sqlite_suffix_is_a_sqlite_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """A plain path ending in .db, .sqlite or .sqlite3 is a SQLite file (relative to the
+    current directory, as sqlite:PATH), not a JSONL directory of that name; another plain path
+    is still a JSONL directory."""
+    monkeypatch.chdir(tmp_path)
+    store = open_store(name)
+    assert isinstance(store, SqliteStore)
+    assert store.address == f"sqlite:///{tmp_path / name}"  # reopens the same file
+    store.ensure("s", {})
+    store.close()
+    assert (tmp_path / name).read_bytes()[:16] == b"SQLite format 3\x00"
+    assert isinstance(open_store("sessions"), JsonlStore)
+
+
+def test_a_directory_named_like_a_sqlite_file_is_refused_naming_jsonl(tmp_path: Path) -> None:
+    """A directory named x.db (the JSONL sessions such a path made before) is refused, naming
+    the jsonl:// address that keeps reading it; that address opens it."""
+    old = tmp_path / "old.db"
+    old.mkdir()
+    with pytest.raises(SessionStoreError) as info:
+        open_store(str(old))
+    assert f"{old} is a directory, not a SQLite file" in str(info.value)
+    assert f"give jsonl://{old} to keep using it" in str(info.value)
+    assert isinstance(open_store(f"jsonl://{old}"), JsonlStore)
+    assert list(old.iterdir()) == []  # nothing written in it
+
+
 @pytest.mark.parametrize("address", ["sqlite:///{}/typo.db", "{}/typo-dir"])
 def test_reading_a_missing_store_creates_nothing(tmp_path: Path, address: str) -> None:
     """open_store(create=False) on a missing SQLite file or JSONL folder: an error naming the

@@ -55,6 +55,22 @@ def test_chat_keeps_turns_in_the_store_and_sessions_reads_them(
         assert password not in everything
 
 
+def test_a_plain_path_ending_in_db_is_the_sqlite_file_for_chat_and_sessions(
+    chat_env: ChatEnv,
+) -> None:
+    """chat --store PATH.db keeps the session in the SQLite file PATH.db (it made a JSONL
+    directory of that name), which sessions list reads by either address."""
+    path = chat_env.cwd.parent / "plain.db"
+    result = chat_env.run(["chat", "--provider", "fake", "--store", str(path)], ["one"])
+    assert result.code == 0, result.err
+    assert path.read_bytes()[:16] == b"SQLite format 3\x00"
+    sid = only_id(chat_env, f"sqlite://{path}")
+    for address in (str(path), f"sqlite://{path}"):
+        listed = chat_env.run(["sessions", "list", "--store", address])
+        assert listed.code == 0, listed.err
+        assert sid in listed.out
+
+
 def test_chat_resumes_a_stored_session(chat_env: ChatEnv) -> None:
     """--store … --resume ID continues the stored conversation (the model sees turn one)."""
     address = sqlite_address(chat_env)

@@ -102,6 +102,53 @@ def test_a_store_that_cannot_be_written_stops_the_start(
     assert started == []
 
 
+def test_a_plain_store_path_ending_in_db_is_a_sqlite_file_and_the_banner_says_so(
+    tmp_path: Path, started: list[int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``serve --store PATH.db`` serves on the SQLite file PATH.db (it made a JSONL directory
+    named PATH.db), and the start line says which store the proxy uses; a directory named so
+    is refused naming the jsonl:// address that keeps it."""
+    from autocompact.cli.main import main
+
+    path = tmp_path / "proxy.db"
+    argv = ["serve", "--upstream", "openai=http://127.0.0.1:9/v1", "--store"]
+    assert main([*argv, str(path)]) == 0
+    assert started == [1]
+    assert path.read_bytes()[:16] == b"SQLite format 3\x00"
+    assert f"\n  store: SQLite file {path} (--store)\n" in capsys.readouterr().err
+    (tmp_path / "old.db").mkdir()
+    assert main([*argv, str(tmp_path / "old.db")]) == 2
+    err = capsys.readouterr().err
+    assert f"give jsonl://{tmp_path / 'old.db'} to keep using it" in err
+    assert "autocompact serve on" not in err
+    assert started == [1]
+
+
+@pytest.mark.parametrize("given", ["env", "default"])
+def test_the_banner_names_the_store_in_use_and_where_it_came_from(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    started: list[int],
+    capsys: pytest.CaptureFixture[str],
+    given: str,
+) -> None:
+    """Without --store, the start line names the store $AUTOCOMPACT_STORE gave, or the
+    default serve.db in the user data directory, as the proxy opened it."""
+    from autocompact.cli.main import main
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.delenv("AUTOCOMPACT_STORE", raising=False)
+    if given == "env":
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setenv("AUTOCOMPACT_STORE", "sqlite:env.db")
+        expected = f"SQLite file {tmp_path / 'env.db'} ($AUTOCOMPACT_STORE)"
+    else:
+        path = tmp_path / "data" / "autocompact" / "serve.db"
+        expected = f"SQLite file {path} (the default)"
+    assert main(["serve", "--upstream", "openai=http://127.0.0.1:9/v1"]) == 0
+    assert f"\n  store: {expected}\n" in capsys.readouterr().err
+
+
 def test_a_postgresql_store_not_answering_yet_is_warned_about(
     started: list[int], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -120,7 +120,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--port", type=_port, default=8787, help="port (default 8787)")
     parser.add_argument(
         "--store",
-        help="session store for the compactions: sqlite:///path or postgresql://… (default: "
+        help="session store for the compactions: sqlite:///path (or a path ending in .db, "
+        ".sqlite, .sqlite3), postgresql://…, or a directory for JSONL files (default: "
         f"${STORE_ENV}, else serve.db in the user data directory)",
     )
     parser.add_argument(
@@ -209,8 +210,9 @@ def _check_not_itself(upstreams: dict[str, str], host: str, port: int) -> None:
             )
 
 
-def _check_store(address: str, flag: str) -> None:
-    """Open the store once before serving, as ``GET /healthz`` does.
+def _check_store(address: str, flag: str) -> str:
+    """Open the store once before serving, as ``GET /healthz`` does; what it is, as the start
+    line says it (``SQLite file /abs/path``: what ``--store`` became).
 
     A store that cannot be opened or written made every request go out uncompacted (each with
     an error in the log), with nothing said at start. A SQLite file or JSONL directory that
@@ -259,6 +261,9 @@ def _check_store(address: str, flag: str) -> None:
         )
     finally:
         store.close()
+    if parsed is None or parsed.kind == "postgresql":
+        return f"PostgreSQL {shown}"
+    return f"{'SQLite file' if parsed.kind == 'sqlite' else 'JSONL directory'} {parsed.location}"
 
 
 def _log_to_stderr(level: str) -> None:
@@ -294,6 +299,7 @@ def run(args: argparse.Namespace) -> int:
             key="--store",
         )
     flag = f"${STORE_ENV}" if not args.store and os.environ.get(STORE_ENV) else "--store"
+    origin = flag if args.store or os.environ.get(STORE_ENV) else "the default"
     data = {
         "upstreams": dict(args.upstream),
         "store": args.store or os.environ.get(STORE_ENV) or _default_store(),
@@ -307,13 +313,14 @@ def run(args: argparse.Namespace) -> int:
     }
     config = _config(data)  # checks the values before any worker starts
     _check_not_itself(dict(config.upstreams), args.host, args.port)
-    _check_store(config.store, flag)
+    store = _check_store(config.store, flag)
     sock = _listen(args.host, args.port)  # before the banner: it is true once printed
     try:
         _log_to_stderr(args.log_level)
         print(
             f"autocompact serve on http://{_url_host(args.host)}:{args.port} → "
-            + ", ".join(f"{k}={v}" for k, v in sorted(config.upstreams.items())),
+            + ", ".join(f"{k}={v}" for k, v in sorted(config.upstreams.items()))
+            + f"\n  store: {store} ({origin})",
             file=sys.stderr,
         )
         if args.workers > 1:

@@ -12,7 +12,11 @@ The forms:
   ``sqlite:relative/path.db``: a path relative to the current directory (before, this became a
   JSONL directory named ``sqlite:relative``); ``?mode=ro`` opens it read-only;
 - ``postgresql://…`` / ``postgres://…``; ``postgresql:…`` without ``//`` is refused;
-- ``jsonl:///path`` or a plain path: a directory of JSONL session files;
+- a plain path ending in ``.db``, ``.sqlite`` or ``.sqlite3``: a SQLite file, as
+  ``sqlite:`` + the path (before, it became a JSONL directory named ``x.db``); one that is an
+  existing directory (the JSONL sessions such a path made before) is refused, naming
+  ``jsonl:///`` to keep reading it;
+- ``jsonl:///path`` or another plain path: a directory of JSONL session files;
 - an empty or blank address is refused (``--store ''`` used to mean the JSONL files silently).
 """
 
@@ -25,9 +29,11 @@ from typing import Literal
 
 from autocompact.errors import SessionStoreError
 
-__all__ = ["StoreAddress", "parse_store_address", "readable_read_only"]
+__all__ = ["SQLITE_SUFFIXES", "StoreAddress", "parse_store_address", "readable_read_only"]
 
 _FORMS = "use sqlite:///path/to/sessions.db, postgresql://user@host/db, or a directory"
+SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+"""A plain path ending in one of these names a SQLite file, not a JSONL directory."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,15 +88,7 @@ def parse_store_address(address: object, *, shown: str, create: bool = True) -> 
             path = "/" + path.lstrip("/")
         if not slashed:  # sqlite:relative.db: made absolute, so the store's address reopens it
             path = os.path.abspath(path)
-        read_only = "mode=ro" in query.split("&")
-        if not create and not os.path.isfile(path):
-            why = "not a file" if os.path.exists(path) else "no such file"
-            raise SessionStoreError(
-                f"no SQLite store at {path} ({why}); "
-                "check the path — reading a store never creates one",
-                store=shown,
-            )
-        return StoreAddress(kind="sqlite", location=path, read_only=read_only)
+        return _sqlite_file(path, "mode=ro" in query.split("&"), shown=shown, create=create)
     if scheme == "jsonl" and slashed:
         directory = rest[2:]
     elif slashed:
@@ -101,6 +99,8 @@ def parse_store_address(address: object, *, shown: str, create: bool = True) -> 
         )
     else:
         directory = address
+        if directory.lower().endswith(SQLITE_SUFFIXES):
+            return _plain_sqlite(directory, shown=shown, create=create)
     if not create and not os.path.isdir(directory):
         raise SessionStoreError(
             f"no directory of JSONL sessions at {directory}; check the path ({_FORMS}) — "
@@ -108,6 +108,31 @@ def parse_store_address(address: object, *, shown: str, create: bool = True) -> 
             store=shown,
         )
     return StoreAddress(kind="jsonl", location=directory)
+
+
+def _sqlite_file(path: str, read_only: bool, *, shown: str, create: bool) -> StoreAddress:
+    if not create and not os.path.isfile(path):
+        why = "not a file" if os.path.exists(path) else "no such file"
+        raise SessionStoreError(
+            f"no SQLite store at {path} ({why}); "
+            "check the path — reading a store never creates one",
+            store=shown,
+        )
+    return StoreAddress(kind="sqlite", location=path, read_only=read_only)
+
+
+def _plain_sqlite(path: str, *, shown: str, create: bool) -> StoreAddress:
+    """A plain path with a SQLite suffix: a SQLite file (made absolute, as ``sqlite:x.db``)."""
+    absolute = os.path.abspath(path)
+    if os.path.isdir(absolute):
+        raise SessionStoreError(
+            f"{path} is a directory, not a SQLite file (a plain path ending in "
+            f"{os.path.splitext(path)[1]} names a SQLite file; one named so was read as a "
+            f"directory of JSONL sessions before): give jsonl://{absolute} to keep using it as "
+            "that directory, or sqlite:///path/to/sessions.db for a SQLite file",
+            store=shown,
+        )
+    return _sqlite_file(absolute, False, shown=shown, create=create)
 
 
 def readable_read_only(
