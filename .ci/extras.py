@@ -62,6 +62,7 @@ TESTS = {
         "tests/serve/test_wire_forms.py",
         "tests/serve/test_start.py",
         "tests/serve/test_window_log.py",
+        "tests/serve/test_responses_sizing.py",
     ],
 }
 

@@ -65,6 +65,12 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "input item 0: summary must be a list, got int",
     ),
     (
+        "Responses reasoning content a string",
+        lambda: from_responses_input([{"type": "reasoning", "id": "rs_1", "content": "x"}]),
+        ContentError,
+        "input item 0: content must be a list, got str",
+    ),
+    (
         "Responses input a number",
         lambda: from_responses_input(5),  # type: ignore[arg-type]
         ContentError,

@@ -67,6 +67,8 @@ class ScriptedUpstream:
     summary_reply: str = SNAPSHOT
     """What a summary request is answered with (Anthropic; ``""``: an empty summary)."""
     url: str = ""
+    bytes_per_token: int = 3
+    """The Responses endpoint's count: bytes of the request's JSON per token."""
 
     def app(self) -> Starlette:
         """The ASGI app."""
@@ -110,7 +112,8 @@ class ScriptedUpstream:
         return JSONResponse({"input_tokens": count_tokens(body)})
 
     async def responses(self, request: Request) -> Response:
-        """OpenAI Responses, stateless: counts ``input``/``instructions``/``tools`` as bytes/3;
+        """OpenAI Responses, stateless: counts ``input``/``instructions``/``tools`` as bytes/3
+        (:attr:`bytes_per_token`);
         a ``previous_response_id`` request is answered with the hash of its body."""
         raw, body = await self._record(request)
         if body.get("previous_response_id"):
@@ -119,7 +122,8 @@ class ScriptedUpstream:
             )
         items = body.get("input") or []
         parts = [items, body.get("instructions"), body.get("tools")]
-        tokens = len(json.dumps(parts, ensure_ascii=False).encode("utf-8", "surrogatepass")) // 3
+        size = len(json.dumps(parts, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        tokens = size // self.bytes_per_token
         if tokens > self.window:
             self.rejected += 1
             error = {"message": f"Your input exceeds the context window ({tokens} tokens).",

@@ -11,9 +11,11 @@ goes out as a user message where the proxy writes that part anew).
 Items read: messages (``input_text``/``output_text``/``refusal``/``input_image`` content, or a
 string), ``function_call``, ``function_call_output`` and ``reasoning`` (the item as sent rides
 in the thinking part's signature with its id and ``encrypted_content``, so a replacement or a
-summary request writes the very same item back). Any other item type (hosted tool calls, custom
-tools) makes the request one the proxy does not read: it is forwarded as sent. ``compaction``
-items (and ``/v1/responses/compact``) are the client's own compaction.
+summary request writes the very same item back; the part's text, which the estimate counts, is
+all the item sends: its summary and content texts and its encrypted content). Any other item
+type (hosted tool calls, custom tools) makes the request one the proxy does not read: it is
+forwarded as sent. ``compaction`` items (and ``/v1/responses/compact``) are the client's own
+compaction.
 """
 
 from __future__ import annotations
@@ -95,6 +97,27 @@ def _text_parts(content: Any, index: int) -> list[Part]:
     return parts
 
 
+def _reasoning_text(item: Mapping[str, Any], index: int) -> str:
+    """The text of a reasoning item, as the estimate counts it: the item goes back as sent
+    (:func:`_written`), so all it sends is counted: its summary and content texts (llama-server
+    writes a reasoning model's thinking as ``content`` of ``reasoning_text``) and its encrypted
+    content. The summary alone was counted: a conversation of llama-server's reasoning was
+    sized far below what it sent and rejected as too long."""
+    texts: list[str] = []
+    for key in ("summary", "content"):
+        blocks = item.get(key) or []
+        if not isinstance(blocks, list):
+            raise ContentError(
+                f"input item {index}: {key} must be a list, got {type(blocks).__name__}",
+                index=index,
+            )
+        texts.extend(str(b.get("text", "")) for b in blocks if isinstance(b, Mapping))
+    encrypted = item.get("encrypted_content")
+    if isinstance(encrypted, str) and encrypted:
+        texts.append(encrypted)
+    return " ".join(texts)
+
+
 def from_responses_input(items: Sequence[Any]) -> tuple[str | None, list[Message]]:
     """``(system, history)`` of a Responses ``input`` list (see the module docstring).
 
@@ -168,15 +191,8 @@ def from_responses_input(items: Sequence[Any]) -> tuple[str | None, list[Message
             if isinstance(item.get("encrypted_content"), str):
                 ref["encrypted_content"] = item["encrypted_content"]
             ref["item"] = item  # written back as sent (_written)
-            summary = item.get("summary") or []
-            if not isinstance(summary, list):
-                raise ContentError(
-                    f"input item {index}: summary must be a list, got {type(summary).__name__}",
-                    index=index,
-                )
-            text = " ".join(str(s.get("text", "")) for s in summary if isinstance(s, Mapping))
             signature = REASONING_SIGNATURE_PREFIX + json.dumps(ref)
-            parts.append(ThinkingPart(text=text, signature=signature))
+            parts.append(ThinkingPart(text=_reasoning_text(item, index), signature=signature))
     flush()
     return ("\n\n".join(systems) if systems else None), history
 
