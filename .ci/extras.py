@@ -63,6 +63,7 @@ TESTS = {
         "tests/serve/test_start.py",
         "tests/serve/test_window_log.py",
         "tests/serve/test_responses_sizing.py",
+        "tests/serve/test_rejections.py",
     ],
 }
 

@@ -69,6 +69,9 @@ class ScriptedUpstream:
     url: str = ""
     bytes_per_token: int = 3
     """The Responses endpoint's count: bytes of the request's JSON per token."""
+    states_window: bool = True
+    """Whether a "too long" error (chat, Anthropic) states the window; the Responses one never
+    does."""
 
     def app(self) -> Starlette:
         """The ASGI app."""
@@ -183,6 +186,8 @@ class ScriptedUpstream:
                 f"This model's maximum context length is {self.window} tokens. However, your "
                 f"messages resulted in {tokens} tokens."
             )
+            if not self.states_window:
+                message = "Input is too long for the model's context window."
             error = {"message": message, "type": "invalid_request_error"}
             error["code"] = "context_length_exceeded"
             return JSONResponse({"error": error}, status_code=400)
@@ -256,6 +261,8 @@ class ScriptedUpstream:
             self.rejected += 1
             error = {"type": "invalid_request_error"}
             error["message"] = f"prompt is too long: {tokens} tokens > {self.window} maximum"
+            if not self.states_window:
+                error["message"] = "prompt is too long"
             return JSONResponse({"type": "error", "error": error}, status_code=400)
         messages = body.get("messages", [])
         last = messages[-1] if messages else {}

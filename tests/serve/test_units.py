@@ -376,3 +376,18 @@ def test_the_window_an_overflow_error_states(body: bytes, window: int | None) ->
     from autocompact.serve.protocol import stated_window
 
     assert stated_window(body) == window
+
+
+@pytest.mark.parametrize(
+    ("tokens", "window", "below"),
+    [(9_000, 100_000, 8_181), (9_000, 8_000, None), (0, 100_000, None), (1, 100, None)],
+    ids=["below-estimate", "window-smaller", "no-estimate", "nothing-left"],
+)
+def test_the_window_a_too_long_rejection_implies(
+    tokens: int, window: int, below: int | None
+) -> None:
+    """A "too long" rejection says the window is below what the rejected request measured: the
+    engine's estimate less the margin, when smaller than the window in use."""
+    from autocompact.serve.rejections import window_below
+
+    assert window_below(tokens, window) == below

@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import anyio
@@ -42,8 +43,8 @@ from autocompact.serve.protocol import (
     looks_like_overflow,
     reported_prompt_tokens,
     response_prompt_tokens,
-    stated_window,
 )
+from autocompact.serve.rejections import REACTIVE_ACTIONS, reads_rejection, retry_too_long
 from autocompact.serve.responses import RESPONSES
 from autocompact.serve.upstream import (
     UpstreamProvider,
@@ -341,11 +342,8 @@ class ServeApp:
         except httpx.HTTPError as exc:
             await self.planner.release(decision)
             return self._send_error(request, protocol, url, exc, decision, sent - start)
-        if response.status_code in (400, 413, 422) and decision.action in (
-            "forward",
-            "substituted",
-            "compaction-failed",
-        ):
+        status = response.status_code
+        if reads_rejection(status, decision, raw):
             try:
                 content = await read_body(response)
             except httpx.HTTPError as exc:  # the error body broke off or stalled
@@ -353,45 +351,26 @@ class ServeApp:
                 return self._send_error(request, protocol, url, exc, decision, sent - start)
             finally:
                 await response.aclose()
-            if looks_like_overflow(response.status_code, content):
+            again: Decision | None = None
+            if looks_like_overflow(status, content) and decision.action in REACTIVE_ACTIONS:
+                planning = partial(self._plan, raw=raw)
+                again = await retry_too_long(
+                    planning, self.planner, self.windows, plan, decision, content
+                )
+            if again is None:  # the upstream's error, to the client
                 await self.planner.release(decision)
-                if self._learn_window(protocol.upstream, model, content, window):
-                    # Planned as any request on the window the upstream stated: at hard, the
-                    # rescue, then the guarantee's trimming (a failed reactive compaction sends
-                    # the request unchanged, over that window).
-                    plan["window"] = self.windows.stated(protocol.upstream, model)
-                    decision = await self._plan(plan, raw)
-                if decision.action in ("forward", "substituted", "compaction-failed"):
-                    await self.planner.release(decision)
-                    decision = await self._plan({**plan, "reactive": True}, raw)
-                sent = self.clock()
-                try:
-                    response = await self._send("POST", url, headers, decision.body)
-                except httpx.HTTPError as exc:
-                    await self.planner.release(decision)
-                    return self._send_error(request, protocol, url, exc, decision, sent - start)
-            else:
-                await self.planner.release(decision)
-                self._log(request, decision, response.status_code, sent - start)
-                reply = Response(content, status_code=response.status_code)
+                self._log(request, decision, status, sent - start)
+                reply = Response(content, status_code=status)
                 reply.raw_headers.extend(response_headers(response.headers, _ours(decision)))
                 return reply
+            decision = again
+            sent = self.clock()
+            try:
+                response = await self._send("POST", url, headers, decision.body)
+            except httpx.HTTPError as exc:
+                await self.planner.release(decision)
+                return self._send_error(request, protocol, url, exc, decision, sent - start)
         return await self._relay(request, protocol, response, decision, start, sent)
-
-    def _learn_window(self, upstream: str, model: str, error: bytes, used: int) -> bool:
-        """Believe the window an upstream's "too long" error states, when smaller than the one
-        ``used`` (:meth:`ModelWindows.learn`); whether it was."""
-        stated = stated_window(error)
-        if stated is None or not self.windows.learn(upstream, model, stated, used):
-            return False
-        logger.warning(
-            "the %s upstream says the window of %r is %d tokens, not %d: using it from now on",
-            upstream,
-            model,
-            stated,
-            used,
-        )
-        return True
 
     async def _plan(self, plan: dict[str, Any], raw: bytes) -> Decision:
         """The planner's decision; when it fails (the store is down, a history it cannot

@@ -1,5 +1,6 @@
 """What the engine did for a conversation, on the proxy's log: a compaction that failed and why,
-the breaker opening and closing.
+the breaker opening and closing; and a "too long" request nothing smaller could replace, with
+the upstream's reason.
 
 The request's own line says only ``action=compaction-failed`` (or ``trimmed``) and how many
 summary requests were made; an operator needs the reason (the upstream refused the summary
@@ -12,7 +13,7 @@ id.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from autocompact.events import (
     BreakerClosed,
@@ -21,8 +22,9 @@ from autocompact.events import (
     CompactionSucceeded,
     Event,
 )
+from autocompact.jsonsafe import loads
 
-__all__ = ["engine_log"]
+__all__ = ["engine_log", "too_long_unchanged", "upstream_reason"]
 
 logger = logging.getLogger("autocompact.serve")
 
@@ -63,3 +65,29 @@ def engine_log(session_id: str) -> Callable[[Event], None]:
                 pass
 
     return hook
+
+
+def upstream_reason(error: bytes) -> str:
+    """The message of an upstream's error body (its ``error.message`` or ``message``, else the
+    body's first characters)."""
+    try:
+        body = loads(error[:65536])
+    except ValueError:
+        body = None
+    if isinstance(body, Mapping):
+        inner = body.get("error", body)
+        message = inner.get("message") if isinstance(inner, Mapping) else inner
+        if isinstance(message, str) and message:
+            return message[:300]
+    return error[:300].decode("utf-8", "replace") or "no reason given"
+
+
+def too_long_unchanged(session_id: str, error: bytes) -> None:
+    """Log that a request the upstream rejected as too long cannot be made smaller, so the
+    upstream's error goes to the client."""
+    logger.warning(
+        "conversation=%s the upstream rejected the request as too long (%s) and the proxy "
+        "cannot send a smaller one: the client gets the upstream's error",
+        session_id,
+        upstream_reason(error),
+    )
