@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +73,10 @@ class ScriptedUpstream:
     states_window: bool = True
     """Whether a "too long" error (chat, Anthropic) states the window; the Responses one never
     does."""
+    refuse: Callable[[dict[str, Any]], str | None] | None = None
+    """Given a request's body (summary requests aside), the message of an error to answer it
+    with, of status :attr:`refuse_status` (``None``: answered as usual)."""
+    refuse_status: int = 400
 
     def app(self) -> Starlette:
         """The ASGI app."""
@@ -94,6 +99,17 @@ class ScriptedUpstream:
         if self.delay:
             await asyncio.sleep(self.delay)
         return raw, json.loads(raw)
+
+    def _refused(self, body: dict[str, Any], summary: bool, anthropic: bool) -> Response | None:
+        """The error :attr:`refuse` answers a request with, if any."""
+        message = None if summary or self.refuse is None else self.refuse(body)
+        if message is None:
+            return None
+        error = {"type": "invalid_request_error", "message": message}
+        return JSONResponse(
+            {"type": "error", "error": error} if anthropic else {"error": error},
+            status_code=self.refuse_status,
+        )
 
     def _is_summary(self, body: dict[str, Any]) -> bool:
         system = body.get("system") or ""
@@ -123,6 +139,9 @@ class ScriptedUpstream:
             return JSONResponse(
                 {"id": "resp_1", "object": "response", "output": [], "input_sha": _sha(raw)}
             )
+        summary = "structured state snapshot" in str(body.get("instructions"))
+        if (refused := self._refused(body, summary, anthropic=False)) is not None:
+            return refused
         items = body.get("input") or []
         parts = [items, body.get("instructions"), body.get("tools")]
         size = len(json.dumps(parts, ensure_ascii=False).encode("utf-8", "surrogatepass"))
@@ -174,6 +193,8 @@ class ScriptedUpstream:
     async def chat(self, request: Request) -> Response:
         """OpenAI chat completions."""
         _raw, body = await self._record(request)
+        if (refused := self._refused(body, self._is_summary(body), anthropic=False)) is not None:
+            return refused
         if self.fail_status and not self._is_summary(body):
             return JSONResponse(
                 {"error": {"message": "upstream broke", "type": "server_error"}},
@@ -251,6 +272,8 @@ class ScriptedUpstream:
     async def messages(self, request: Request) -> Response:
         """Anthropic messages."""
         _raw, body = await self._record(request)
+        if (refused := self._refused(body, self._is_summary(body), anthropic=True)) is not None:
+            return refused
         if self.fail_status and not self._is_summary(body):
             return JSONResponse(
                 {"type": "error", "error": {"type": "api_error", "message": "upstream broke"}},

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import Any
 
 import anthropic
 import pytest
 
 from .conftest import Proxy
 from .scripted import count_tokens
-from .test_compaction import _long_anthropic, filler
+from .test_compaction import _long_anthropic, _records, filler
 
 
 def _unstated(proxy: Proxy) -> anthropic.Anthropic:
@@ -84,3 +85,84 @@ def test_a_too_long_rejection_that_cannot_be_shrunk_is_passed_back(
     assert caught.value.response.headers["x-autocompact-action"] != "error"
     assert len(proxy.upstream.received) == 1
     assert proxy.upstream.rejected == 1
+
+
+def _refuse_summaries(body: dict[str, Any]) -> str | None:
+    """A validation error for a request that carries a summary (a compacted one)."""
+    if "state_snapshot" in json.dumps(body["messages"]):
+        return "messages.0.content.0: unexpected field in the summary"
+    return None
+
+
+def _compacting(proxy: Proxy) -> anthropic.Anthropic:
+    """A client of the proxy sized on 6,000 tokens over the 8,000 upstream: compacted requests
+    fit, and so do the client's own."""
+    proxy.app.config = replace(proxy.app.config, context_window=6_000)
+    return anthropic.Anthropic(base_url=proxy.url, api_key="sk-test", max_retries=0)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_a_rewritten_request_rejected_falls_back_to_the_clients(
+    proxy: Proxy, stream: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A compacted request the upstream rejects with a 400 that is not "too long" (a
+    validation error the rewrite caused) is logged with the upstream's reason, and the
+    client's own request goes out once: the client gets its answer, and the compaction is not
+    stored. The client got the 400, although its own request was accepted."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="autocompact.serve")
+    client = _compacting(proxy)
+    proxy.upstream.refuse = _refuse_summaries
+    body = _long_anthropic(14)
+    if stream:
+        with client.messages.stream(**body) as events:
+            assert events.get_final_message().content[0].text.startswith("ok")  # type: ignore[union-attr]
+            headers = events.response.headers
+    else:
+        raw = client.messages.with_raw_response.create(**body)
+        assert raw.parse().content[0].text.startswith("ok")  # type: ignore[union-attr]
+        headers = raw.headers
+    assert headers["x-autocompact-action"] == "rewrite-rejected"
+    assert headers["x-autocompact-compacted"] == "false"
+    rewritten, own = _main_bodies(proxy)
+    assert b"state_snapshot" in rewritten
+    assert json.loads(own)["messages"] == body["messages"]
+    assert proxy.upstream.summaries >= 1
+    assert _records(proxy) == []
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(
+        "rejected the compacted request with HTTP 400" in line
+        and "unexpected field in the summary" in line
+        and "client's own request" in line
+        for line in warnings
+    ), warnings
+
+
+@pytest.mark.parametrize("status", [401, 403, 404, 429, 500, 503])
+def test_a_rewritten_request_rejected_for_another_cause_is_not_sent_again(
+    proxy: Proxy, status: int
+) -> None:
+    """A compacted request answered with a status the rewrite cannot have caused (credentials,
+    no such model, rate limit, the server's own failure) goes back to the client as it is; the
+    client's request is not sent."""
+    client = _compacting(proxy)
+    proxy.upstream.refuse = _refuse_summaries
+    proxy.upstream.refuse_status = status
+    with pytest.raises(anthropic.APIStatusError) as caught:
+        client.messages.create(**_long_anthropic(14))  # type: ignore[arg-type]
+    assert caught.value.status_code == status
+    assert caught.value.response.headers["x-autocompact-action"] == "compacted"
+    assert len(_main_bodies(proxy)) == 1
+
+
+def test_a_client_request_rejected_is_not_sent_again(proxy: Proxy) -> None:
+    """A request that went out as the client sent it and is rejected with a 400 that is not
+    "too long" goes back to the client as it is, sent once."""
+    client = _compacting(proxy)
+    proxy.upstream.refuse = lambda body: "max_tokens: must be positive"
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        client.messages.create(**_long_anthropic(2))  # type: ignore[arg-type]
+    assert caught.value.response.headers["x-autocompact-action"] == "forward"
+    assert "max_tokens: must be positive" in caught.value.message
+    assert len(proxy.upstream.received) == 1

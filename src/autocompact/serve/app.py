@@ -5,8 +5,11 @@ Each chat request is planned by :class:`~autocompact.serve.planner.Planner` (for
 compact, trim), sent to the upstream with the client's own headers, and its response or SSE
 stream passed back byte for byte, with ``X-Autocompact-Tier``, ``X-Autocompact-Compacted`` and
 ``X-Autocompact-Action`` added. A compaction is stored only after the upstream accepted the
-request (a stream: after it ended well). Every failure reaches the client as the upstream's own
-error or one in the protocol's error shape; one log line per request says what was done.
+request (a stream: after it ended well). A request the upstream rejects goes out once more at
+most (:mod:`autocompact.serve.rejections`: smaller after "too long", the client's own bytes
+after a rewrite was refused), before anything reaches the client. Every failure reaches the
+client as the upstream's own error or one in the protocol's error shape; one log line per
+request says what was done.
 """
 
 from __future__ import annotations
@@ -44,7 +47,13 @@ from autocompact.serve.protocol import (
     reported_prompt_tokens,
     response_prompt_tokens,
 )
-from autocompact.serve.rejections import REACTIVE_ACTIONS, reads_rejection, retry_too_long
+from autocompact.serve.rejections import (
+    FALLBACK_STATUSES,
+    REACTIVE_ACTIONS,
+    client_bytes,
+    reads_rejection,
+    retry_too_long,
+)
 from autocompact.serve.responses import RESPONSES
 from autocompact.serve.upstream import (
     UpstreamProvider,
@@ -352,11 +361,17 @@ class ServeApp:
             finally:
                 await response.aclose()
             again: Decision | None = None
-            if looks_like_overflow(status, content) and decision.action in REACTIVE_ACTIONS:
-                planning = partial(self._plan, raw=raw)
-                again = await retry_too_long(
-                    planning, self.planner, self.windows, plan, decision, content
-                )
+            if looks_like_overflow(status, content):
+                if decision.action in REACTIVE_ACTIONS:  # (the others were sized anew)
+                    planning = partial(self._plan, raw=raw)
+                    again = await retry_too_long(
+                        planning, self.planner, self.windows, plan, decision, content
+                    )
+            elif status in FALLBACK_STATUSES and decision.body != raw:
+                # Rejected as the proxy rewrote it: the client's own request, which might
+                # have been accepted, goes out once (rewrite_rejected).
+                await self.planner.release(decision)
+                again = client_bytes(decision, raw, status, content)
             if again is None:  # the upstream's error, to the client
                 await self.planner.release(decision)
                 self._log(request, decision, status, sent - start)

@@ -1,6 +1,7 @@
 """What the engine did for a conversation, on the proxy's log: a compaction that failed and why,
-the breaker opening and closing; and a "too long" request nothing smaller could replace, with
-the upstream's reason.
+the breaker opening and closing; and what the upstream refused of what the proxy sent (a
+rewritten request rejected, a "too long" request nothing smaller could replace), with the
+upstream's reason.
 
 The request's own line says only ``action=compaction-failed`` (or ``trimmed``) and how many
 summary requests were made; an operator needs the reason (the upstream refused the summary
@@ -24,7 +25,7 @@ from autocompact.events import (
 )
 from autocompact.jsonsafe import loads
 
-__all__ = ["engine_log", "too_long_unchanged", "upstream_reason"]
+__all__ = ["engine_log", "rewrite_rejected", "too_long_unchanged", "upstream_reason"]
 
 logger = logging.getLogger("autocompact.serve")
 
@@ -80,6 +81,19 @@ def upstream_reason(error: bytes) -> str:
         if isinstance(message, str) and message:
             return message[:300]
     return error[:300].decode("utf-8", "replace") or "no reason given"
+
+
+def rewrite_rejected(session_id: str, action: str, status: int, error: bytes) -> None:
+    """Log that the upstream rejected the request as the proxy rewrote it (``action``), so the
+    client's own request goes out instead."""
+    logger.warning(
+        "conversation=%s the upstream rejected the %s request with HTTP %d (%s): sending the "
+        "client's own request instead",
+        session_id,
+        action,
+        status,
+        upstream_reason(error),
+    )
 
 
 def too_long_unchanged(session_id: str, error: bytes) -> None:

@@ -10,22 +10,30 @@
   :data:`~autocompact.compaction.fallback.SIZE_MARGIN` (at *hard*: the rescue, then the
   guarantee's trimming). A retry that would be the very bytes rejected is not sent: the client
   gets the upstream's error.
+- **Another 4xx** (:data:`FALLBACK_STATUSES`: a validation error) for a request the proxy
+  rewrote (substituted, compacted, trimmed): the client's own bytes go out once, as they would
+  have without the proxy, and the rejection is logged with its reason. 401, 403, 404, 429 and
+  5xx are not the rewrite's doing and go back to the client as they are.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from autocompact.compaction.fallback import SIZE_MARGIN
-from autocompact.serve.engine_log import too_long_unchanged
+from autocompact.serve.engine_log import rewrite_rejected, too_long_unchanged
 from autocompact.serve.planner import Decision, Planner
 from autocompact.serve.protocol import stated_window
 from autocompact.serve.windows import ModelWindows
 
 __all__ = [
+    "FALLBACK_STATUSES",
     "REACTIVE_ACTIONS",
+    "REWRITE_REJECTED",
+    "client_bytes",
     "reads_rejection",
     "retry_too_long",
     "window_below",
@@ -36,15 +44,21 @@ logger = logging.getLogger("autocompact.serve")
 REACTIVE_ACTIONS = frozenset({"forward", "substituted", "compaction-failed"})
 """The decisions whose "too long" rejection is planned again (the others were already sized
 anew, or are not the proxy's to size)."""
+FALLBACK_STATUSES = frozenset({400, 422})
+"""The statuses of a rejection a rewrite may have caused (the request's content was refused)."""
 _READ_STATUSES = frozenset({400, 413, 422})
+REWRITE_REJECTED = "rewrite-rejected"
+"""The action of a request sent as the client sent it after its rewrite was rejected."""
 
 Planning = Callable[[dict[str, Any]], Awaitable[Decision]]
 
 
 def reads_rejection(status: int, decision: Decision, raw: bytes) -> bool:
     """Whether an upstream answer of ``status`` to ``decision`` is read before it goes back:
-    a "too long" one may be retried."""
-    return status in _READ_STATUSES and decision.action in REACTIVE_ACTIONS
+    a "too long" one may be retried, and any rejection of a rewritten request."""
+    if status not in _READ_STATUSES:
+        return False
+    return decision.action in REACTIVE_ACTIONS or decision.body != raw
 
 
 def window_below(tokens: int, window: int) -> int | None:
@@ -93,6 +107,23 @@ async def retry_too_long(
         too_long_unchanged(identity.session_id if identity is not None else "-", error)
         return None
     return decision
+
+
+def client_bytes(decision: Decision, raw: bytes, status: int, error: bytes) -> Decision:
+    """The client's own request, to send after the upstream rejected ``decision`` (a rewrite
+    of it) with ``status`` and ``error``; the rejection is logged with its reason."""
+    session = decision.identity.session_id if decision.identity is not None else "-"
+    rewrite_rejected(session, decision.action, status, error)
+    return replace(
+        decision,
+        body=raw,
+        action=REWRITE_REJECTED,
+        record=None,
+        lease=None,
+        state=None,
+        sent=None,
+        reading=None,
+    )
 
 
 def _learned(
