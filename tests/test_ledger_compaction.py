@@ -12,6 +12,8 @@ from autocompact.compaction import (
     CompressOptions,
 )
 from autocompact.compaction.extractive import extractive_summary
+from autocompact.compaction.ledger import build_ledger, render_ledger
+from autocompact.compaction.prompts import LEDGER_INTRODUCTION
 from autocompact.compaction.sidequery import summary_cap
 from autocompact.content import Message
 from autocompact.estimation import estimate_content_tokens
@@ -192,3 +194,37 @@ def test_the_local_target_follows_the_window_not_the_part_summarized() -> None:
     )
     assert tight == 300
     assert summary_cap(large, 500, local=True, image_token_estimate=0, window=200_000) == 500
+
+
+def test_a_small_summarizer_window_still_holds_a_large_ledger() -> None:
+    """A part whose ledger is long (200 rules: about 20,000 characters written) summarized by a
+    model with an 8K window: the requests show the ledger cut to an eighth of that window, so
+    the part is summarized in chunks that each fit the summarizer's window by its own count
+    (the ledger at its 16,000 characters made every request too large: "the summarizer's
+    window is too small"); the audit still reads the whole ledger."""
+    rng = random.Random(7)
+    verbs = ["restart", "redeploy", "patch", "reboot", "drain", "migrate", "resize", "upgrade"]
+    jobs = ["backup", "billing export", "audit sweep", "cache warmup", "index rebuild", "vacuum"]
+    history = [Message.user("Build the inventory service. " + prose(rng, 2))]
+    rules = []
+    for n in range(200):
+        verb, job = verbs[n % len(verbs)], jobs[n // len(verbs) % len(jobs)]
+        rules.append(
+            f"Never {verb} host-{n:03d}.internal before {n % 12 + 1} pm, the {job} of "
+            f"/srv/data/{n:03d} runs until then."
+        )
+        history += [Message.user(f"{rules[-1]} {prose(rng, 1)}"), Message.model(prose(rng, 1))]
+    assert len(render_ledger(build_ledger(history), 10**6)) > 16_000
+    fake = FakeProvider(context_window=8_192)  # its own count, not the engine's estimate
+    options = CompressOptions(
+        context_window=200_000, summarizer_window=8_192, force=True, keep_share=0.0
+    )
+    info = CompressionService(fake).compress(history, options).info
+    assert info.status is CompressionStatus.COMPRESSED, info.error
+    assert info.side_queries > 1
+    assert not fake.oversized
+    shown = [(r.system_instruction or "").partition(LEDGER_INTRODUCTION)[2] for r in fake.requests]
+    assert all(0 < len(ledger) <= 8_192 * 4 // 8 + 1 for ledger in shown)
+    # The fake's summaries hold no rule: the audit put back every one, from the whole ledger.
+    assert info.restored == info.audited == 200
+    assert all(rule in (info.summary or "") for rule in rules)

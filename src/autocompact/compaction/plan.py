@@ -29,7 +29,6 @@ from autocompact.compaction.ledger import (
     audit_summary,
     build_ledger,
     missing,
-    render_ledger,
     required_chars,
 )
 from autocompact.compaction.native import native_part
@@ -92,7 +91,6 @@ CLEAR_AT_LEAST_SHARE = 0.05
 a small one costs more than it saves (Anthropic's ``clear_at_least`` is the model). A summary
 that could free less than this, and cannot bring the count below *warn*, is not sent either
 (design decision 70)."""
-_LEDGER_PROMPT_CHARS = 16_000  # the ledger shown to the summarizing model, at most
 PROTECT_SHARE = 0.2
 """Clearing keeps the newest tool output up to ``min(protect_tool_tokens, this × window)``."""
 
@@ -176,7 +174,7 @@ def compress_flow(
         instructions=options.instructions,
         target_tokens=options.summary_target_tokens,
         image_token_estimate=options.image_token_estimate,
-        ledger=render_ledger(ledger, _LEDGER_PROMPT_CHARS) if ledger.retained else None,
+        ledger=ledger if ledger.retained else None,
     )
     if plan is None:
         return fail(

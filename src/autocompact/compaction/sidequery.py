@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from autocompact.compaction.extractive import known_ledger
-from autocompact.compaction.ledger import Ledger
+from autocompact.compaction.ledger import Ledger, render_ledger
 from autocompact.compaction.prompts import (
     SUMMARY_ACKNOWLEDGEMENT,
     SUMMARY_FINAL_INSTRUCTION,
@@ -56,6 +56,8 @@ must free more (design decision 72)."""
 MIN_SUMMARY_TARGET = 64
 _MARGIN_TOKENS = 64  # role and framing overhead per request, in plain estimated tokens
 _FIRST_USER = "(earlier conversation follows)"
+_LEDGER_PROMPT_CHARS = 16_000  # the ledger shown to the summarizing model, at most
+_LEDGER_WINDOW_SHARE = 8  # ... and at most this fraction of the summarizer's window
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,6 +93,14 @@ def no_room_reason(instructions: str | None) -> str:
     return reason
 
 
+def ledger_prompt_chars(window: int) -> int:
+    """How much of the ledger a summary request shows its model: 16,000 characters, and at
+    most an eighth of the summarizer's window, so that a small window (a local model, a small
+    summarizer) still holds the part to summarize beside it (the audit of the reply reads the
+    whole ledger all the same)."""
+    return min(_LEDGER_PROMPT_CHARS, window * BYTES_PER_TOKEN // _LEDGER_WINDOW_SHARE)
+
+
 def plan_side_queries(
     to_compress: Sequence[Message],
     *,
@@ -100,11 +110,16 @@ def plan_side_queries(
     instructions: str | None = None,
     target_tokens: int | None = None,
     image_token_estimate: int,
-    ledger: str | None = None,
+    ledger: Ledger | None = None,
 ) -> SideQueryPlan | None:
-    """The chunks to send, or ``None`` when the window cannot hold even one useful request."""
+    """The chunks to send, or ``None`` when the window cannot hold even one useful request.
+
+    ``ledger``, when given, is shown to the model in the system prompt, within
+    :func:`ledger_prompt_chars` of the window.
+    """
     scale = max(1.0, scale)
-    system = summary_system_prompt(instructions, target_tokens=target_tokens, ledger=ledger)
+    shown = render_ledger(ledger, ledger_prompt_chars(window)) if ledger is not None else None
+    system = summary_system_prompt(instructions, target_tokens=target_tokens, ledger=shown)
     slimmed = slim_for_summary(to_compress)
     fixed = (
         estimate_text_tokens(system)
