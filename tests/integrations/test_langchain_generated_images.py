@@ -22,7 +22,6 @@ pytest.importorskip("langchain_openai")
 
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 
 from autocompact.codec import history_from_dicts, history_to_dicts
@@ -37,6 +36,8 @@ from autocompact.integrations.langchain import (
 )
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
 
+from .test_langchain_blocks_real import openai as model
+from .test_langchain_blocks_real import openai_reply
 from .test_langchain_wire import Server
 
 VERSIONS = ("responses/v1", "v1")
@@ -79,35 +80,7 @@ def reply(i: int) -> dict[str, Any]:
         "status": "completed",
         "content": [{"type": "output_text", "text": f"Here is picture {i}.", "annotations": []}],
     }
-    return {
-        "id": f"resp_{i}",
-        "object": "response",
-        "created_at": 0,
-        "model": "gpt-5",
-        "status": "completed",
-        "parallel_tool_calls": True,
-        "tool_choice": "auto",
-        "tools": [],
-        "output": [generated(i), message],
-        "usage": {
-            "input_tokens": 1_000,
-            "output_tokens": 20,
-            "total_tokens": 1_020,
-            "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens_details": {"reasoning_tokens": 0},
-        },
-    }
-
-
-def model(server: Server, version: str) -> ChatOpenAI:
-    return ChatOpenAI(
-        model="gpt-5",
-        base_url=server.url,
-        api_key="k",  # type: ignore[arg-type]
-        use_responses_api=True,
-        output_version=version,
-        max_retries=0,
-    )
+    return openai_reply([generated(i), message])
 
 
 def drawn(server: Server, version: str, i: int) -> AIMessage:

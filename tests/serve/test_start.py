@@ -3,21 +3,18 @@ worker or several."""
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import openai
 import pytest
 
 from autocompact.serve.threaded import serve_in_thread
 
+from .processes import stop, wait_until_serving
 from .scripted import ScriptedUpstream
 
 START_SECONDS = 90.0
@@ -76,28 +73,14 @@ def test_the_proxy_serves_on_the_port_it_announced(tmp_path: Path, workers: str)
         )
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + START_SECONDS
-            while True:
-                try:
-                    if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                assert process.poll() is None, process.stderr.read()  # type: ignore[union-attr]
-                assert time.monotonic() < deadline, "the proxy did not answer /healthz"
-                time.sleep(0.2)
+            wait_until_serving(process, url, START_SECONDS)
             client = openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0)
             reply = client.chat.completions.create(
                 model="scripted", messages=[{"role": "user", "content": "hi"}]
             )
             assert reply.choices[0].message.content == "ok 1"
         finally:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+            stop(process, 30)
     err = process.stderr.read().decode()  # type: ignore[union-attr]
     assert err.startswith(
         f"autocompact serve on http://127.0.0.1:{port} → openai={upstream}/v1\n"

@@ -23,6 +23,7 @@ import pytest
 
 from autocompact.serve.threaded import serve_in_thread
 
+from .processes import stop, wait_until_serving
 from .scripted import ScriptedUpstream
 from .test_compaction import _long_anthropic
 
@@ -71,27 +72,11 @@ def workers(
             start_new_session=True,
         )  # fmt: skip
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                raise RuntimeError(f"the proxy did not start: {process.stderr.read()!r}")  # type: ignore[union-attr]
-            time.sleep(0.2)
+        wait_until_serving(process, url, 90)
         try:
             yield script, url, store, process
         finally:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-                try:
-                    process.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    os.killpg(process.pid, signal.SIGKILL)
-                    process.wait()
+            stop(process, 20)
 
 
 def test_eight_workers_one_side_query_per_compaction(

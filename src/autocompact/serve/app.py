@@ -345,14 +345,17 @@ class ServeApp:
             "provider": provider,
         }
         decision = await self._plan(plan, raw)
-        sent = self.clock()
-        try:
-            response = await self._send("POST", url, headers, decision.body)
-        except httpx.HTTPError as exc:
-            await self.planner.release(decision)
-            return self._send_error(request, protocol, url, exc, decision, sent - start)
-        status = response.status_code
-        if reads_rejection(status, decision, raw):
+        retried = False  # a rejected request goes out once more at most
+        while True:
+            sent = self.clock()
+            try:
+                response = await self._send("POST", url, headers, decision.body)
+            except httpx.HTTPError as exc:
+                await self.planner.release(decision)
+                return self._send_error(request, protocol, url, exc, decision, sent - start)
+            status = response.status_code
+            if retried or not reads_rejection(status, decision, raw):
+                return await self._relay(request, protocol, response, decision, start, sent)
             try:
                 content = await read_body(response)
             except httpx.HTTPError as exc:  # the error body broke off or stalled
@@ -378,14 +381,7 @@ class ServeApp:
                 reply = Response(content, status_code=status)
                 reply.raw_headers.extend(response_headers(response.headers, _ours(decision)))
                 return reply
-            decision = again
-            sent = self.clock()
-            try:
-                response = await self._send("POST", url, headers, decision.body)
-            except httpx.HTTPError as exc:
-                await self.planner.release(decision)
-                return self._send_error(request, protocol, url, exc, decision, sent - start)
-        return await self._relay(request, protocol, response, decision, start, sent)
+            decision, retried = again, True
 
     async def _plan(self, plan: dict[str, Any], raw: bytes) -> Decision:
         """The planner's decision; when it fails (the store is down, a history it cannot

@@ -1,0 +1,39 @@
+"""The proxy run as a process by the tests that need one (start-up, several workers)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import httpx
+
+
+def wait_until_serving(process: subprocess.Popen[bytes], url: str, seconds: float) -> None:
+    """Wait until the proxy at ``url`` answers ``/healthz``; a process that exits first, or
+    does not answer within ``seconds``, is killed and fails the test with its stderr."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise AssertionError(f"the proxy did not start: {process.stderr.read()!r}")  # type: ignore[union-attr]
+        time.sleep(0.2)
+
+
+def stop(process: subprocess.Popen[bytes], seconds: float) -> None:
+    """Stop the proxy and its workers (SIGTERM to its process group, SIGKILL after
+    ``seconds``)."""
+    if process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
