@@ -379,3 +379,69 @@ def test_an_image_a_tool_returned_is_refused_before_anything_is_sent(wire: Wire)
     with pytest.raises(ContentError, match=r"tool call 'c1' \(screenshot\)"):
         make(wire).complete(ChatRequest(messages=history))
     assert wire.sent == []
+
+
+# -- images and documents a tool returns -------------------------------------------------------
+
+_PNG = base64.b64encode(b"\x89PNG-screenshot").decode()
+_SOURCE = {"type": "base64", "media_type": "image/png", "data": _PNG}
+_TOOL_MEDIA = {
+    "anthropic": {"type": "image", "source": _SOURCE},
+    "langchain": {"type": "image", "base64": _PNG, "mime_type": "image/png"},
+    "openai-chat": {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{_PNG}"}},
+    "mcp": {"type": "image", "data": _PNG, "mimeType": "image/png"},
+}  # fmt: skip
+
+
+def _screenshot(*blocks: Any) -> tuple[Message, ...]:
+    return (
+        Message.user("check the page"),
+        Message.model(FunctionCallPart(id="c1", name="screenshot", arguments={})),
+        Message.user(
+            FunctionResponsePart(
+                id="c1", name="screenshot", response=[{"type": "text", "text": "done"}, *blocks]
+            )
+        ),
+    )
+
+
+@pytest.mark.parametrize("shape", sorted(_TOOL_MEDIA))
+def test_gemini_3_gets_a_tool_s_image_in_the_function_response(wire: Wire, shape: str) -> None:
+    """On Gemini 3 an image a tool returned goes in the function response's parts as inline
+    data (multimodal function responses), the rest of the result in its response; a
+    document by URL goes as file data with its media type."""
+    wire.queue(json_response(reply()))
+    document = {"type": "document", "source": {"type": "url", "url": "https://x.test/a.pdf"}}
+    document["source"]["media_type"] = "application/pdf"
+    make(wire, "gemini-3-flash-preview").complete(
+        ChatRequest(messages=_screenshot(_TOOL_MEDIA[shape], document))
+    )
+    sent = wire.last.json["contents"][2]["parts"][0]["functionResponse"]
+    assert sent["response"] == {"output": [{"type": "text", "text": "done"}]}
+    inline, linked = sent["parts"]
+    inline = inline.get("inlineData", inline.get("inline_data"))
+    assert inline["data"] == _PNG
+    assert inline.get("mimeType", inline.get("mime_type")) == "image/png"
+    linked = linked.get("fileData", linked.get("file_data"))
+    assert linked.get("fileUri", linked.get("file_uri")) == "https://x.test/a.pdf"
+    assert linked.get("mimeType", linked.get("mime_type")) == "application/pdf"
+    assert _PNG not in str(sent["response"])  # never as base64 text
+
+
+@pytest.mark.parametrize(
+    ("model", "block", "why"),
+    [
+        ("gemini-2.5-flash", _TOOL_MEDIA["langchain"], "before Gemini 3"),
+        ("gemini-3-pro-preview", {"type": "input_audio", "input_audio": {"data": _PNG}}, "audio"),
+        ("gemini-3-pro", {"type": "image", "source": {"type": "file", "file_id": "f"}}, "id"),
+    ],
+    ids=["2.5", "audio", "file-id"],
+)  # fmt: skip
+def test_a_tool_s_media_gemini_cannot_read_is_refused_by_name(
+    wire: Wire, model: str, block: dict[str, Any], why: str
+) -> None:
+    """An earlier model reads no media in a function response, and audio or a file known by
+    another API's id cannot be sent: a ContentError naming the call, before anything is sent."""
+    with pytest.raises(ContentError, match=f"'c1' \\(screenshot\\).*{why}"):
+        make(wire, model).complete(ChatRequest(messages=_screenshot(block)))
+    assert wire.sent == []

@@ -30,6 +30,10 @@ Mapping of the generic settings:
 Thought parts are not sent back (their signatures are: a signature rides on the next part as
 ``thought_signature``). Function responses that are not objects are wrapped as
 ``{"output": ...}`` (``{"error": ...}`` when ``is_error``), as the API wants an object.
+An image or document a tool returned goes in the function response's ``parts`` (inline data,
+or a file URI) on Gemini 3 and later, which read them (multimodal function responses); for an
+earlier model such a result is a ``ContentError`` naming the call, as it would reach the
+model as base64 text.
 The SDK is imported only when an adapter is built; every SDK exception is converted in
 :meth:`GeminiProvider._convert_error`.
 """
@@ -56,6 +60,7 @@ from autocompact.content import (
     ThinkingPart,
     Usage,
 )
+from autocompact.convert._common import media_url
 from autocompact.errors import (
     REPLY_ERRORS,
     AuthenticationError,
@@ -82,7 +87,7 @@ from autocompact.providers.base import (
     ThinkingDelta,
     check_model,
 )
-from autocompact.toolmedia import no_tool_media
+from autocompact.toolmedia import is_media_block, media_blocks, no_tool_media, without_media
 from autocompact.usage_check import reported_count
 
 __all__ = ["GeminiProvider", "GeminiThinking", "gemini_thinking"]
@@ -231,8 +236,10 @@ class GeminiProvider:
 
     def build_contents(self, history: Sequence[Message]) -> list[dict[str, Any]]:
         """The history as Gemini ``contents`` (roles ``user`` / ``model``)."""
+        media = reads_tool_media(self.model)
         return [
-            {"role": m.role, "parts": _parts_out(m.parts, index)} for index, m in enumerate(history)
+            {"role": m.role, "parts": _parts_out(m.parts, index, tool_media=media)}
+            for index, m in enumerate(history)
         ]
 
     def _call_args(self, request: ChatRequest) -> dict[str, Any]:
@@ -344,7 +351,51 @@ def _unb64(data: str, index: int) -> bytes:
         ) from exc
 
 
-def _parts_out(parts: Sequence[Part], index: int) -> list[dict[str, Any]]:
+def reads_tool_media(model: str) -> bool:
+    """Whether a Gemini model reads an image or document in a function response (Gemini 3
+    and later: multimodal function responses)."""
+    return re.match(r"gemini-[3-9]", model.lower().rsplit("/", 1)[-1]) is not None
+
+
+def _function_response(part: FunctionResponsePart, index: int, media: bool) -> dict[str, Any]:
+    """A ``function_response``: its media blocks in ``parts`` when the model reads them."""
+    response = part.response
+    parts: list[dict[str, Any]] = []
+    if media and media_blocks(response):
+        parts = [_tool_media_part(b, part, index) for b in response if is_media_block(b)]
+        response = without_media(response)
+    else:
+        no_tool_media(part, index, "this Gemini adapter, for a model before Gemini 3,")
+    if not isinstance(response, dict):
+        response = {"error" if part.is_error else "output": response}
+    out: dict[str, Any] = {"id": part.id, "name": part.name, "response": response}
+    if parts:
+        out["parts"] = parts
+    return out
+
+
+def _tool_media_part(
+    block: dict[str, Any], part: FunctionResponsePart, index: int
+) -> dict[str, Any]:
+    """One image or document of a tool result as a function response part."""
+    url = media_url(block)
+    if url is not None and url.startswith("data:") and ";base64," in url:
+        inline, data = url[5:].split(";base64,", 1)
+        return {"inline_data": {"mime_type": inline, "data": _unb64(data, index)}}
+    source = block.get("source")
+    mime = source.get("media_type") if isinstance(source, dict) else None
+    mime = mime or block.get("mime_type") or block.get("mimeType")
+    if url is None or not isinstance(mime, str) or not mime:
+        raise ContentError(
+            f"message {index}: the result of tool call {part.id!r} ({part.name}) holds a "
+            f"{block.get('type')} block that cannot be sent to Gemini (audio, a file known only "
+            "by another API's id, or a URL without its media type)",
+            index=index,
+        )
+    return {"file_data": {"file_uri": url, "mime_type": mime}}
+
+
+def _parts_out(parts: Sequence[Part], index: int, *, tool_media: bool) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     signature: str | None = None
     for part in parts:
@@ -370,13 +421,7 @@ def _parts_out(parts: Sequence[Part], index: int) -> list[dict[str, Any]]:
                     }
                 }
             case FunctionResponsePart():
-                no_tool_media(part, index, "this Gemini adapter")
-                response = part.response
-                if not isinstance(response, dict):
-                    response = {"error" if part.is_error else "output": response}
-                item = {
-                    "function_response": {"id": part.id, "name": part.name, "response": response}
-                }
+                item = {"function_response": _function_response(part, index, tool_media)}
             case ImagePart() | DocumentPart():
                 if part.data is not None:
                     item = {
