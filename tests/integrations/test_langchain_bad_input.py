@@ -20,6 +20,7 @@ from langchain_core.messages import (
 
 from autocompact.content import Usage
 from autocompact.errors import ContentError
+from autocompact.estimation import DEFAULT_IMAGE_TOKEN_ESTIMATE, estimate_content_tokens
 from autocompact.integrations.langchain import from_autocompact, to_autocompact
 from autocompact.integrations.langchain._convert import completion_usage
 
@@ -118,29 +119,17 @@ def test_usage_that_is_no_count_reads_as_not_reported(usage: dict[str, Any]) -> 
         {"type": "text", "text": 5},
         {"type": "reasoning", "reasoning": None},
         {"type": "thinking", "thinking": 5, "signature": "s"},
-        {"type": "image_url", "image_url": {"url": "https://x.test/a.png", "detail": "high"}},
-        {"type": "image", "url": "https://x.test/a.png", "cache_control": {"type": "ephemeral"}},
-        {"type": "image", "base64": "QUJD", "mime_type": "image/png", "filename": "a.png"},
-        {
-            "type": "document",
-            "source": {"type": "url", "url": "https://x.test/a.pdf"},
-            "cache_control": {"type": "ephemeral"},
-        },
     ],
     ids=[
         "text-none",
         "text-int",
         "reasoning-none",
         "thinking-int",
-        "image-url-detail",
-        "image-cache-control",
-        "image-filename",
-        "document-cache-control",
     ],
 )
 def test_a_block_that_would_change_raises(block: dict[str, Any]) -> None:
-    """A block whose text is no str, or a media block with a key no part carries, raises a
-    ContentError naming it instead of coming back changed (documented as lossless)."""
+    """A block whose text is no str raises a ContentError naming it instead of coming back
+    changed (documented as lossless)."""
     message = assigned(HumanMessage("x"), content=[block])
     with pytest.raises(ContentError, match=str(block["type"])):
         to_autocompact([message])
@@ -159,12 +148,29 @@ def test_default_detail_and_media_keys_that_are_carried_still_convert() -> None:
     assert len(message.parts) == 3
 
 
-def test_an_image_with_extras_or_an_id_is_carried_whole() -> None:
-    """An image block with ``extras`` or an id (LangChain's block for an image a model drew) is
-    an image part with the block carried beside it, given back byte-exact, not refused."""
-    block = {"type": "image", "url": "https://x.test/a.png", "id": "ig_1", "extras": {"k": "v"}}
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"type": "image_url", "image_url": {"url": "https://x.test/a.png", "detail": "high"}},
+        {"type": "image", "url": "https://x.test/a.png", "cache_control": {"type": "ephemeral"}},
+        {"type": "image", "base64": "QUJD", "mime_type": "image/png", "filename": "a.png"},
+        {"type": "image", "url": "https://x.test/a.png", "id": "ig_1", "extras": {"k": "v"}},
+        {
+            "type": "document",
+            "source": {"type": "url", "url": "https://x.test/a.pdf"},
+            "cache_control": {"type": "ephemeral"},
+        },
+    ],
+    ids=["url-detail", "cache-control", "filename", "id-extras", "document-cache-control"],
+)
+def test_a_media_block_with_more_than_its_part_is_carried_beside_it(block: dict[str, Any]) -> None:
+    """A media block with keys its part does not hold (a detail, prompt caching, a file name,
+    an id and ``extras``) is the image or document part — one image in the estimate — with the
+    block carried beside it, and comes back byte-exact; it was refused."""
     message = assigned(AIMessage("x"), content=[block])
     _, history = to_autocompact([message])
-    assert [p.kind for p in history[0].parts] == ["image", "opaque"]
+    assert [p.kind for p in history[0].parts][1:] == ["opaque"]
+    assert history[0].parts[0].kind in ("image", "document")
+    assert estimate_content_tokens(history) < DEFAULT_IMAGE_TOKEN_ESTIMATE + 100
     (back,) = from_autocompact(history)
     assert back.content == [block]

@@ -290,3 +290,22 @@ def test_an_agent_with_web_search_runs_through_a_compaction(server: Server, api:
     assert kept
     assert all(now[k] == before[k] for k in kept)
     assert len(kept) < len(before)  # the oldest were summarized
+
+
+def test_a_cached_image_is_sent_again_exactly_as_the_original(server: Server) -> None:
+    """An image block with Anthropic prompt caching set on it (``cache_control``, which no image
+    part holds) goes out through the real ChatAnthropic exactly as the original after a round
+    trip through the engine's form, and counts as one image (it was refused)."""
+    image = {"type": "image", "base64": "iVBORw0KGgo=", "mime_type": "image/png"}
+    image["cache_control"] = {"type": "ephemeral"}
+    messages: list[BaseMessage] = [HumanMessage([image, {"type": "text", "text": "what is it?"}])]
+    system, history = to_autocompact(messages)
+    assert [p.kind for p in history[0].parts] == ["image", "opaque", "text"]
+    rebuilt = from_autocompact(history, system=system)
+    server.reply = lambda path, body: anthropic_reply([{"type": "text", "text": "a cat"}])
+    model = anthropic(server)
+    model.invoke(messages)
+    model.invoke(rebuilt)
+    original, again = [body for _, body in server.bodies]
+    assert again == original
+    assert original["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}

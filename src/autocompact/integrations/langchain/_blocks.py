@@ -33,7 +33,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any, TypeGuard
 
-from autocompact.content import CONTENT_BLOCK, ImagePart, OpaquePart, Part, TextPart
+from autocompact.content import CONTENT_BLOCK, DocumentPart, ImagePart, OpaquePart, Part, TextPart
 from autocompact.errors import ContentError
 from autocompact.jsonsize import json_form, json_length
 from autocompact.sendcheck import json_problem
@@ -55,7 +55,7 @@ _UNREADABLE = frozenset(
     {"id", "index", "signature", "encrypted_content", "encrypted_index", "data", "base64"}
 )
 # The blocks that hold an image carried beside its ``ImagePart`` (see :func:`carried_image`).
-IMAGE_BLOCKS = frozenset({"image", "image_generation_call"})
+IMAGE_BLOCKS = frozenset({"image", "image_generation_call", "image_url", "file", "document"})
 _SUMMARY_CHARS = 2_000  # a block's summary is cut here (it stands in for the block in text)
 
 
@@ -126,7 +126,7 @@ def restore(part: OpaquePart, blocks: list[str | dict[str, Any]], previous: Part
             block["text"] = previous.text
         blocks[-1] = block
         return
-    if kind in IMAGE_BLOCKS and isinstance(previous, ImagePart) and blocks:
+    if kind in IMAGE_BLOCKS and isinstance(previous, ImagePart | DocumentPart) and blocks:
         blocks[-1] = block
         return
     blocks.append(block)

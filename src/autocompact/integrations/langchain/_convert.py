@@ -8,16 +8,17 @@ What a round trip keeps: the message type, text, content blocks (text, images, f
 reasoning/thinking with signatures, redacted thinking), tool calls (id, name, arguments), tool
 results (call id, tool name, content, error status), and every block the engine does not read,
 byte-exact in its place (a provider's built-in tool calls and results, encrypted reasoning, a
-text block's citations or ``cache_control``, a generated image's item: :mod:`._blocks`).
+text block's citations or ``cache_control``, a media block's keys its part does not hold, a
+generated image's item: :mod:`._blocks`).
 Message identifiers and provider metadata (``id``, ``response_metadata``, ``usage_metadata``)
 are not content: the middleware keeps the original LangChain objects for every message a
 compaction does not rewrite.
 
 What cannot be carried raises :class:`autocompact.errors.ContentError` naming it (a block JSON
-cannot hold, audio or video the estimate cannot size, a media block's key no part holds, a tool
-call block whose call is not in ``tool_calls``); nothing is dropped silently. Content blocks
-that only mirror ``AIMessage.tool_calls`` (Anthropic ``tool_use``, v1 ``tool_call``) are
-represented by the tool calls.
+cannot hold, audio or video the estimate cannot size, a media block with neither data nor a
+URL, a tool call block whose call is not in ``tool_calls``); nothing is dropped silently.
+Content blocks that only mirror ``AIMessage.tool_calls`` (Anthropic ``tool_use``, v1
+``tool_call``) are represented by the tool calls.
 """
 
 from __future__ import annotations
@@ -300,17 +301,17 @@ def _block(
             ImagePart(media_type=mime, data=block["result"]),
             carried_image(block, "result", refuse),
         )
-    if kind == "image" and (block.get("id") or block.get("extras")):
-        # An image with its identity (LangChain's block for a generated image keeps the item's
-        # id, which takes it back to the API as that item, and its status in ``extras``).
-        media = _media(
-            {k: v for k, v in block.items() if k not in ("id", "extras")},
-            refuse,
-            lambda *keys: only(*keys, "extras"),
-        )
-        return (media, carried_image(block, "base64" if "base64" in block else "data", refuse))
     if kind in ("image", "image_url", "file", "document"):
-        return (_media(block, refuse, only),)
+        # A media block with more than its part holds (an id, ``extras``, ``cache_control``, a
+        # ``filename``, a ``detail``: LangChain's block for a generated image keeps the item's
+        # id, which takes it back to the API as that item): the part, read and sized as the
+        # image or document it is, then the block carried beside it, sized without its data.
+        unheld: list[str] = []
+        media = _media(block, refuse, unheld)
+        if not unheld and block.get("id") in (None, ""):
+            return (media,)
+        data = next((k for k in ("base64", "data", "source", "image_url") if k in block), "")
+        return (media, carried_image(block, data, refuse))
     if kind in _MIRRORED_CALLS:
         if block.get("call_id", block.get("id")) not in calls:
             raise refuse("a tool call block whose call is not in the message's tool_calls")
@@ -325,10 +326,11 @@ def _block(
 
 
 def _media(
-    block: Mapping[str, Any], refuse: Callable[[str], ContentError], only: Callable[..., None]
+    block: Mapping[str, Any], refuse: Callable[[str], ContentError], unheld: list[str]
 ) -> Part:
-    """An image or document part; a key it cannot carry (``detail``, ``cache_control``,
-    ``extras``) raises, as for text blocks: nothing is dropped silently."""
+    """An image or document part; the keys it does not hold (``detail``, ``cache_control``,
+    ``extras``, a file's ``filename`` on an image) are added to ``unheld`` (the caller carries
+    the block beside the part: nothing is dropped)."""
     kind = block["type"]
     data: str | None = None
     url: str | None = None
@@ -336,30 +338,30 @@ def _media(
     title = block.get("filename")
     named = ("filename", "title") if kind in ("file", "document") else ()
 
-    def nested(inner: Mapping[str, Any], *keys: str) -> None:
-        extra = {k for k, v in inner.items() if k not in keys and v is not None}
-        if extra:
-            raise refuse(f"unsupported keys {sorted(extra)}")
+    def only(inner: Mapping[str, Any], *keys: str) -> None:
+        unheld.extend(
+            k for k, v in inner.items() if k not in (*_BOOKKEEPING, *keys) and v is not None
+        )
 
     if kind == "image_url":
-        only("image_url")
+        only(block, "image_url")
         raw = block.get("image_url")
         if isinstance(raw, Mapping):  # detail "auto" is the default: the same image
-            nested({k: v for k, v in raw.items() if (k, v) != ("detail", "auto")}, "url")
+            only({k: v for k, v in raw.items() if (k, v) != ("detail", "auto")}, "url")
         url = raw.get("url") if isinstance(raw, Mapping) else raw
         if isinstance(url, str) and url.startswith("data:") and ";base64," in url:
             head, data = url[5:].split(";base64,", 1)
             mime, url = head or None, None
     elif isinstance(block.get("source"), Mapping):  # Anthropic's native image/document block
         source = block["source"]
-        only("source", *named)
-        nested(source, "type", "media_type", "data", "url")
+        only(block, "source", *named)
+        only(source, "type", "media_type", "data", "url")
         mime = source.get("media_type")
         data = source.get("data") if source.get("type") == "base64" else None
         url = source.get("url") if source.get("type") == "url" else None
         title = block.get("title")
     else:
-        only("base64", "data", "url", "mime_type", "source_type", *named[:1])
+        only(block, "base64", "data", "url", "mime_type", "source_type", *named[:1])
         data = block.get("base64") or (
             block.get("data") if block.get("source_type") != "url" else None
         )
