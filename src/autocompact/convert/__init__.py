@@ -29,6 +29,7 @@ from autocompact.convert._common import (
     UNKNOWN_TOOL_NAME,
     ThinkingMode,
     data_url,
+    media_url,
     parse_data_url,
     response_text,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "from_anthropic_message",
     "from_anthropic_messages",
     "from_openai_messages",
+    "media_url",
     "parse_data_url",
     "response_text",
     "to_anthropic_message",

@@ -60,7 +60,7 @@ from autocompact.content import (
     ThinkingPart,
     Usage,
 )
-from autocompact.convert._common import media_url
+from autocompact.convert import media_url
 from autocompact.errors import (
     REPLY_ERRORS,
     AuthenticationError,
