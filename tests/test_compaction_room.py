@@ -305,6 +305,24 @@ def test_small_window_hard_attempts_count_and_failed_rescues_back_off() -> None:
     assert side_queries(fake) == 3
 
 
+def test_a_failed_rescue_holds_from_the_count_it_was_made_at() -> None:
+    """The hold starts at the pre-send count, the message being sent included: a message of
+    more than a tenth of the window whose rescue failed made the hold end before the next send,
+    and every turn after ran another failed side query (a real 8K llama-server generated for
+    minutes before each)."""
+    fake = FakeProvider(responder=empty_summaries)
+    session = ChatSession(fake, context_window=32_000, history=text_history(26_000))
+    message = "z" * 4 * 3_500  # more than HOLD_GROWTH_SHARE of the window
+    at = session.estimate_tokens(message)
+    session.send(message)
+    assert side_queries(fake) == 1
+    assert session.compactions[-1].status.failed
+    assert session.hold_until is not None
+    assert session.hold_until >= at + HOLD_GROWTH_SHARE * 32_000
+    session.send("y" * 40)  # the count has not grown: held
+    assert side_queries(fake) == 1
+
+
 def test_small_window_open_breaker_stops_the_hard_attempt() -> None:
     """Where hard equals auto an open breaker stops the "hard" attempt like an automatic one."""
     thresholds = compute_thresholds(32_000)

@@ -130,6 +130,21 @@ def test_small_window_failed_rescues_count_the_same(store: SessionStore) -> None
     assert max(counts) >= 2
 
 
+def test_a_rescue_failed_on_a_large_message_holds_the_same(store: SessionStore) -> None:
+    """The hold begins at the pre-send count, the message being sent included, in a store as
+    in memory: the next small send is held (it ran another side query when the hold left the
+    message out)."""
+    memory, stored, mem_fake, st_fake = twins(store, empty_summaries, 32_000, text_history(26_000))
+    for session in (memory, stored):
+        at = session.estimate_tokens("g" * 4 * 3_500)
+        session.send("g" * 4 * 3_500)  # more than a tenth of the window; the rescue fails
+        assert session.hold_until is not None
+        assert session.hold_until >= at + 3_200
+        session.send("z" * 40)  # held
+    assert state(stored, st_fake) == state(memory, mem_fake)
+    assert sum(1 for r in st_fake.requests if r.purpose == "side_query") == 1
+
+
 def test_a_superseded_summary_leaves_the_count_and_hold_alone(store: SessionStore) -> None:
     """Another worker commits while this one summarizes: the summary is superseded (a no-op),
     and the breaker's count and hold stay what they were, as after a no-op in memory."""

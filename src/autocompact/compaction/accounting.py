@@ -109,10 +109,19 @@ def _counts(trigger: CompressionTrigger, thresholds: CompactionThresholds) -> bo
 
 
 def record_attempt(
-    state: BreakerState, info: CompressionInfo, thresholds: CompactionThresholds
+    state: BreakerState,
+    info: CompressionInfo,
+    thresholds: CompactionThresholds,
+    *,
+    pending_tokens: int = 0,
 ) -> BreakerState:
-    """The state after one attempt (see the module docstring for the rules)."""
-    hold_at = round(info.new_token_count + HOLD_GROWTH_SHARE * thresholds.window)
+    """The state after one attempt (see the module docstring for the rules).
+
+    ``pending_tokens``: the size of the message being sent when the attempt ran (the attempt's
+    counts are of the history without it). A hold starts from the pre-send count, the one
+    :func:`automatic_trigger` is given, so that message is part of where it begins.
+    """
+    hold_at = round(info.new_token_count + pending_tokens + HOLD_GROWTH_SHARE * thresholds.window)
     if info.status is CompressionStatus.NOOP:
         if info.ineffective:  # no side query could buy room: hold, count nothing (decision 70)
             return replace(state, hold_until=hold_at)

@@ -129,7 +129,10 @@ class CompactionSteps:
                 consecutive_failures=state.consecutive_failures,
                 last_prompt_token_count=state.count_base(),
             )
-        self._emit(CompactionStarted(trigger=trigger, tokens=self.estimate_tokens(message)))
+        at = self.estimate_tokens(message)
+        # The hold an attempt may start begins at this pre-send count, the message included.
+        pending = at - self.estimate_tokens() if message is not None else 0
+        self._emit(CompactionStarted(trigger=trigger, tokens=at))
         generation = self._generation
         try:
             result: CompressionResult = yield from self.compression.flow(state.history, options)
@@ -151,8 +154,10 @@ class CompactionSteps:
             )
             return result.info
         if self.store is not None:
-            result = yield from self.store.finish_compaction_step(result, config.thresholds)
-        self._apply(result)
+            result = yield from self.store.finish_compaction_step(
+                result, config.thresholds, pending_tokens=pending
+            )
+        self._apply(result, pending_tokens=pending)
         if self.store is not None:
             self.adopt_snapshot(self.store.snapshot)
         return result.info
@@ -165,14 +170,19 @@ class CompactionSteps:
         keeps_growth = self.store is not None and self.store.keeps_growth
         adopt(self.state, snapshot, growth=growth and keeps_growth)
 
-    def _apply(self, result: CompressionResult) -> None:
-        """Count a finished compaction; install its history when it compacted."""
+    def _apply(self, result: CompressionResult, *, pending_tokens: int = 0) -> None:
+        """Count a finished compaction; install its history when it compacted.
+
+        ``pending_tokens``: the size of the message being sent (where a hold begins).
+        """
         config, state = self.config, self.state
         info = result.info
         self.compactions.append(info)
         was_open = state.breaker_open
         previous = state.consecutive_failures
-        counted_state = record_attempt(state.breaker, info, config.thresholds)
+        counted_state = record_attempt(
+            state.breaker, info, config.thresholds, pending_tokens=pending_tokens
+        )
         state.consecutive_failures = counted_state.consecutive_failures
         state.hold_until = counted_state.hold_until
         if info.status is CompressionStatus.COMPRESSED:

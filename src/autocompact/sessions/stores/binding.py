@@ -173,20 +173,25 @@ class StoreBinding:
         return self._base
 
     def finish_compaction_step(
-        self, result: CompressionResult, thresholds: CompactionThresholds
+        self,
+        result: CompressionResult,
+        thresholds: CompactionThresholds,
+        *,
+        pending_tokens: int = 0,
     ) -> Generator[Any, Any, CompressionResult]:
         """Commit or record the attempt; a superseded summary comes back as a no-op.
 
         What the attempt does to the shared breaker count and hold is decided by the same pure
         rule the chat applies (:func:`autocompact.compaction.accounting.record_attempt`), and
-        written in the attempt's transaction.
+        written in the attempt's transaction. ``pending_tokens``: the size of the message being
+        sent (a hold begins at the pre-send count).
         """
         base, lease = self._base, self._lease
         self._base = self._lease = None
         assert base is not None, "finish_compaction without begin_compaction"
         info = result.info
         record = info_to_dict(info)
-        effect, hold_until = breaker_effect(info, thresholds, base)
+        effect, hold_until = breaker_effect(info, thresholds, base, pending_tokens=pending_tokens)
         if info.status is CompressionStatus.COMPRESSED:
             outcome = yield from self._call(
                 "commit_compaction",
@@ -324,10 +329,14 @@ class StoreBinding:
         return _run(self.begin_compaction_step())
 
     def finish_compaction(
-        self, result: CompressionResult, thresholds: CompactionThresholds
+        self,
+        result: CompressionResult,
+        thresholds: CompactionThresholds,
+        *,
+        pending_tokens: int = 0,
     ) -> CompressionResult:
         """See :meth:`finish_compaction_step`."""
-        return _run(self.finish_compaction_step(result, thresholds))
+        return _run(self.finish_compaction_step(result, thresholds, pending_tokens=pending_tokens))
 
     def append(
         self,
@@ -393,7 +402,11 @@ def skipped_info(trigger: CompressionTrigger, tokens: int) -> CompressionInfo:
 
 
 def breaker_effect(
-    info: CompressionInfo, thresholds: CompactionThresholds, base: Snapshot
+    info: CompressionInfo,
+    thresholds: CompactionThresholds,
+    base: Snapshot,
+    *,
+    pending_tokens: int = 0,
 ) -> tuple[BreakerEffect, int | None]:
     """What an attempt does to the shared breaker count, and the hold after it.
 
@@ -409,4 +422,4 @@ def breaker_effect(
         else "keep"
     )
     state = BreakerState(consecutive_failures=base.consecutive_failures, hold_until=base.hold_until)
-    return effect, record_attempt(state, info, thresholds).hold_until
+    return effect, record_attempt(state, info, thresholds, pending_tokens=pending_tokens).hold_until
