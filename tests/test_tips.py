@@ -100,6 +100,28 @@ def test_critical_tip_says_the_rescue_already_ran() -> None:
     assert "already ran" in tip.message
 
 
+def test_critical_tip_says_when_no_rescue_runs() -> None:
+    """During a hold, or with the breaker open where hard equals auto, no forced compaction
+    runs: the tip says compaction is paused instead of saying one ran."""
+    small, big = compute_thresholds(8_192), compute_thresholds(200_000)
+    assert small.hard == small.auto
+    for thresholds, kwargs in (
+        (small, {"held": True}),
+        (small, {"breaker_open": True}),
+        (big, {"held": True}),
+    ):
+        tip = select_tip(thresholds.hard, window=thresholds.window, thresholds=thresholds, **kwargs)
+        assert tip is not None
+        assert tip.id == "context-critical"
+        assert "already ran" not in tip.message
+        assert "paused" in tip.message
+        assert "left out of each request" in tip.message
+    # on a large window an open breaker does not stop the hard rescue
+    tip = select_tip(big.hard, window=200_000, thresholds=big, breaker_open=True)
+    assert tip is not None
+    assert "already ran" in tip.message
+
+
 def test_on_the_failure_path_the_three_fire_in_order() -> None:
     """With every summary failing, the count climbs through warn, auto and hard in order."""
     provider = FakeProvider(context_window=100_000)

@@ -72,6 +72,7 @@ def select_tip(
     window: int,
     thresholds: CompactionThresholds | None = None,
     breaker_open: bool = False,
+    held: bool = False,
 ) -> Tip | None:
     """The tip for a token count, or ``None`` below the first band.
 
@@ -79,7 +80,10 @@ def select_tip(
         tokens: the current (pre-send) count.
         window: the context window, for percentages.
         thresholds: the ladder from the caller; ``None`` falls back to 50 / 80 / 95 %.
-        breaker_open: automatic compaction is paused (changes the advice of ``context-high``).
+        breaker_open: automatic compaction is paused (changes the advice of ``context-high``,
+            and of ``context-critical`` where *hard* equals *auto*: no rescue runs there).
+        held: a hold stops automatic compaction at this count, the hard rescue included (after
+            a failed rescue or an ineffective compaction); ``context-critical`` then says so.
 
     Raises:
         ConfigError: ``tokens`` is no finite count of 0 or more, ``window`` no window, or
@@ -95,14 +99,23 @@ def select_tip(
     pct = f"{100 * tokens / window:.0f}%" if window > 0 else "n/a"
     used = f"{format_tokens(tokens)} of {format_tokens(window)} tokens ({pct})"
     if tokens >= hard:
+        if held or (breaker_open and hard <= auto):
+            # No rescue runs at this count (SPEC §10.7): do not say one did.
+            what = (
+                "Automatic compaction is paused after a failed or ineffective one: none runs "
+                "before the next send, and the oldest turns are left out of each request."
+            )
+        else:
+            what = (
+                "A forced compaction already ran before this send; if it failed, the oldest "
+                "turns are left out of each request."
+            )
         return Tip(
             id="context-critical",
             tier=Tier.HARD,
             message=(
                 f"Context is critical: {used}, at or past the hard limit of "
-                f"{format_tokens(hard)}. A forced compaction already ran before this send; if it "
-                "failed, the oldest turns are left out of each request. Run /compress, or /clear "
-                "to start over."
+                f"{format_tokens(hard)}. {what} Run /compress, or /clear to start over."
             ),
         )
     if tokens >= auto:

@@ -357,3 +357,31 @@ def test_bad_fake_script_is_a_usage_error(chat_env: ChatEnv, content: str, messa
     assert result.code == 2
     assert message in result.err
     assert "bad.json" in result.err
+
+
+def test_after_a_failed_rescue_the_next_sends_are_held_and_the_tip_says_so(
+    chat_env: ChatEnv,
+) -> None:
+    """On a small window a failed hard rescue starts a hold: the next sends run no side query
+    (the oldest turns are left out instead), and the critical tip says automatic compaction is
+    paused, not that a forced compaction ran. Seen on a real 8K llama-server: the hold began
+    below the count (the message being sent was left out of it), so a failed summary was
+    generated for minutes before every turn, and the tip said a rescue ran when none did."""
+    chat_env.script(
+        [{"text": "ok", "purpose": "chat"} for _ in range(5)]
+        + [{"error": "provider", "purpose": "side_query"}]
+        + [{"text": "ok", "purpose": "chat"} for _ in range(2)]
+    )
+    questions = [f"q{i} {words(1_300)}" for i in range(5)]
+    result = chat_env.run(["chat", "--provider", "fake", "--window", "8k"], [*questions, "q", "r"])
+    assert result.code == 0, result.err
+    blocks = result.blocks()
+    assert "Compacting the conversation (hard, 6.5K tokens)" in blocks[5]
+    assert "Compaction failed (hard)" in blocks[5]
+    assert "Tip: Context is critical" in blocks[5]
+    assert "Automatic compaction is paused" in blocks[5]
+    assert "already ran" not in blocks[5]
+    for block in blocks[6:8]:  # held: no side query, the request is trimmed instead
+        assert "Compacting" not in block
+        assert "out of this request" in block
+        assert "Tip:" not in block  # the same tip is not repeated

@@ -205,15 +205,25 @@ class TipScheduler:
     _last_shown: dict[str, int] = field(default_factory=dict)
 
     def after_turn(
-        self, tokens: int, thresholds: CompactionThresholds, *, breaker_open: bool = False
+        self,
+        tokens: int,
+        thresholds: CompactionThresholds,
+        *,
+        breaker_open: bool = False,
+        held: bool = False,
     ) -> Tip | None:
-        """The tip to show now for ``tokens``, or ``None``."""
+        """The tip to show now for ``tokens``, or ``None`` (``held``: a hold stops automatic
+        compaction at this count)."""
         self._turn += 1
         tip = self.selector(
-            tokens, window=thresholds.window, thresholds=thresholds, breaker_open=breaker_open
+            tokens,
+            window=thresholds.window,
+            thresholds=thresholds,
+            breaker_open=breaker_open,
+            held=held,
         )
-        # A paused breaker changes the advice, so it counts as a new tip.
-        key = None if tip is None else tip.id + (":paused" if breaker_open else "")
+        # A paused breaker or a hold changes the advice, so it counts as a new tip.
+        key = None if tip is None else tip.id + (":paused" if breaker_open or held else "")
         entered = key != self._previous_id
         self._previous_id = key
         if tip is None or key is None:

@@ -312,8 +312,13 @@ class Repl:
 
     def _after_turn(self) -> None:
         session = self.ctx.session
+        tokens = session.estimate_tokens()
+        hold = session.hold_until
         tip = self.tips.after_turn(
-            session.estimate_tokens(), session.thresholds, breaker_open=session.breaker_open
+            tokens,
+            session.thresholds,
+            breaker_open=session.breaker_open,
+            held=hold is not None and tokens < hold,
         )
         if tip is not None:
             self.console.print(Text(f"Tip: {tip.message}", style="cyan"))
