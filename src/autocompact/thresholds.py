@@ -135,7 +135,7 @@ def parse_window(value: object, *, name: str = "window", minimum: int = 0) -> in
             f"got {type(value).__name__} {value!r}",
             key=name,
         )
-    if number < 0:
+    if number < 0 and minimum <= 0:
         raise ConfigError(f"{name} must be 0 or more tokens, got {number}", key=name)
     if number < minimum:
         raise ConfigError(

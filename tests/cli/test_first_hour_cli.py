@@ -236,10 +236,19 @@ def test_local_server_that_cannot_be_asked_warns_and_names_window(chat_env: Chat
     "argv",
     [
         ["chat", "--provider", "fake", "--window", "10"],
+        # a negative window said "must be 0 or more tokens", and 0 is refused too
+        ["chat", "--provider", "fake", "--window", "-5"],
+        ["chat", "--provider", "fake", "--window=-8k"],
         ["thresholds", "0"],
         ["thresholds", "10"],
     ],
-    ids=["chat-window-10", "thresholds-0", "thresholds-10"],
+    ids=[
+        "chat-window-10",
+        "chat-window-negative",
+        "chat-window-negative-k",
+        "thresholds-0",
+        "thresholds-10",
+    ],
 )
 def test_window_below_a_sane_minimum_is_refused(chat_env: ChatEnv, argv: list[str]) -> None:
     """A window below 1,000 tokens is a one-line error naming the minimum, exit 2."""
