@@ -142,9 +142,11 @@ def test_the_judgement_survives_the_step_a_reopen_and_reaches_a_second_worker(
     assert (reopened.consecutive_failures, reopened.hold_until) == (2, plain.hold_until)
 
     # The second worker reads them on its next send: its compaction starts from them (its
-    # summary works and resets them, as it would have on the first worker).
+    # summary works and resets them, as it would have on the first worker). The send grows the
+    # count past the hold, which begins at the count the failed summary was attempted at.
     other_probes = _probe(other)
-    other.send("p" * 400)
+    assert plain.estimate_tokens("p" * 400) < plain.hold_until  # a small send is held
+    other.send("p" * 4 * 7_000)
     assert other_probes == [(2, plain.hold_until)]
     assert not any(isinstance(e, CompactionOutgrown) for e in other_events)
 
