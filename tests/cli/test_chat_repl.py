@@ -385,3 +385,27 @@ def test_after_a_failed_rescue_the_next_sends_are_held_and_the_tip_says_so(
         assert "Compacting" not in block
         assert "out of this request" in block
         assert "Tip:" not in block  # the same tip is not repeated
+
+
+def test_a_failed_turn_says_the_message_was_not_kept(chat_env: ChatEnv) -> None:
+    """A send the provider refuses (a real 8K llama-server's "exceeds the available context
+    size" after a failed reactive compaction, a server that is down) shows the error and says
+    the message is not in the conversation, which it is not: the user knows to send it again.
+    It showed only the provider's error."""
+    chat_env.script(
+        [
+            {"text": "one", "purpose": "chat"},
+            {"error": "provider", "purpose": "chat"},
+            {"text": "three", "purpose": "chat"},
+        ]
+    )
+    result = chat_env.run(["chat", "--provider", "fake"], ["first", "second", "third"])
+    assert result.code == 0, result.err
+    _, first, second, third = result.blocks()
+    assert "not added" not in first
+    assert "Error:" in second
+    assert "Your message was not added to the conversation" in second
+    assert "three" in third
+    (summary,) = SessionStore(chat_env.sessions).list()
+    saved = SessionStore(chat_env.sessions).open(summary.header.id)
+    assert [m.text for m in saved.history] == ["first", "one", "third", "three"]

@@ -58,6 +58,9 @@ _REPLACED_NOTE = (
 )
 
 
+_NOT_KEPT = "Your message was not added to the conversation; the history is as it was before it."
+
+
 class PipedInput:
     """One message per line from a stream that is not a terminal (stdin in tests and scripts)."""
 
@@ -248,6 +251,8 @@ class Repl:
             self.console.print(Text("\nCancelled; the conversation is as it was.", style="yellow"))
         except AutocompactError as exc:  # provider errors included: the chat goes on
             self.console.print(Text(f"Error: {for_terminal(str(exc))}", style="red"))
+            # A turn is committed only when its reply ends: say what became of the message.
+            self.console.print(Text(_NOT_KEPT, style="yellow"))
         self._report_noops()
         self._report_notices()
         self.persist()
