@@ -34,6 +34,7 @@ TESTS = {
         "tests/integrations/test_pydantic_ai_window.py",
         "tests/integrations/test_pydantic_ai_history.py",
         "tests/integrations/test_pydantic_ai_tool_media.py",
+        "tests/integrations/test_pydantic_ai_events.py",
     ],
     "openai-agents": [
         "tests/integrations/test_openai_agents.py",

@@ -31,7 +31,12 @@ __all__ = [
 
 @dataclass(frozen=True, kw_only=True)
 class ThresholdCrossed:
-    """The pre-send count moved into another tier (up or down)."""
+    """The pre-send count moved into another tier (up or down).
+
+    ``tokens`` is the estimate of the next request with the pending message (a user message,
+    or the tool results a framework is about to send); after a compaction, of the new history
+    with that message.
+    """
 
     previous: Tier
     current: Tier

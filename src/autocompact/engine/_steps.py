@@ -157,7 +157,7 @@ class CompactionSteps:
             result = yield from self.store.finish_compaction_step(
                 result, config.thresholds, pending_tokens=pending
             )
-        self._apply(result, pending_tokens=pending)
+        self._apply(result, message, pending_tokens=pending)
         if self.store is not None:
             self.adopt_snapshot(self.store.snapshot)
         return result.info
@@ -170,8 +170,12 @@ class CompactionSteps:
         keeps_growth = self.store is not None and self.store.keeps_growth
         adopt(self.state, snapshot, growth=growth and keeps_growth)
 
-    def _apply(self, result: CompressionResult, *, pending_tokens: int = 0) -> None:
-        """Count a finished compaction; install its history when it compacted.
+    def _apply(
+        self, result: CompressionResult, message: Message | None = None, *, pending_tokens: int = 0
+    ) -> None:
+        """Count a finished compaction; install its history when it compacted. The tier noted
+        after it is that of the next request: the new history with ``message`` pending (a
+        framework's pending tool results may be most of it).
 
         ``pending_tokens``: the size of the message being sent (where a hold begins).
         """
@@ -196,7 +200,7 @@ class CompactionSteps:
             state.since_count = 0
             state.growth = state.growth.after_compaction(info, self.estimate_tokens())
             self._emit(CompactionSucceeded(info=info))
-            self._note_tier(self.estimate_tokens())
+            self._note_tier(self.estimate_tokens(message))
         elif info.status.failed:
             self._emit(CompactionFailed(info=info))
         if was_open and not state.breaker_open:
