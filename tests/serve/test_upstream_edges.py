@@ -11,7 +11,8 @@ import json
 import threading
 import time
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -459,16 +460,11 @@ class Clock:
         return self.now
 
 
-def test_a_failed_window_lookup_is_tried_again_later_and_a_found_window_kept(
-    tmp_path: Path,
-) -> None:
-    """Without --context-window, a server that cannot say its window yet (503 while it loads)
-    gives the assumed window for now and is asked again after a while, not on every request;
-    the window it then reports is used and kept (the first failure was kept for good: the
-    assumed window was used until the proxy restarted)."""
+@contextmanager
+def behind_props(tmp_path: Path) -> Iterator[tuple[Props, Clock, str, str]]:
+    """A proxy (its clock the test's, no --context-window) in front of a server whose /props
+    the test controls: the props, the clock, the server's URL and the proxy's."""
     props, clock = Props(), Clock()
-    # ~3,000 tokens: safe on the assumed 32K window, far over auto on a 4K one.
-    big = {"model": "m", "messages": [{"role": "user", "content": "word " * 3000}]}
     with serve_in_thread(Faulty(answer=props.answer).app()) as url:
         config = ServeConfig(
             upstreams={"openai": url + "/v1"}, store=f"sqlite:///{tmp_path / 's.db'}"
@@ -476,22 +472,35 @@ def test_a_failed_window_lookup_is_tried_again_later_and_a_found_window_kept(
         app = ServeApp(config, clock=clock)
         try:
             with serve_in_thread(app.asgi) as proxy_url:
-
-                def tier() -> str:
-                    reply = httpx.post(f"{proxy_url}/v1/chat/completions", json=big, timeout=30)
-                    return reply.headers["x-autocompact-tier"]
-
-                assert (tier(), props.asked) == ("safe", 1)  # the assumed window
-                props.window = 4000
-                assert (tier(), props.asked) == ("safe", 1)  # not asked again at once
-                clock.now += 3600
-                assert tier() != "safe"  # asked again: the server's window
-                assert props.asked == 2
-                clock.now += 10 * 24 * 3600
-                assert tier() != "safe"
-                assert props.asked == 2  # a window found is kept
+                yield props, clock, url, proxy_url
         finally:
             app.store.close()
+
+
+def test_a_failed_window_lookup_is_tried_again_later_and_a_found_window_kept(
+    tmp_path: Path,
+) -> None:
+    """Without --context-window, a server that cannot say its window yet (503 while it loads)
+    gives the assumed window for now and is asked again after a while, not on every request;
+    the window it then reports is used and kept (the first failure was kept for good: the
+    assumed window was used until the proxy restarted)."""
+    # ~3,000 tokens: safe on the assumed 32K window, far over auto on a 4K one.
+    big = {"model": "m", "messages": [{"role": "user", "content": "word " * 3000}]}
+    with behind_props(tmp_path) as (props, clock, _, proxy_url):
+
+        def tier() -> str:
+            reply = httpx.post(f"{proxy_url}/v1/chat/completions", json=big, timeout=30)
+            return reply.headers["x-autocompact-tier"]
+
+        assert (tier(), props.asked) == ("safe", 1)  # the assumed window
+        props.window = 4000
+        assert (tier(), props.asked) == ("safe", 1)  # not asked again at once
+        clock.now += 3600
+        assert tier() != "safe"  # asked again: the server's window
+        assert props.asked == 2
+        clock.now += 10 * 24 * 3600
+        assert tier() != "safe"
+        assert props.asked == 2  # a window found is kept
 
 
 def test_window_lookups_back_off_until_one_finds_a_window() -> None:
