@@ -37,6 +37,7 @@ from autocompact.events import (
     CompactionCancelled,
     CompactionFailed,
     CompactionOutgrown,
+    CompactionSkipped,
     CompactionStarted,
     CompactionSucceeded,
     Event,
@@ -106,6 +107,9 @@ def describe_event(event: Event) -> str:
             )
         case CompactionFailed():
             return f"compaction failed ({event.info.status.value}): {event.info.error}"
+        case CompactionSkipped():
+            reason = event.info.error or "the history is too short"
+            return f"compaction skipped ({event.info.trigger.value}): {reason}"
         case CompactionCancelled():
             return (
                 f"compaction {event.reason} ({event.trigger.value}): {event.error or 'no result'}"

@@ -19,6 +19,7 @@ __all__ = [
     "CompactionCancelled",
     "CompactionFailed",
     "CompactionOutgrown",
+    "CompactionSkipped",
     "CompactionStarted",
     "CompactionSucceeded",
     "Event",
@@ -46,7 +47,11 @@ class ThresholdCrossed:
 
 @dataclass(frozen=True, kw_only=True)
 class CompactionStarted:
-    """A compaction attempt is about to run."""
+    """A compaction attempt is about to run.
+
+    Every one ends with exactly one :class:`CompactionSucceeded`, :class:`CompactionFailed`,
+    :class:`CompactionSkipped` or :class:`CompactionCancelled`.
+    """
 
     trigger: CompressionTrigger
     tokens: int
@@ -80,15 +85,30 @@ class CompactionFailed:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CompactionSkipped:
+    """A compaction attempt found nothing to do; the history is unchanged (``info.error`` says
+    why: the history is too short to cut, the only large item is the message being sent, a
+    summary cannot buy room, another worker changed the history first).
+
+    Not a failure: the breaker does not count it (one that cannot buy room starts a hold,
+    ``info.ineffective``).
+    """
+
+    info: CompressionInfo
+    kind: Literal["compaction_skipped"] = "compaction_skipped"
+
+
+@dataclass(frozen=True, kw_only=True)
 class CompactionCancelled:
     """A compaction attempt ended without an outcome; the history is unchanged.
 
     Every :class:`CompactionStarted` ends with exactly one :class:`CompactionSucceeded`,
-    :class:`CompactionFailed` or :class:`CompactionCancelled`. This one is emitted when the
-    attempt is interrupted (``KeyboardInterrupt``: ``reason="interrupted"``), its task is
-    cancelled (``asyncio.CancelledError``, or the flow closed: ``"cancelled"``) or an exception
-    no failure status covers escapes it (``"error"``, with ``error`` naming it). The exception
-    then propagates to the caller as before; the breaker does not count it.
+    :class:`CompactionFailed`, :class:`CompactionSkipped` or :class:`CompactionCancelled`.
+    This one is emitted when the attempt is interrupted (``KeyboardInterrupt``:
+    ``reason="interrupted"``), its task is cancelled (``asyncio.CancelledError``, or the flow
+    closed: ``"cancelled"``) or an exception no failure status covers escapes it (``"error"``,
+    with ``error`` naming it). The exception then propagates to the caller as before; the
+    breaker does not count it.
     """
 
     trigger: CompressionTrigger
@@ -159,6 +179,7 @@ Event: TypeAlias = (
     | CompactionStarted
     | CompactionSucceeded
     | CompactionFailed
+    | CompactionSkipped
     | CompactionCancelled
     | CompactionOutgrown
     | BreakerOpened

@@ -14,8 +14,10 @@ from autocompact.events import (
     BreakerClosed,
     BreakerOpened,
     CompactionFailed,
+    CompactionSkipped,
     CompactionStarted,
     CompactionSucceeded,
+    Event,
     ThresholdCrossed,
 )
 from autocompact.testing import FakeProvider
@@ -147,9 +149,16 @@ def test_compress_instructions_reach_the_side_query() -> None:
 
 
 def test_compress_with_nothing_to_do_says_so() -> None:
-    """/compress on an empty chat reports that there is nothing to compress."""
+    """/compress on an empty chat ends its compaction with a skipped event whose line says
+    there is nothing to compress (the hook shows it, as it shows a success or a failure)."""
     ctx = _ctx(FakeProvider(), [])
-    assert REGISTRY.dispatch(ctx, "/compress").lines[0].startswith("Nothing to compress")
+    events: list[Event] = []
+    ctx.session.add_hook(events.append)
+    assert REGISTRY.dispatch(ctx, "/compress").lines == ()
+    started, skipped = events
+    assert isinstance(started, CompactionStarted)
+    assert isinstance(skipped, CompactionSkipped)
+    assert describe_event(skipped) == "Nothing to compress: the history is empty"
 
 
 def test_clear_quit_and_help() -> None:

@@ -391,3 +391,28 @@ def test_the_window_a_too_long_rejection_implies(
     from autocompact.serve.rejections import window_below
 
     assert window_below(tokens, window) == below
+
+
+def test_a_skipped_compaction_is_logged_at_info_with_its_reason(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The proxy's engine log says why a started compaction did nothing (at info level: it is
+    no failure), so the started compaction does not end silently in the log either."""
+    import logging
+
+    from autocompact.compaction import CompressionInfo, CompressionStatus, CompressionTrigger
+    from autocompact.events import CompactionSkipped
+    from autocompact.serve.engine_log import engine_log
+
+    info = CompressionInfo(
+        status=CompressionStatus.NOOP,
+        trigger=CompressionTrigger.HARD,
+        original_token_count=7_000,
+        new_token_count=7_000,
+        error="the history is empty",
+    )
+    caplog.set_level(logging.INFO, logger="autocompact.serve")
+    engine_log("c1")(CompactionSkipped(info=info))
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (logging.INFO, "conversation=c1 compaction skipped (trigger=hard): the history is empty")
+    ]

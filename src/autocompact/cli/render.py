@@ -17,6 +17,7 @@ from autocompact.events import (
     CompactionCancelled,
     CompactionFailed,
     CompactionOutgrown,
+    CompactionSkipped,
     CompactionStarted,
     CompactionSucceeded,
     Event,
@@ -145,7 +146,11 @@ def describe_event(event: Event) -> str | None:
     match event:
         case CompactionStarted(trigger=trigger, tokens=tokens):
             return f"Compacting the conversation ({trigger}, {format_tokens(tokens)} tokens)…"
-        case CompactionSucceeded(info=info) | CompactionFailed(info=info):
+        case (
+            CompactionSucceeded(info=info)
+            | CompactionFailed(info=info)
+            | CompactionSkipped(info=info)
+        ):
             return describe_info(info)
         case CompactionCancelled(reason=reason, error=error):
             # Ctrl-C and cancellation are reported by the chat loop itself.

@@ -20,12 +20,17 @@ from rich.markdown import Markdown
 from rich.text import Text
 
 from autocompact.chat import ChatSession
-from autocompact.cli.render import TipScheduler, describe_event, describe_info, footer_text
+from autocompact.cli.render import TipScheduler, describe_event, footer_text
 from autocompact.cli.slash import REGISTRY, ChatContext, CommandResult, SlashRegistry
 from autocompact.cli.stream_view import MarkdownStream
-from autocompact.compaction import CompressionStatus, CompressionTrigger
 from autocompact.errors import AutocompactError
-from autocompact.events import CompactionFailed, CompactionSucceeded, Event, WindowLearned
+from autocompact.events import (
+    CompactionFailed,
+    CompactionSkipped,
+    CompactionSucceeded,
+    Event,
+    WindowLearned,
+)
 from autocompact.providers.base import FinishReason, StreamDone, TextDelta, ThinkingDelta
 from autocompact.textsafe import clean_input, for_terminal
 
@@ -151,8 +156,6 @@ class Repl:
         self.tips = tips or TipScheduler()
         self.registry = registry
         self.pending_compactions: list[object] = []
-        self._seen_session: ChatSession | None = ctx.session
-        self._seen = len(ctx.session.compactions)
         self.on_window_learned: Callable[[int], None] | None = None
         self._told_replaced = False
 
@@ -190,7 +193,13 @@ class Repl:
             self.pending_compactions.append(event.info)
         line = describe_event(event)
         if line is not None:
-            style = "red" if isinstance(event, CompactionFailed) else "yellow"
+            style = (
+                "red"
+                if isinstance(event, CompactionFailed)
+                else "dim"
+                if isinstance(event, CompactionSkipped)
+                else "yellow"
+            )
             self.console.print(Text(line, style=style))
 
     # -- the loop ----------------------------------------------------------------------------
@@ -236,7 +245,6 @@ class Repl:
         except AutocompactError as exc:
             self.console.print(Text(f"Error: {for_terminal(str(exc))}", style="red"))
             result = CommandResult(changed=True)
-        self._report_noops()
         for out in result.lines:
             self.console.print(for_terminal(out), markup=False, highlight=False)
         if result.changed:
@@ -253,7 +261,6 @@ class Repl:
             self.console.print(Text(f"Error: {for_terminal(str(exc))}", style="red"))
             # A turn is committed only when its reply ends: say what became of the message.
             self.console.print(Text(_NOT_KEPT, style="yellow"))
-        self._report_noops()
         self._report_notices()
         self.persist()
         self._after_turn()
@@ -304,16 +311,6 @@ class Repl:
         if callable(take):
             for notice in take():
                 self.console.print(Text(f"Note: {notice}", style="yellow"))
-
-    def _report_noops(self) -> None:
-        """Say why an automatic compaction that started did nothing (no event reports it)."""
-        session = self.ctx.session
-        if session is not self._seen_session:
-            self._seen_session, self._seen = session, 0
-        for info in session.compactions[self._seen :]:
-            if info.status == CompressionStatus.NOOP and info.trigger != CompressionTrigger.MANUAL:
-                self.console.print(Text(describe_info(info), style="dim"))
-        self._seen = len(session.compactions)
 
     def _after_turn(self) -> None:
         session = self.ctx.session

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from autocompact.chat import ChatSession
-from autocompact.cli.render import WINDOW_SOURCES, bar, describe_info, format_tokens
-from autocompact.compaction import CompressionStatus
+from autocompact.cli.render import WINDOW_SOURCES, bar, format_tokens
 from autocompact.context_report import WindowSource, build_context_report, native_block_lines
 from autocompact.sessions import SessionStore
 from autocompact.sessions.stores import SessionStore as SharedStore
@@ -202,11 +201,9 @@ def _context(ctx: ChatContext, argument: str) -> CommandResult:
     aliases=("compact",),
 )
 def _compress(ctx: ChatContext, argument: str) -> CommandResult:
-    info = ctx.session.compress(argument or None)
-    # Started / succeeded / failed are shown by the event hook as they happen; a no-op emits
-    # no event, so say it here.
-    lines = (describe_info(info),) if info.status == CompressionStatus.NOOP else ()
-    return CommandResult(lines=lines, changed=True)
+    ctx.session.compress(argument or None)
+    # Started / succeeded / failed / skipped are shown by the event hook as they happen.
+    return CommandResult(changed=True)
 
 
 @REGISTRY.command("clear", "forget the conversation and start over (the session file keeps it)")

@@ -43,6 +43,7 @@ from autocompact.events import (
     BreakerOpened,
     CompactionCancelled,
     CompactionFailed,
+    CompactionSkipped,
     CompactionStarted,
     CompactionSucceeded,
     Event,
@@ -203,6 +204,8 @@ class CompactionSteps:
             self._note_tier(self.estimate_tokens(message))
         elif info.status.failed:
             self._emit(CompactionFailed(info=info))
+        else:  # nothing to do: the started compaction still ends with an event
+            self._emit(CompactionSkipped(info=info))
         if was_open and not state.breaker_open:
             self._emit(BreakerClosed(previous_failures=previous))
         if state.breaker_open and not was_open:

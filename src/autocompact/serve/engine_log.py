@@ -1,7 +1,7 @@
-"""What the engine did for a conversation, on the proxy's log: a compaction that failed and why,
-the breaker opening and closing; and what the upstream refused of what the proxy sent (a
-rewritten request rejected, a "too long" request nothing smaller could replace), with the
-upstream's reason.
+"""What the engine did for a conversation, on the proxy's log: a compaction that failed and why
+(or found nothing to do, at info level), the breaker opening and closing; and what the upstream
+refused of what the proxy sent (a rewritten request rejected, a "too long" request nothing
+smaller could replace), with the upstream's reason.
 
 The request's own line says only ``action=compaction-failed`` (or ``trimmed``) and how many
 summary requests were made; an operator needs the reason (the upstream refused the summary
@@ -20,6 +20,7 @@ from autocompact.events import (
     BreakerClosed,
     BreakerOpened,
     CompactionFailed,
+    CompactionSkipped,
     CompactionSucceeded,
     Event,
 )
@@ -31,7 +32,7 @@ logger = logging.getLogger("autocompact.serve")
 
 
 def engine_log(session_id: str) -> Callable[[Event], None]:
-    """The hook that logs ``session_id``'s failed compactions and breaker changes."""
+    """The hook that logs ``session_id``'s failed and skipped compactions and breaker changes."""
 
     def hook(event: Event) -> None:
         match event:
@@ -43,6 +44,13 @@ def engine_log(session_id: str) -> Callable[[Event], None]:
                     info.trigger.value,
                     info.side_queries,
                     info.error or "no reason given",
+                )
+            case CompactionSkipped(info=info):
+                logger.info(
+                    "conversation=%s compaction skipped (trigger=%s): %s",
+                    session_id,
+                    info.trigger.value,
+                    info.error or "nothing to compact",
                 )
             case CompactionSucceeded(info=info) if info.summary_failure is not None:
                 logger.warning(
