@@ -155,7 +155,12 @@ class BreakerClosed:
 
 @dataclass(frozen=True, kw_only=True)
 class RequestTrimmed:
-    """The last-resort fallback left the oldest turns out of one request (never the history)."""
+    """The last-resort fallback left the oldest turns out of one request (never the history).
+
+    ``tokens_before`` is the request's size on the provider's scale with a margin, which can
+    reach *hard* while the ladder's estimate is below it; ``reason`` says which compaction ran
+    before the request and what it did, or that none ran and why.
+    """
 
     dropped_messages: int
     tokens_before: int

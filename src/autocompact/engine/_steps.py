@@ -75,6 +75,7 @@ class CompactionSteps:
     store: StoreBinding | None
     _hooks: list[Hook]
     _generation: int
+    _turn_attempt: CompressionInfo | None
 
     def estimate_tokens(self, message: str | Message | None = None) -> int:
         """The pre-send estimate of the next request (SPEC §4), with ``message`` pending
@@ -183,6 +184,7 @@ class CompactionSteps:
         config, state = self.config, self.state
         info = result.info
         self.compactions.append(info)
+        self._turn_attempt = info
         was_open = state.breaker_open
         previous = state.consecutive_failures
         counted_state = record_attempt(

@@ -119,6 +119,7 @@ class Engine(CompactionSteps):
         self._hooks: list[Hook] = list(check_hooks(hooks))
         # Bumped by clear(): a flow that started before a clear commits nothing after it.
         self._generation = 0
+        self._turn_attempt: CompressionInfo | None = None  # what a trim's reason reports
         self.store: StoreBinding | None = None
         if store is not None:
             meta = meta_of(
@@ -367,6 +368,7 @@ class Engine(CompactionSteps):
                 and tools every request carries (before anything, even a side query, is sent).
         """
         config, state = self.config, self.state
+        self._turn_attempt = None
         check_message_fits(
             message,
             window=config.context_window,
@@ -494,12 +496,20 @@ class Engine(CompactionSteps):
         planned = sizing.plan_request(self.config, self.state, message, scale, use_count=use_count)
         trim = planned.trim
         if trim is not None:
+            reason = sizing.trim_reason(
+                self.config,
+                self.state,
+                planned,
+                scale,
+                estimate=self.estimate_tokens(message),
+                attempt=self._turn_attempt,
+            )
             self._emit(
                 RequestTrimmed(
                     dropped_messages=trim.dropped,
                     tokens_before=planned.size,
                     tokens_after=trim.tokens_after,
-                    reason="still at or above the hard threshold after the rescue",
+                    reason=reason,
                 )
             )
             sent = content_stats(planned.request.messages) + self.config.fixed_stats

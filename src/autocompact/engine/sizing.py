@@ -18,6 +18,7 @@ from autocompact.compaction.fallback import (
     TrimResult,
     trim_request,
 )
+from autocompact.compaction.plan import CompressionInfo, CompressionStatus
 from autocompact.content import CharStats, Message
 from autocompact.engine.config import EngineConfig
 from autocompact.engine.state import ConversationState
@@ -41,6 +42,7 @@ __all__ = [
     "provider_scale",
     "refusal_scale",
     "rejection_floor",
+    "trim_reason",
     "trim_window",
 ]
 
@@ -235,6 +237,52 @@ def plan_request(
         max_output_tokens=config.max_output_tokens,
     )
     return PlannedRequest(request=request, trim=trim, size=size)
+
+
+_ATTEMPT_NAMES = {"auto": "automatic", "hard": "hard-threshold"}
+
+
+def trim_reason(
+    config: EngineConfig,
+    state: ConversationState,
+    planned: PlannedRequest,
+    scale: ProviderScale,
+    *,
+    estimate: int,
+    attempt: CompressionInfo | None,
+) -> str:
+    """Why the guarantee trimmed ``planned``, as it happened (the ``RequestTrimmed`` reason).
+
+    The guarantee sizes the request on the provider's scale with a margin (SPEC §10.6), the
+    ladder on the pre-send ``estimate`` (SPEC §4): the first can reach *hard* while the second
+    is below it, and then no rescue ran. ``attempt``: the compaction this turn made before the
+    request, if any.
+    """
+    hard = config.thresholds.hard
+    margin = f" with a {round(SIZE_MARGIN * 100)} % margin" if scale.known else ""
+    reason = (
+        f"sized at {planned.size:,} tokens on the provider's scale{margin}, at or above "
+        f"the hard threshold ({hard:,.0f})"
+    )
+    if attempt is not None:
+        if attempt.status is CompressionStatus.COMPRESSED:
+            outcome = f"left {attempt.new_token_count:,} tokens"
+        elif attempt.status is CompressionStatus.NOOP:
+            outcome = "found nothing to cut"
+        else:
+            outcome = "failed"
+        what = _ATTEMPT_NAMES.get(attempt.trigger, str(attempt.trigger))
+        return f"{reason}, after the {what} compaction that {outcome}"
+    if estimate < hard:
+        tier = config.thresholds.tier(estimate).value
+        why = f"the estimate the thresholds use is {estimate:,} ({tier} tier)"
+    elif state.breaker.held(estimate):
+        why = f"automatic compaction is on hold until {state.hold_until:,} tokens"
+    elif state.breaker_open:
+        why = "automatic compaction is paused after repeated failures"
+    else:
+        return f"{reason}; no compaction ran"
+    return f"{reason}; no compaction ran: {why}"
 
 
 def check_trimmed_fits(config: EngineConfig, scale: ProviderScale, trim: TrimResult) -> None:
