@@ -10,7 +10,9 @@ import pytest
 
 from autocompact.cli import main as cli_main
 from autocompact.compaction import CompressionStatus, CompressionTrigger
+from autocompact.context_report import build_context_report
 from autocompact.demo import run_demo
+from autocompact.thresholds import compute_thresholds
 
 # SPEC §3's reference table: window -> (warn, auto, hard, effective).
 SPEC_TABLE = {
@@ -67,6 +69,34 @@ def test_thresholds_table_names_each_branch(capsys: pytest.CaptureFixture[str]) 
     assert "95,000" in out
     assert "105,000" in out
     assert "prop / abs / abs" in out
+
+
+@pytest.mark.parametrize(
+    ("window", "line"),
+    [
+        (8_000, "0 (the window is no larger than the 20K reserve; the thresholds are shares"),
+        (20_000, "0 (the window is no larger than the 20K reserve; the thresholds are shares"),
+        (20_001, "1 (window − 20K reserve)"),
+        (32_000, "12K (window − 20K reserve)"),
+    ],
+    ids=["8K", "20K", "20,001", "32K"],
+)
+def test_the_effective_window_line_says_what_a_zero_means(window: int, line: str) -> None:
+    """On a window no larger than the 20K reserve the effective window is 0: the /context line
+    says the thresholds are then shares of the window, not 'window − 20K reserve'."""
+    report = build_context_report(0, compute_thresholds(window))
+    assert report.lines[0].startswith(f"Effective window  {line}")
+
+
+@pytest.mark.parametrize(("windows", "noted"), [(["8k", "32k"], True), (["32k"], False)])
+def test_thresholds_table_explains_an_effective_window_of_zero(
+    capsys: pytest.CaptureFixture[str], windows: list[str], noted: bool
+) -> None:
+    """`thresholds` notes what a 0 in the effective column means, when one is shown."""
+    code, out, _ = run_cli(capsys, "thresholds", *windows)
+    assert code == 0
+    text = " ".join(out.split())  # (the console wraps the note at its width)
+    assert ("effective 0: the window is no larger than the 20K summary reserve" in text) is noted
 
 
 @pytest.mark.parametrize("window", ["-5", "abc", "1.5", "12q"])

@@ -7,7 +7,10 @@ For a 200K window with 170K tokens in use::
     Auto threshold    167K ← current
     Hard threshold    177K
 
-The marker stands on the tier the current count is in; below warn no threshold is marked.
+The marker stands on the tier the current count is in; below warn no threshold is marked. On a
+window no larger than the 20K reserve the effective window is 0 and the line says that the
+thresholds are then shares of the window (``0 (the window is no larger than the 20K reserve;
+the thresholds are shares of the window)``).
 """
 
 from __future__ import annotations
@@ -67,6 +70,20 @@ class ContextReport:
         return self.tokens / self.window if self.window else 0.0
 
 
+def _effective_window_text(thresholds: CompactionThresholds) -> str:
+    """The effective window and how it was made: ``window − 20K reserve``, or, on a window no
+    larger than the reserve (where the formula gives 0), that the thresholds are shares of the
+    window (60 % and 70 %), so a 0 does not read as a ladder with no room."""
+    reserve = format_tokens(SUMMARY_RESERVE)
+    value = format_tokens(thresholds.effective_window)
+    if thresholds.window <= SUMMARY_RESERVE:
+        return (
+            f"{value} (the window is no larger than the {reserve} reserve; the thresholds are "
+            "shares of the window)"
+        )
+    return f"{value} (window − {reserve} reserve)"
+
+
 def build_context_report(
     tokens: int, thresholds: CompactionThresholds, *, window_source: WindowSource = "known"
 ) -> ContextReport:
@@ -86,13 +103,8 @@ def build_context_report(
         )
     tier = thresholds.tier(tokens)
     marker = " ← current"
-    reserve = format_tokens(SUMMARY_RESERVE)
     rows = (
-        (
-            "Effective window",
-            f"{format_tokens(thresholds.effective_window)} (window − {reserve} reserve)",
-            None,
-        ),
+        ("Effective window", _effective_window_text(thresholds), None),
         ("Warn threshold", format_tokens(thresholds.warn), Tier.WARN),
         ("Auto threshold", format_tokens(thresholds.auto), Tier.AUTO),
         ("Hard threshold", format_tokens(thresholds.hard), Tier.HARD),

@@ -24,6 +24,20 @@ from autocompact.testing import FakeProvider
 from autocompact.thresholds import Tier, compute_thresholds
 
 CONTEXT_CASES = {
+    "8K": (
+        8_000,
+        5_000,
+        "server",
+        """\
+Current           5K of 8K (62.5%), tier warn
+Window            8,000 tokens (reported by the server)
+                  [███████████████████░░░░░░░░░░░]
+Effective window  0 (the window is no larger than the 20K reserve; the thresholds are shares \
+of the window)
+Warn threshold    4.8K ← current
+Auto threshold    5.6K
+Hard threshold    5.6K""",
+    ),
     "32K": (
         32_000,
         20_000,

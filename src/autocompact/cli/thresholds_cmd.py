@@ -11,10 +11,12 @@ from rich.table import Table
 
 from autocompact.thresholds import (
     SMALLEST_WINDOW,
+    SUMMARY_RESERVE,
     CompactionThresholds,
     compute_thresholds,
     parse_window,
 )
+from autocompact.tips import format_tokens
 
 _SHORT = {"proportional": "prop", "absolute": "abs", "collapsed": "coll"}
 DEFAULT_WINDOWS = ("32k", "64k", "128k", "200k", "256k", "1m")
@@ -84,6 +86,12 @@ def run(args: argparse.Namespace) -> int:
         "window; abs: a fixed distance below the effective window; coll: hard collapsed onto "
         "auto (windows up to about 76.7K).[/dim]"
     )
+    if any(t.window <= SUMMARY_RESERVE for t in ladders):
+        console.print(
+            f"[dim]effective 0: the window is no larger than the {format_tokens(SUMMARY_RESERVE)} "
+            "summary reserve (effective = window − reserve, at least 0); warn, auto and hard "
+            "are then shares of the window (60 %, 70 %, 70 %).[/dim]"
+        )
     return 0
 
 
