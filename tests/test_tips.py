@@ -93,11 +93,25 @@ def test_breaker_open_changes_the_advice() -> None:
 
 
 def test_critical_tip_says_the_rescue_already_ran() -> None:
-    """context-critical tells the user the forced compaction already ran before the send."""
+    """context-critical tells the user the forced compaction already ran before the send, when
+    one did, and that another runs before the next."""
     t = compute_thresholds(200_000)
-    tip = select_tip(t.hard, window=200_000, thresholds=t)
+    tip = select_tip(t.hard, window=200_000, thresholds=t, rescue_ran=True)
     assert tip is not None
-    assert "already ran" in tip.message
+    assert "A forced compaction already ran before this send" in tip.message
+    assert "another runs before the next one" in tip.message
+
+
+def test_critical_tip_after_a_reply_that_crossed_hard_says_the_rescue_is_to_come() -> None:
+    """When the reply pushed the count past hard (no forced compaction ran before the send),
+    context-critical says one runs before the next send, not that one already ran."""
+    t = compute_thresholds(200_000)
+    for breaker_open in (False, True):  # on a large window an open breaker stops no rescue
+        tip = select_tip(t.hard + 5_000, window=200_000, thresholds=t, breaker_open=breaker_open)
+        assert tip is not None
+        assert tip.id == "context-critical"
+        assert "already ran" not in tip.message
+        assert "A forced compaction runs before the next send" in tip.message
 
 
 def test_critical_tip_says_when_no_rescue_runs() -> None:
@@ -117,7 +131,7 @@ def test_critical_tip_says_when_no_rescue_runs() -> None:
         assert "paused" in tip.message
         assert "left out of each request" in tip.message
     # on a large window an open breaker does not stop the hard rescue
-    tip = select_tip(big.hard, window=200_000, thresholds=big, breaker_open=True)
+    tip = select_tip(big.hard, window=200_000, thresholds=big, breaker_open=True, rescue_ran=True)
     assert tip is not None
     assert "already ran" in tip.message
 

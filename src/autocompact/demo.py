@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from autocompact.chat import ChatSession
 from autocompact.compaction.extractive import extractive_summary
-from autocompact.compaction.plan import CompressionInfo
+from autocompact.compaction.plan import CompressionInfo, CompressionTrigger
 from autocompact.content import (
     FunctionCallPart,
     FunctionResponsePart,
@@ -54,6 +54,8 @@ __all__ = ["DEMO_WINDOW", "DemoReport", "DemoTurn", "describe_event", "run_demo"
 
 DEMO_WINDOW = 100_000
 _MAX_TURNS = 200
+_FORCED = (CompressionTrigger.HARD, CompressionTrigger.REACTIVE)
+"""Triggers of the forced compactions (the tip says whether one ran before the send)."""
 SCREENSHOT = Message.user(
     "Here is the failing dashboard.", ImagePart(media_type="image/png", data="iVBORw0KGgo=")
 )
@@ -187,11 +189,16 @@ def run_demo(window: int = DEMO_WINDOW) -> DemoReport:
         events.clear()
         send()
         after = session.estimate_tokens()
+        hold = session.hold_until
         tip = select_tip(
             after,
             window=window,
             thresholds=session.thresholds,
             breaker_open=session.breaker_open,
+            held=hold is not None and after < hold,
+            rescue_ran=any(
+                isinstance(e, CompactionStarted) and e.trigger in _FORCED for e in events
+            ),
         )
         shown = tip if tip is not None and tip.id != last_tip[0] else None
         last_tip[0] = tip.id if tip is not None else None

@@ -73,6 +73,7 @@ def select_tip(
     thresholds: CompactionThresholds | None = None,
     breaker_open: bool = False,
     held: bool = False,
+    rescue_ran: bool = False,
 ) -> Tip | None:
     """The tip for a token count, or ``None`` below the first band.
 
@@ -84,6 +85,10 @@ def select_tip(
             and of ``context-critical`` where *hard* equals *auto*: no rescue runs there).
         held: a hold stops automatic compaction at this count, the hard rescue included (after
             a failed rescue or an ineffective compaction); ``context-critical`` then says so.
+        rescue_ran: a forced compaction (the hard rescue, or a reactive one after a "too long"
+            rejection) ran before the send this count follows. ``context-critical`` says one
+            already ran only then: when the reply is what crossed *hard*, none did, and the
+            tip says one runs before the next send.
 
     Raises:
         ConfigError: ``tokens`` is no finite count of 0 or more, ``window`` no window, or
@@ -105,10 +110,15 @@ def select_tip(
                 "Automatic compaction is paused after a failed or ineffective one: none runs "
                 "before the next send, and the oldest turns are left out of each request."
             )
-        else:
+        elif rescue_ran:
             what = (
-                "A forced compaction already ran before this send; if it failed, the oldest "
-                "turns are left out of each request."
+                "A forced compaction already ran before this send, and another runs before the "
+                "next one; if it fails, the oldest turns are left out of each request."
+            )
+        else:  # the reply crossed hard (the send was below it): no rescue has run yet
+            what = (
+                "A forced compaction runs before the next send; if it fails, the oldest turns "
+                "are left out of each request."
             )
         return Tip(
             id="context-critical",

@@ -409,3 +409,29 @@ def test_a_failed_turn_says_the_message_was_not_kept(chat_env: ChatEnv) -> None:
     (summary,) = SessionStore(chat_env.sessions).list()
     saved = SessionStore(chat_env.sessions).open(summary.header.id)
     assert [m.text for m in saved.history] == ["first", "one", "third", "three"]
+
+
+@pytest.mark.parametrize("rescue", [False, True], ids=["reply-crossed-hard", "after-a-rescue"])
+def test_critical_tip_says_a_rescue_ran_only_when_one_did(chat_env: ChatEnv, rescue: bool) -> None:
+    """The critical tip says a forced compaction already ran before the send only when one did;
+    when the reply pushed the count past hard (the send was below auto: nothing ran), it says
+    one runs before the next send, and the next send runs it."""
+    third = words(30_000) if rescue else "q3"
+    chat_env.script(
+        [{"text": "one", "purpose": "chat"}, {"text": "two", "purpose": "chat"}]
+        + ([{"error": "provider", "purpose": "side_query"}] if rescue else [])
+        + [{"text": words(16_000 if rescue else 30_000), "purpose": "chat"}]
+        + [{"text": "four", "purpose": "chat"}]
+    )
+    result = chat_env.run(FAKE_128K, [words(40_000), words(40_000), third, "q4"])
+    assert result.code == 0, result.err
+    t3, t4 = result.blocks()[3:5]
+    assert "Tip: Context is critical" in t3
+    if rescue:  # the rescue failed; the reply outgrew its hold: another runs next time
+        assert "Compaction failed (hard)" in t3
+        assert "A forced compaction already ran before this send, and another runs" in t3
+    else:
+        assert "Compacting" not in t3
+        assert "already ran" not in t3
+        assert "A forced compaction runs before the next send" in t3
+    assert "Compacting the conversation (hard," in t4

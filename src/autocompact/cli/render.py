@@ -216,9 +216,11 @@ class TipScheduler:
         *,
         breaker_open: bool = False,
         held: bool = False,
+        rescue_ran: bool = False,
     ) -> Tip | None:
         """The tip to show now for ``tokens``, or ``None`` (``held``: a hold stops automatic
-        compaction at this count)."""
+        compaction at this count; ``rescue_ran``: a forced compaction ran before this turn's
+        send)."""
         self._turn += 1
         tip = self.selector(
             tokens,
@@ -226,6 +228,7 @@ class TipScheduler:
             thresholds=thresholds,
             breaker_open=breaker_open,
             held=held,
+            rescue_ran=rescue_ran,
         )
         # A paused breaker or a hold changes the advice, so it counts as a new tip.
         key = None if tip is None else tip.id + (":paused" if breaker_open or held else "")

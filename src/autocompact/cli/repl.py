@@ -253,6 +253,7 @@ class Repl:
 
     def turn(self, text: str) -> None:
         """Send one message, stream the reply, then save, show a tip and the footer."""
+        before = len(self.ctx.session.compactions)
         try:
             self._stream(text)
         except KeyboardInterrupt:
@@ -263,7 +264,10 @@ class Repl:
             self.console.print(Text(_NOT_KEPT, style="yellow"))
         self._report_notices()
         self.persist()
-        self._after_turn()
+        forced = (CompressionTrigger.HARD, CompressionTrigger.REACTIVE)
+        self._after_turn(
+            rescue_ran=any(c.trigger in forced for c in self.ctx.session.compactions[before:])
+        )
 
     def _stream(self, text: str) -> None:
         buffer: list[str] = []
@@ -312,7 +316,9 @@ class Repl:
             for notice in take():
                 self.console.print(Text(f"Note: {notice}", style="yellow"))
 
-    def _after_turn(self) -> None:
+    def _after_turn(self, *, rescue_ran: bool = False) -> None:
+        """Show the tip for the count now (``rescue_ran``: a forced compaction ran before this
+        turn's send) and, piped, the footer."""
         session = self.ctx.session
         tokens = session.estimate_tokens()
         hold = session.hold_until
@@ -321,6 +327,7 @@ class Repl:
             session.thresholds,
             breaker_open=session.breaker_open,
             held=hold is not None and tokens < hold,
+            rescue_ran=rescue_ran,
         )
         if tip is not None:
             self.console.print(Text(f"Tip: {tip.message}", style="cyan"))
