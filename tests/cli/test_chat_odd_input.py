@@ -54,6 +54,19 @@ def test_commands_alone_save_no_session(chat_env: ChatEnv) -> None:
     assert "2 messages" in again.out
 
 
+def test_compress_on_an_empty_chat_answers_at_once(chat_env: ChatEnv) -> None:
+    """/compress on an empty chat (fresh, or after /clear) answers "Nothing to compress" at once,
+    without first announcing a compaction ("Compacting the conversation (manual, 0 tokens)…")."""
+    result = chat_env.run(
+        ["chat", "--provider", "fake"], ["/compress", "hello", "/clear", "/compact"]
+    )
+    assert result.code == 0, result.err
+    blocks = result.blocks()
+    for block in (blocks[1], blocks[4]):
+        assert block.splitlines()[1] == "Nothing to compress: the history is empty"
+    assert "Compacting" not in result.out
+
+
 def test_a_settings_window_too_small_is_refused_as_on_the_command_line(chat_env: ChatEnv) -> None:
     """model.contextWindow below 1,000 is refused naming the file, as --window refuses it (a
     50-token window was accepted and every /compress failed)."""

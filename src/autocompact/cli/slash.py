@@ -201,6 +201,10 @@ def _context(ctx: ChatContext, argument: str) -> CommandResult:
     aliases=("compact",),
 )
 def _compress(ctx: ChatContext, argument: str) -> CommandResult:
+    if not ctx.session.history:
+        # Nothing to compact: answer at once rather than announce a compaction (the engine's
+        # started event) that can only end as a no-op.
+        return CommandResult(lines=("Nothing to compress: the history is empty",))
     ctx.session.compress(argument or None)
     # Started / succeeded / failed / skipped are shown by the event hook as they happen.
     return CommandResult(changed=True)
