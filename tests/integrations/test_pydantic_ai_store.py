@@ -121,6 +121,45 @@ def test_a_retried_run_is_answered_from_the_store(
     assert again.output == first.output == "done"
 
 
+def test_a_retried_run_counts_its_steps_as_pydantic_ai_does_and_bills_nothing(
+    tmp_path: Path,
+) -> None:
+    """A retried run of 4 steps answered from the store reports 4 requests, as the same run
+    without a store does (pydantic-ai counts each response committed to the run, a wrapper's
+    short-circuit included; ``request_limit`` bounds that count), with no model call and no
+    tokens; its tools run again."""
+    calls: list[int] = []
+
+    def reply(messages: list[pm.ModelMessage], info: AgentInfo) -> pm.ModelResponse:
+        calls.append(len(messages))
+        steps = sum(isinstance(m, pm.ModelResponse) for m in messages)
+        if steps < 3:
+            return pm.ModelResponse(parts=[pm.ToolCallPart("read", {"path": f"f{steps}"})])
+        return pm.ModelResponse(parts=[pm.TextPart("done")])
+
+    def agent(store: SessionStore | None) -> Agent[None, str]:
+        capabilities = [Autocompact(context_window=WINDOW, store=store)] if store else []
+        built = Agent(FunctionModel(reply), capabilities=capabilities)
+
+        @built.tool_plain
+        def read(path: str) -> str:
+            return path
+
+        return built
+
+    control = agent(None).run_sync("go").usage
+    assert (control.requests, len(calls)) == (4, 4)
+    first = agent(SqliteStore(tmp_path / "a.db")).run_sync("go", conversation_id="c", run_id="r")
+    assert first.usage.requests == 4
+    made = len(calls)
+    again = agent(SqliteStore(tmp_path / "a.db")).run_sync("go", conversation_id="c", run_id="r")
+    assert len(calls) == made  # answered from the store
+    assert again.usage.requests == control.requests == 4
+    assert again.usage.input_tokens == again.usage.output_tokens == 0
+    assert again.usage.tool_calls == 3
+    assert again.output == "done"
+
+
 def test_usage_and_failures_live_in_the_store(
     two_stores: tuple[SessionStore, SessionStore],
 ) -> None:
