@@ -163,12 +163,16 @@ def test_compress_instructions_reach_the_side_query() -> None:
 
 
 def test_compress_with_nothing_to_do_says_so() -> None:
-    """/compress on an empty chat ends its compaction with a skipped event whose line says
-    there is nothing to compress (the hook shows it, as it shows a success or a failure)."""
+    """/compress on an empty chat answers at once, starting no compaction; a compaction that
+    does start with nothing to do ends with a skipped event whose line says so."""
     ctx = _ctx(FakeProvider(), [])
     events: list[Event] = []
     ctx.session.add_hook(events.append)
-    assert REGISTRY.dispatch(ctx, "/compress").lines == ()
+    assert REGISTRY.dispatch(ctx, "/compress").lines == (
+        "Nothing to compress: the history is empty",
+    )
+    assert events == []
+    ctx.session.compress()
     started, skipped = events
     assert isinstance(started, CompactionStarted)
     assert isinstance(skipped, CompactionSkipped)

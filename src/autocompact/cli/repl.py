@@ -23,6 +23,7 @@ from autocompact.chat import ChatSession
 from autocompact.cli.render import TipScheduler, describe_event, footer_text
 from autocompact.cli.slash import REGISTRY, ChatContext, CommandResult, SlashRegistry
 from autocompact.cli.stream_view import MarkdownStream
+from autocompact.compaction import CompressionTrigger
 from autocompact.errors import AutocompactError
 from autocompact.events import (
     CompactionFailed,
