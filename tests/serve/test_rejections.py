@@ -8,6 +8,7 @@ only the rejection tells it the request was too long.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -166,3 +167,56 @@ def test_a_client_request_rejected_is_not_sent_again(proxy: Proxy) -> None:
     assert caught.value.response.headers["x-autocompact-action"] == "forward"
     assert "max_tokens: must be positive" in caught.value.message
     assert len(proxy.upstream.received) == 1
+
+
+def _refuse_record(record: bytes) -> Callable[[dict[str, Any]], str | None]:
+    """A validation error for a request whose messages open with the stored ``record``'s."""
+    replacement = json.loads(record)
+
+    def refuse(body: dict[str, Any]) -> str | None:
+        if body["messages"][: len(replacement)] == replacement:
+            return "messages.0.content: this upstream refuses the stored summary"
+        return None
+
+    return refuse
+
+
+@pytest.mark.parametrize("own", ["taken", "too-long"])
+def test_a_stored_substitution_refused_is_not_sent_again(
+    proxy: Proxy, own: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stored substitution the upstream refuses, while it takes the client's own request or
+    refuses it only as too long, is refused once: it is logged and no longer used, so the next
+    requests of the conversation are planned from the client's own messages (compacted anew)
+    and not refused again. It was kept, and every later request went out rewritten, was
+    refused, and went out again as the client sent it."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="autocompact.serve")
+    client = _compacting(proxy)
+    body = _long_anthropic(14)
+    first = client.messages.with_raw_response.create(**body)  # type: ignore[arg-type]
+    assert first.headers["x-autocompact-action"] == "compacted"
+    (record,) = _records(proxy)
+    refuse = proxy.upstream.refuse = _refuse_record(record)
+    if own == "too-long":  # the client's own request no longer fits; a compacted one does
+        proxy.upstream.window = 5_000
+    actions = []
+    for turn in range(3):
+        body["messages"] += [
+            {"role": "assistant", "content": [{"type": "text", "text": f"ok {turn}"}]},
+            {"role": "user", "content": f"one more {turn}"},
+        ]
+        if own == "too-long" and turn == 0:  # the client gets the upstream's answer
+            with pytest.raises(anthropic.BadRequestError, match="prompt is too long") as caught:
+                client.messages.create(**body)  # type: ignore[arg-type]
+            actions.append(caught.value.response.headers["x-autocompact-action"])
+            continue
+        raw = client.messages.with_raw_response.create(**body)  # type: ignore[arg-type]
+        assert raw.parse().content[0].text.startswith("ok")  # type: ignore[union-attr]
+        actions.append(raw.headers["x-autocompact-action"])
+    later = [json.loads(b) for b in _main_bodies(proxy)[1:]]
+    assert sum(refuse(b) is not None for b in later) == 1, actions
+    assert actions == ["rewrite-rejected", "compacted", "substituted"]
+    warnings = [r.getMessage() for r in caplog.records if "no longer used" in r.getMessage()]
+    assert len(warnings) == 1, warnings

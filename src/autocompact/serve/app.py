@@ -38,9 +38,10 @@ from autocompact.serve.config import (
     shown_url,
     target_url,
 )
+from autocompact.serve.decision import Decision
 from autocompact.serve.followed import Followed, FollowedStream
 from autocompact.serve.openai_chat import OPENAI_CHAT
-from autocompact.serve.planner import Decision, Planner
+from autocompact.serve.planner import Planner
 from autocompact.serve.protocol import (
     WireProtocol,
     looks_like_overflow,
@@ -50,6 +51,7 @@ from autocompact.serve.protocol import (
 from autocompact.serve.rejections import (
     FALLBACK_STATUSES,
     REACTIVE_ACTIONS,
+    REWRITE_REJECTED,
     client_bytes,
     reads_rejection,
     retry_too_long,
@@ -354,7 +356,14 @@ class ServeApp:
                 await self.planner.release(decision)
                 return self._send_error(request, protocol, url, exc, decision, sent - start)
             status = response.status_code
-            if retried or not reads_rejection(status, decision, raw):
+            # The client's own request, sent after its rewrite with a stored substitution was
+            # refused: taken, or refused only as too long, the substitution was at fault.
+            fallback = decision.action == REWRITE_REJECTED and decision.used is not None
+            if fallback and status in FALLBACK_STATUSES:
+                pass  # read below: only its error says whether it was too long
+            elif retried or not reads_rejection(status, decision, raw):
+                if fallback and (status < 400 or looks_like_overflow(status, b"")):
+                    await self.planner.refuse(decision, status)
                 return await self._relay(request, protocol, response, decision, start, sent)
             try:
                 content = await read_body(response)
@@ -364,7 +373,10 @@ class ServeApp:
             finally:
                 await response.aclose()
             again: Decision | None = None
-            if looks_like_overflow(status, content):
+            if fallback:
+                if looks_like_overflow(status, content):
+                    await self.planner.refuse(decision, status)
+            elif looks_like_overflow(status, content):
                 if decision.action in REACTIVE_ACTIONS:  # (the others were sized anew)
                     planning = partial(self._plan, raw=raw)
                     again = await retry_too_long(

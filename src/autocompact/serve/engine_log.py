@@ -26,7 +26,13 @@ from autocompact.events import (
 )
 from autocompact.jsonsafe import loads
 
-__all__ = ["engine_log", "rewrite_rejected", "too_long_unchanged", "upstream_reason"]
+__all__ = [
+    "engine_log",
+    "rewrite_rejected",
+    "substitution_refused",
+    "too_long_unchanged",
+    "upstream_reason",
+]
 
 logger = logging.getLogger("autocompact.serve")
 
@@ -101,6 +107,20 @@ def rewrite_rejected(session_id: str, action: str, status: int, error: bytes) ->
         action,
         status,
         upstream_reason(error),
+    )
+
+
+def substitution_refused(session_id: str, prefix_len: int, status: int) -> None:
+    """Log, once per record, that the upstream refused a stored substitution (``prefix_len``:
+    the messages it replaced) and took the client's own request (``status``), so the record is
+    no longer used."""
+    logger.warning(
+        "conversation=%s the upstream refused the stored substitution of its first %d "
+        "messages (the client's own request got HTTP %d): it is no longer used; later "
+        "requests are planned from the client's own messages",
+        session_id,
+        prefix_len,
+        status,
     )
 
 

@@ -18,14 +18,13 @@ import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import anyio
 
 from autocompact import CompressionService
 from autocompact.compaction.split import COMPRESSION_PRESERVE_THRESHOLD
-from autocompact.content import CharStats
 from autocompact.errors import AutocompactError, ContentError
 from autocompact.guard import (
     ContextGuard,
@@ -34,10 +33,11 @@ from autocompact.guard import (
     learn_from_usage,
     request_stats,
 )
-from autocompact.serve.engine_log import engine_log
+from autocompact.serve.decision import Decision
+from autocompact.serve.engine_log import engine_log, substitution_refused
 from autocompact.serve.identity import Identity, identify
 from autocompact.serve.protocol import Converted, WireProtocol
-from autocompact.serve.readings import AT_AUTO, Reading, Readings
+from autocompact.serve.readings import AT_AUTO, Readings
 from autocompact.serve.shared import (
     SharedState,
     calibration_moved,
@@ -50,8 +50,9 @@ from autocompact.serve.substitution import (
     Record,
     best_record,
     build_replacement,
-    record_from_entry,
     record_messages,
+    refusal_messages,
+    usable_records,
 )
 from autocompact.serve.upstream import UpstreamProvider
 from autocompact.serve.wire import chain_hashes, splice_body
@@ -93,46 +94,6 @@ def _remember(cache: OrderedDict[str, Any], key: str, value: Any) -> None:
     cache.move_to_end(key)
     while len(cache) > CACHE_ENTRIES:
         cache.popitem(last=False)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Decision:
-    """What the app sends for one request.
-
-    Attributes:
-        body: the bytes to send (the client's own bytes when nothing changed).
-        action: ``forward``, ``substituted``, ``compacted``, ``trimmed``, ``client-compaction``,
-            ``passthrough`` (a request the proxy does not read), ``compaction-failed``.
-        identity: the conversation, when one was read.
-        tokens: the engine's estimate of what the client sent (after substitution).
-        tier: the ladder's tier of that estimate.
-        record: a compaction to store once the upstream accepts the request.
-        lease: the conversation's lease, to give back when the request is done.
-        side_queries: how many summary requests this decision made.
-        state: the engine's state for what was sent (what reported usage teaches).
-        protocol: the wire protocol's name (the store session's meta).
-        sent: the character statistics of what was sent (``None``: not read).
-        reading: a request decided before its exact estimate was made, which ``tokens`` and
-            ``sent`` are then not yet (:meth:`Planner.measured` makes it).
-    """
-
-    body: bytes
-    action: str
-    identity: Identity | None = None
-    tokens: int = 0
-    tier: str = ""
-    record: Record | None = None
-    lease: Lease | None = None
-    side_queries: int = 0
-    state: GuardState | None = None
-    protocol: str = ""
-    sent: CharStats | None = None
-    reading: Reading | None = None
-
-    @property
-    def compacted(self) -> bool:
-        """Whether the request went out with a substitution or a new compaction."""
-        return self.action in ("substituted", "compacted")
 
 
 class Planner:
@@ -208,8 +169,7 @@ class Planner:
         snapshot = await self._load(session_id)
         if snapshot is None:
             return [], None
-        found = (record_from_entry(e.turn_id, e.messages) for e in snapshot.entries)
-        return [r for r in found if r is not None], current_state(snapshot.entries)
+        return usable_records(snapshot.entries), current_state(snapshot.entries)
 
     async def _write_state(
         self,
@@ -253,6 +213,23 @@ class Planner:
             record_messages(record),
             owner=self.owner,
         )
+
+    async def refuse(self, decision: Decision, status: int) -> None:
+        """Stop using the stored substitution ``decision`` went out with: the upstream refused
+        it (the client's own request, sent then, got ``status``). Marked in the store, so no
+        worker sends it again; logged once (a mark already there is a duplicate)."""
+        record, identity = decision.used, decision.identity
+        if record is None or identity is None:
+            return
+        marked = await self._store(
+            self.store.append_turn,
+            identity.session_id,
+            record.refused_id,
+            refusal_messages(record, status),
+            owner=self.owner,
+        )
+        if not marked.duplicate:
+            substitution_refused(identity.session_id, record.prefix_len, status)
 
     async def learn(self, decision: Decision, prompt_tokens: int | None) -> None:
         """Teach the conversation's calibration, in the store, the upstream's count of what
@@ -472,7 +449,7 @@ class Planner:
             converted = protocol.convert(body, [*head, *current])
         except ContentError as exc:
             logger.info("forwarding a request the proxy cannot read: %s", exc)
-            return Decision(body=as_sent, action=action, identity=identity)
+            return Decision(body=as_sent, action=action, identity=identity, used=record)
         guard = ContextGuard(
             context_window=window,
             compression=CompressionService(provider, native_compaction=False),
@@ -489,12 +466,13 @@ class Planner:
             measured = guard.guarantee(converted.guarded, **options)
         except AutocompactError as exc:
             logger.info("forwarding a request the engine cannot measure: %s", exc)
-            return Decision(body=as_sent, action=action, identity=identity)
+            return Decision(body=as_sent, action=action, identity=identity, used=record)
         tier = tier_of(measured.tokens, compute_thresholds(window))
         base = Decision(
             body=as_sent,
             action=action,
             identity=identity,
+            used=record,
             tokens=measured.tokens,
             tier=tier,
             state=state,

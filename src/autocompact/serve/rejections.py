@@ -24,8 +24,9 @@ from dataclasses import replace
 from typing import Any
 
 from autocompact.compaction.fallback import SIZE_MARGIN
+from autocompact.serve.decision import Decision
 from autocompact.serve.engine_log import rewrite_rejected, too_long_unchanged
-from autocompact.serve.planner import Decision, Planner
+from autocompact.serve.planner import Planner
 from autocompact.serve.protocol import stated_window
 from autocompact.serve.windows import ModelWindows
 

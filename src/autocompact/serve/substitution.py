@@ -6,6 +6,11 @@ serialized once when the compaction ran and kept as bytes. Every later request t
 the same prefix gets those bytes in its place (:func:`autocompact.serve.wire.splice_body`).
 Records are written once and never changed; the longest matching one wins.
 
+A record the upstream refused (it rejected the request the record rewrote, and took, or
+rejected only as too long, the client's own) is **refused**: a turn ``refused:<prefix_hash>``
+marks it, and no request uses it again (:func:`usable_records`), so a conversation does not pay
+a rejection and a second request on every later turn.
+
 In the store a record is one turn of the conversation's session whose id is
 ``sub:<prefix_hash>`` (the store's append is idempotent under it) and whose single message holds
 the record as JSON text: the store's own protocol, no schema of ours.
@@ -27,18 +32,23 @@ from autocompact.content import Message, TextPart
 from autocompact.errors import ContentError
 from autocompact.serve.protocol import WireProtocol
 from autocompact.serve.wire import chain_hashes, dump
+from autocompact.sessions.stores.base import Entry
 
 __all__ = [
     "RECORD_PREFIX",
+    "REFUSED_PREFIX",
     "PrefixChain",
     "Record",
     "best_record",
     "build_replacement",
     "record_from_entry",
     "record_messages",
+    "refusal_messages",
+    "usable_records",
 ]
 
 RECORD_PREFIX = "sub:"
+REFUSED_PREFIX = "refused:"
 _VERSION = 1
 
 
@@ -66,6 +76,11 @@ class Record:
         """Its id in the store."""
         return RECORD_PREFIX + self.prefix_hash
 
+    @property
+    def refused_id(self) -> str:
+        """The id in the store of the turn that marks it refused."""
+        return REFUSED_PREFIX + self.prefix_hash
+
 
 def record_messages(record: Record) -> tuple[Message, ...]:
     """The record as the one message a store turn holds."""
@@ -79,6 +94,21 @@ def record_messages(record: Record) -> tuple[Message, ...]:
         "tokens_after": record.tokens_after,
     }
     return (Message(role="user", parts=(TextPart(text=json.dumps(payload)),)),)
+
+
+def refusal_messages(record: Record, status: int) -> tuple[Message, ...]:
+    """The mark of a refused record as the one message a store turn holds (``status``: the
+    upstream's answer to the request it rewrote)."""
+    payload = {"autocompact_serve_refused": _VERSION, "prefix_len": record.prefix_len}
+    payload["status"] = status
+    return (Message(role="user", parts=(TextPart(text=json.dumps(payload)),)),)
+
+
+def usable_records(entries: Sequence[Entry]) -> list[Record]:
+    """The records a session's entries hold, those marked refused left out."""
+    refused = {e.turn_id for e in entries if (e.turn_id or "").startswith(REFUSED_PREFIX)}
+    found = (record_from_entry(e.turn_id, e.messages) for e in entries)
+    return [r for r in found if r is not None and r.refused_id not in refused]
 
 
 def record_from_entry(turn_id: str | None, messages: Sequence[Message]) -> Record | None:
