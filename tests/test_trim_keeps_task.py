@@ -222,3 +222,23 @@ def test_a_note_as_long_as_the_turns_it_replaces_is_no_trim() -> None:
     whole = plain([*history, pending])
     trimmed = trim_request(history, pending, target=whole, image_token_estimate=1_600)
     assert trimmed.dropped == 0 or plain(trimmed.messages) < whole
+
+
+def test_mid_loop_trim_keeps_the_turns_earlier_pairs_that_fit() -> None:
+    """Deep in a tool loop, the trim leaves out the older turns first, then the current turn's
+    oldest pairs, and keeps every newer pair of the turn that fits, whole (on a known scale
+    the current turn is not cut down to its latest call)."""
+    old = [Message.user("Task 0: read"), call("a0"), result("a0", 8_000), Message.model("ok")]
+    turn = [Message.user("Task 1: read five files")]
+    for n in range(4):
+        turn += [call(f"b{n}"), result(f"b{n}", 8_000)]
+    turn.append(call("b4"))
+    history, pending = [*old, *turn], result("b4", 8_000)
+    pair = plain([call("b0"), result("b0", 8_000)])
+    # Room for the task, two earlier pairs of the turn and the pending pair, not three.
+    target = plain([turn[0], *turn[-5:], pending]) + pair // 2 + 200
+    trimmed = trim_request(history, pending, target=target, image_token_estimate=1_600, scale=KNOWN)
+    kept = {c.id for m in trimmed.messages for c in m.function_calls}
+    assert kept == {"b2", "b3", "b4"}
+    assert holds(trimmed.messages, turn[0])
+    assert_pairs_whole([*history, pending], trimmed)
