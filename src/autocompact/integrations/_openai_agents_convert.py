@@ -329,9 +329,11 @@ def _new_item(part: Part, role: str) -> Item:
             output = part.response if isinstance(part.response, str) else json.dumps(part.response)
             return {"type": "function_call_output", "call_id": part.id, "output": output}
         case ThinkingPart():
+            # No made-up id for a part that carries no item of its own (legacy stored
+            # reasoning): the Responses API looks an id up and answers 404 for one it never
+            # issued; without one it reads the encrypted content (the SDK's "omit" id policy).
             item: dict[str, Any] = {
                 "type": "reasoning",
-                "id": "rs_autocompact",  # (a thinking part that carries no item of its own)
                 "summary": [{"type": "summary_text", "text": part.text}],
             }
             carried = reasoning_item(part)
