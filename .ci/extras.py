@@ -42,6 +42,7 @@ TESTS = {
         "tests/integrations/test_openai_agents_one_call.py",
         "tests/integrations/test_openai_agents_defaults.py",
         "tests/integrations/test_openai_agents_bad_items.py",
+        "tests/integrations/test_openai_agents_scale.py",
     ],
     "openai": ["tests/providers/test_openai.py", "tests/providers/test_openai_responses.py"],
     "anthropic": [

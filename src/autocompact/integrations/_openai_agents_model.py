@@ -6,12 +6,14 @@ the SDK (or autocompact's table of known models) knows it. A session sees the ag
 input filter (``session.run_config()`` installs it) and the run's ``model`` and
 ``model_provider`` in :meth:`run_config`'s options. The side queries' usage is added to the
 run's ``context_wrapper.usage``: the runner hands the wrapper to sessions whose methods take a
-``wrapper`` argument.
+``wrapper`` argument. The same usage gives the model's count of each main request
+(:class:`RequestCounts`), which teaches the engine the provider's scale.
 """
 
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
 from typing import Any
 
 from agents import Agent, Usage
@@ -20,12 +22,14 @@ from agents.run_config import RunConfig
 
 from autocompact.compaction.plan import CompressionInfo
 from autocompact.compaction.service import CompressionService
+from autocompact.content import CharStats
 from autocompact.errors import ConfigError
+from autocompact.guard import GuardState, learn_from_usage
 from autocompact.integrations._openai_agents_convert import SummarizerChoice, summary_service
 from autocompact.limits import known_limits
 from autocompact.providers.base import Provider
 
-__all__ = ["AgentModel", "add_side_usage", "forward"]
+__all__ = ["AgentModel", "RequestCounts", "add_side_usage", "forward"]
 
 
 def _sdk_window(name: str) -> int | None:
@@ -164,6 +168,71 @@ class AgentModel:
         from agents.models.multi_provider import MultiProvider
 
         return summary_service((self.provider or MultiProvider()).get_model(str(chosen)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Mark:
+    """Where the run's usage stood when the input filter let a request out, and its size."""
+
+    usage: Usage
+    entries: int
+    requests: int
+    sent: CharStats
+
+
+class RequestCounts:
+    """Pairs each request the input filter lets out with the model's count of exactly it.
+
+    Right after the model answers (before tools run or items are stored) the runner adds the
+    response's usage to the run's ``context_wrapper.usage``: one more request, and one more
+    ``request_usage_entries`` entry when the response reported its tokens. The filter marks
+    where that usage stands as it lets a request out (:meth:`sent`); the next look
+    (:meth:`learn`: storing the items, the next request, the compaction after the turn) takes
+    the one request answered since and its input tokens. Anything else since the mark (no count
+    reported, a response standing for several requests) teaches nothing, and the compaction
+    drops the mark before it adds its side queries' usage, so a count is never paired with
+    another request.
+    """
+
+    def __init__(self) -> None:
+        self._mark: _Mark | None = None
+
+    def sent(self, wrapper: Any, sent: CharStats) -> None:
+        """The filter lets out a request of ``sent`` in the run of ``wrapper``."""
+        usage = getattr(wrapper, "usage", None)
+        self._mark = (
+            _Mark(
+                usage=usage,
+                entries=len(usage.request_usage_entries),
+                requests=usage.requests,
+                sent=sent,
+            )
+            if isinstance(usage, Usage)
+            else None
+        )
+
+    def _counted(self, last: bool) -> tuple[CharStats, int] | None:
+        mark = self._mark
+        if mark is None or (mark.usage.requests == mark.requests and not last):
+            return None  # nothing sent, or not answered yet
+        self._mark = None
+        entries = mark.usage.request_usage_entries[mark.entries :]
+        if mark.usage.requests - mark.requests != 1 or len(entries) != 1:
+            return None
+        tokens = entries[0].input_tokens
+        return (mark.sent, tokens) if isinstance(tokens, int) and tokens > 0 else None
+
+    def learn(
+        self, state: GuardState, image_token_estimate: int, *, last: bool = False
+    ) -> GuardState | None:
+        """``state`` taught by the count of the request marked last, once it is answered
+        (``None``: nothing to learn now). ``last``: what the usage holds next is no request's
+        count (side queries are about to be added): the mark is dropped, answered or not."""
+        counted = self._counted(last)
+        if counted is None:
+            return None
+        sent, tokens = counted
+        return learn_from_usage(state, sent, tokens, image_token_estimate=image_token_estimate)
 
 
 def add_side_usage(

@@ -12,7 +12,8 @@ opens the same store and session id. What the store promises (``docs/sessions.md
   worker compacting: nothing happens here), and commits the compacted history with the
   compare-and-swap on the summarized range; a summary whose range changed meanwhile is
   discarded, recorded as superseded and not counted;
-- the breaker's count, its hold and the calibration are the stored ones.
+- the breaker's count, its hold and the calibration are the stored ones; the model's count of
+  each request the input filter lets out teaches the calibration, stored with the next turn.
 
 The store keeps the items' engine form, which holds less than an item (its ``id``, ``status``,
 an output text's ``annotations``, a reasoning item's ``id`` and any other field are not in it).
@@ -35,7 +36,7 @@ import uuid
 import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from autocompact.compaction.plan import CompressionInfo, CompressionTrigger
@@ -45,7 +46,7 @@ from autocompact.engine import Engine
 from autocompact.errors import ContentError, SessionStoreError
 from autocompact.estimation import Calibration
 from autocompact.events import Hook
-from autocompact.guard import ContextGuard, GuardResult, GuardState
+from autocompact.guard import ContextGuard, GuardResult, GuardState, request_stats
 from autocompact.integrations._openai_agents_convert import (
     Item,
     SummarizerChoice,
@@ -56,7 +57,11 @@ from autocompact.integrations._openai_agents_convert import (
     summary_service,
     to_autocompact,
 )
-from autocompact.integrations._openai_agents_model import AgentModel, add_side_usage
+from autocompact.integrations._openai_agents_model import (
+    AgentModel,
+    RequestCounts,
+    add_side_usage,
+)
 from autocompact.integrations._order import InOrder, part_key
 from autocompact.providers.base import ChatRequest, Provider, ToolSpec
 from autocompact.sessions.stores.base import SessionStore, check_session_id
@@ -270,6 +275,17 @@ class StoreSession:
         }
         self._built: tuple[object, ContextGuard] | None = None
         self._offline = summary_service("offline")
+        self._counts = RequestCounts()
+        self._learned: Calibration | None = None  # learned here, not stored yet
+
+    def _learn(self, calibration: Calibration, *, last: bool = False) -> Calibration | None:
+        """The calibration to store: ``calibration`` (the stored one) or what was learned here
+        since, taught by the model's count of the last request let out (``None``: nothing new)."""
+        state = GuardState(calibration=self._learned or calibration)
+        learned = self._counts.learn(state, self._options["image_token_estimate"], last=last)
+        if learned is not None:
+            self._learned = learned.calibration
+        return self._learned
 
     def _guard(self, *, summarizing: bool = False) -> ContextGuard:
         """The engine with the summarizer known now. Storing a turn or trimming a request
@@ -324,9 +340,13 @@ class StoreSession:
         self._writes += 1
         core = self._core()  # creates the session on first use, with its meta
         assert core.store is not None
-        if not core.store.append(key, converted.messages, usage=None, calibration=None):
+        # The runner stores a response's items after adding its usage: its count is known now.
+        learned = self._learn(core.calibration)
+        calibration = learned.to_dict() if learned is not None else None
+        if not core.store.append(key, converted.messages, usage=None, calibration=calibration):
             self.duplicates += 1  # stored before (maybe elsewhere): those items are the stored
             return
+        self._learned = None
         originals = [_Original(role=r, parts=p, item=i) for i, r, p in item_parts(converted)]
         _ORIGINALS.add(self.store, self.session_id, originals)
 
@@ -358,6 +378,7 @@ class StoreSession:
         if wrapper is not None:
             self._wrapper = wrapper
         core = self._core(summarizing=True)
+        self._learn(core.calibration, last=True)  # before the side queries' usage is added
         history = core.history
         if not history or pending_start(history) < len(history):
             return
@@ -385,6 +406,11 @@ class StoreSession:
         passed to it): every request protected, and the agent's model learned for summaries."""
         return self.model.run_config(self.call_model_input_filter, options)
 
+    def _sent(self, messages: Sequence[Message], system: str | None) -> None:
+        """Mark the request let out (its messages, system prompt and tools) for its count."""
+        stats = request_stats(messages, system_instruction=system, tools=self.tools)
+        self._counts.sent(self._wrapper, stats)
+
     def call_model_input_filter(self, data: CallModelData[Any]) -> ModelInputData:
         """For ``RunConfig(call_model_input_filter=session.call_model_input_filter)``: learns the
         system prompt and tools, and applies the guarantee with the stored breaker state and
@@ -396,8 +422,9 @@ class StoreSession:
         self.system_instruction = model_data.instructions
         self.tools = agent_tool_specs(data.agent)
         converted = to_autocompact(model_data.input)
-        if not converted.messages or converted.messages[-1].role != "user":
-            return model_data
+        system = "\n\n".join(
+            t for t in (self.system_instruction, converted.system_instruction) if t
+        )
         state = GuardState()
         if self.store.exists(self.session_id):
             snapshot = self.store.load(self.session_id)
@@ -406,12 +433,16 @@ class StoreSession:
                 hold_until=snapshot.hold_until,
                 calibration=Calibration.from_dict(snapshot.calibration),
             )
-        system = "\n\n".join(
-            t for t in (self.system_instruction, converted.system_instruction) if t
-        )
+        learned = self._learn(state.calibration)
+        if learned is not None:
+            state = replace(state, calibration=learned)
+        if not converted.messages or converted.messages[-1].role != "user":
+            self._sent(converted.messages, system or None)
+            return model_data
         result: GuardResult = self._guard().guarantee(
             converted.messages, system_instruction=system or None, tools=self.tools, state=state
         )
+        self._sent(result.request, system or None)
         if not result.trimmed:
             return model_data
         self.trimmed_requests += 1

@@ -18,7 +18,9 @@ Install with ``pip install "autocompact[openai-agents]"``. Importing this module
   has its oldest turns left out of that request only, never out of the session.
   :meth:`AutocompactSession.run_config` is the one construct that installs it
   (``Runner.run(agent, text, session=session, run_config=session.run_config())``); a session
-  whose turns run without it warns once (``RuntimeWarning``).
+  whose turns run without it warns once (``RuntimeWarning``). The model's count of each request
+  the filter lets out (the run's usage) teaches the engine the provider's scale, so a trimmed
+  request keeps what the model's own count says fits.
 
 The decisions are the engine's (:class:`autocompact.guard.ContextGuard`); this module converts
 items. Conversion is lossless: items the engine did not change come back as the same objects;
@@ -37,7 +39,7 @@ from autocompact.compaction.plan import CompressionInfo
 from autocompact.content import Message
 from autocompact.errors import MissingDependencyError
 from autocompact.events import Hook
-from autocompact.guard import ContextGuard, GuardResult, GuardState
+from autocompact.guard import ContextGuard, GuardResult, GuardState, request_stats
 from autocompact.providers.base import ToolSpec
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
 
@@ -57,7 +59,12 @@ from autocompact.integrations._openai_agents_convert import (
     pending_start,
     to_autocompact,
 )
-from autocompact.integrations._openai_agents_model import AgentModel, add_side_usage, forward
+from autocompact.integrations._openai_agents_model import (
+    AgentModel,
+    RequestCounts,
+    add_side_usage,
+    forward,
+)
 from autocompact.integrations._openai_agents_store import StoreSession
 
 __all__ = [
@@ -124,6 +131,7 @@ class AutocompactSession:
         }
         self._built: tuple[tuple[int, int], ContextGuard] | None = None
         self._wrapper: Any = None
+        self._counts = RequestCounts()
 
     @property
     def _guard(self) -> ContextGuard:
@@ -153,6 +161,7 @@ class AutocompactSession:
 
     async def add_items(self, items: list[Item], *, wrapper: Any = None) -> None:
         """Store items in the underlying session."""
+        self._learn()  # the runner stores a response's items after adding its usage
         await forward(self.underlying.add_items, items, wrapper=wrapper)
 
     async def pop_item(self, *, wrapper: Any = None) -> Item | None:
@@ -163,6 +172,12 @@ class AutocompactSession:
         """Forget every item (and the breaker's count)."""
         await forward(self.underlying.clear_session, wrapper=wrapper)
         self.state = GuardState(calibration=self.state.calibration)
+
+    def _learn(self, *, last: bool = False) -> None:
+        """Learn the provider's scale from the model's count of the last request let out."""
+        learned = self._counts.learn(self.state, self._options["image_token_estimate"], last=last)
+        if learned is not None:
+            self.state = learned
 
     def _count_usage(self, compactions: Sequence[CompressionInfo]) -> None:
         if not self.model.local and self._wrapper is not None:
@@ -202,6 +217,7 @@ class AutocompactSession:
             self._check_filter()
         if wrapper is not None:
             self._wrapper = wrapper
+        self._learn(last=True)  # before the side queries' usage is added to the run's
         items = await self.underlying.get_items()
         converted = to_autocompact(items)
         messages = converted.messages
@@ -237,6 +253,11 @@ class AutocompactSession:
             await self.underlying.add_items(old)
             raise
 
+    def _sent(self, messages: Sequence[Message], system: str | None) -> None:
+        """Mark the request let out (its messages, system prompt and tools) for its count."""
+        stats = request_stats(messages, system_instruction=system, tools=self.tools)
+        self._counts.sent(self._wrapper, stats)
+
     def _system(self, converted: ConvertedItems) -> str | None:
         text = "\n\n".join(t for t in (self.system_instruction, converted.system_instruction) if t)
         return text or None
@@ -248,22 +269,24 @@ class AutocompactSession:
 
         Learns the system prompt and tools the runner sends (so compaction counts them) and,
         when the request is at or above the hard threshold, leaves its oldest turns out of this
-        request only.
+        request only. The model's count of the request it lets out, read from the run's usage
+        once the model answered, teaches the provider's scale.
         """
         model_data = data.model_data
         self.filtered_requests += 1
+        self._learn()
         self.model.learn(data.agent)
         self.system_instruction = model_data.instructions
         self.tools = agent_tool_specs(data.agent)
         converted = to_autocompact(model_data.input)
+        system = self._system(converted)
         if not converted.messages or converted.messages[-1].role != "user":
+            self._sent(converted.messages, system)
             return model_data
         result: GuardResult = self._guard.guarantee(
-            converted.messages,
-            system_instruction=self._system(converted),
-            tools=self.tools,
-            state=self.state,
+            converted.messages, system_instruction=system, tools=self.tools, state=self.state
         )
+        self._sent(result.request, system)
         if not result.trimmed:
             return model_data
         self.trimmed_requests += 1
