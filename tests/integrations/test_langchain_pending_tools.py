@@ -143,3 +143,24 @@ def test_context_window_read_from_the_model_profile() -> None:
     )
     with pytest.raises(ConfigError, match="context_window="):
         agent.invoke({"messages": [HumanMessage(content="hello")]})
+
+
+def test_the_models_count_teaches_the_scale() -> None:
+    """The middleware learns the provider's scale from the model's count of what was sent:
+    about 2/3 (the model counts 3 characters a token where the estimate counts 2 for the tool
+    output that is most of the request)."""
+    model = CountingModel()
+    agent = create_agent(
+        model,
+        [StructuredTool.from_function(read_file)],
+        system_prompt="be brief",
+        middleware=[AutocompactMiddleware(context_window=WINDOW, summarizer="offline")],
+        checkpointer=InMemorySaver(),
+    )
+    settings: Any = {"configurable": {"thread_id": "scale"}}
+    call = {"name": "read_file", "args": {"path": "a.py"}, "id": "c0"}
+    model.replies.extend([AIMessage(content="", tool_calls=[call]), AIMessage(content="ok")])
+    agent.invoke({"messages": [HumanMessage(content="Task: read a.py")]}, settings)
+    calibration = agent.get_state(settings).values["autocompact"]["calibration"]
+    assert calibration["samples"] == 1  # the first request is too small to teach
+    assert calibration["factor"] == pytest.approx(2 / 3, rel=0.05)

@@ -353,3 +353,15 @@ def test_native_compaction_part_goes_back_as_its_summary() -> None:
     back = from_autocompact([Message(role="user", parts=(part,)), Message.model("ok")])
     assert isinstance(back[0], pm.ModelRequest)
     assert back[0].parts[0].content == "the summary"  # type: ignore[union-attr]
+
+
+def test_the_models_count_teaches_the_scale() -> None:
+    """Each request carries the calibration the model's count of the previous one taught: about
+    2/3 (the model counts 3 characters a token where the estimate counts 2 for the tool output
+    that is most of a request)."""
+    script = Script()
+    history = run_turns(make_agent(script, Autocompact(context_window=100_000)), 2)
+    tagged = [m for m in history if isinstance(m, pm.ModelRequest) and m.metadata]
+    calibration = tagged[-1].metadata[STATE_KEY]["state"]["calibration"]  # type: ignore[index]
+    assert calibration["samples"] == 2  # the first request is too small to teach
+    assert calibration["factor"] == pytest.approx(2 / 3, rel=0.05)
