@@ -12,12 +12,18 @@ from autocompact import FunctionCallPart, FunctionResponsePart, Message
 from autocompact.chat import ChatSession
 from autocompact.cli.render import describe_event, describe_info
 from autocompact.compaction import (
+    CompressionInfo,
     CompressionService,
     CompressionStatus,
     CompressionTrigger,
     CompressOptions,
 )
-from autocompact.compaction.accounting import HOLD_GROWTH_SHARE, BreakerState, automatic_trigger
+from autocompact.compaction.accounting import (
+    HOLD_GROWTH_SHARE,
+    BreakerState,
+    automatic_trigger,
+    record_refused,
+)
 from autocompact.compaction.sidequery import CARRY_PREAMBLE
 from autocompact.estimation import estimate_content_tokens
 from autocompact.providers.base import ChatRequest
@@ -330,6 +336,41 @@ def test_small_window_open_breaker_stops_the_hard_attempt() -> None:
     assert automatic_trigger(30_000, thresholds, open_breaker) is None
     big = compute_thresholds(200_000)
     assert automatic_trigger(190_000, big, open_breaker) is CompressionTrigger.HARD
+
+
+_T = CompressionTrigger
+
+
+@pytest.mark.parametrize(
+    ("window", "trigger", "ineffective", "count", "expected"),
+    [
+        pytest.param(200_000, _T.AUTO, False, 0, (1, None), id="auto-counts"),
+        pytest.param(200_000, _T.AUTO, True, 2, (3, None), id="ineffective-counts-once"),
+        pytest.param(200_000, _T.HARD, False, 1, (1, 61_000 + 20_000), id="hard-holds"),
+        pytest.param(32_000, _T.HARD, False, 0, (1, 61_000 + 3_200), id="small-hard-both"),
+        pytest.param(200_000, _T.MANUAL, False, 2, (2, None), id="manual-nothing"),
+    ],
+)
+def test_a_refused_compaction_counts_as_that_attempt_failed(
+    window: int,
+    trigger: CompressionTrigger,
+    ineffective: bool,
+    count: int,
+    expected: tuple[int, int | None],
+) -> None:
+    """A compaction (60,000 → 20,000) whose result the model refused, at a pre-send count of
+    61,000, counts as that attempt failed: an automatic one adds 1, a forced rescue holds from
+    the pre-send count (a small window's counts too), a manual one counts nothing."""
+    info = CompressionInfo(
+        status=CompressionStatus.COMPRESSED,
+        trigger=trigger,
+        original_token_count=60_000,
+        new_token_count=20_000,
+        ineffective=ineffective,
+    )
+    start = BreakerState(consecutive_failures=count)
+    after = record_refused(start, [info], compute_thresholds(window), tokens=61_000)
+    assert (after.consecutive_failures, after.hold_until) == expected
 
 
 def test_clearing_protects_at_most_a_fifth_of_a_small_window() -> None:

@@ -8,12 +8,16 @@ only the rejection tells it the request was too long.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 import anthropic
+import openai
 import pytest
+
+from autocompact import MAX_CONSECUTIVE_FAILURES
 
 from .conftest import Proxy
 from .scripted import count_tokens
@@ -110,8 +114,6 @@ def test_a_rewritten_request_rejected_falls_back_to_the_clients(
     validation error the rewrite caused) is logged with the upstream's reason, and the
     client's own request goes out once: the client gets its answer, and the compaction is not
     stored. The client got the 400, although its own request was accepted."""
-    import logging
-
     caplog.set_level(logging.INFO, logger="autocompact.serve")
     client = _compacting(proxy)
     proxy.upstream.refuse = _refuse_summaries
@@ -190,8 +192,6 @@ def test_a_stored_substitution_refused_is_not_sent_again(
     requests of the conversation are planned from the client's own messages (compacted anew)
     and not refused again. It was kept, and every later request went out rewritten, was
     refused, and went out again as the client sent it."""
-    import logging
-
     caplog.set_level(logging.INFO, logger="autocompact.serve")
     client = _compacting(proxy)
     body = _long_anthropic(14)
@@ -220,3 +220,58 @@ def test_a_stored_substitution_refused_is_not_sent_again(
     assert actions == ["rewrite-rejected", "compacted", "substituted"]
     warnings = [r.getMessage() for r in caplog.records if "no longer used" in r.getMessage()]
     assert len(warnings) == 1, warnings
+
+
+def _refuse_compacted(body: dict[str, Any]) -> str | None:
+    """A validation error for a chat or Responses request that carries a summary."""
+    if "state_snapshot" in json.dumps(body.get("messages") or body.get("input")):
+        return "messages.0.content: unexpected field in the summary"
+    return None
+
+
+@pytest.mark.parametrize(
+    ("api", "window", "size"),
+    [("chat", 6_000, 1_200), ("responses", 100_000, 24_200)],
+    ids=["chat-hard-is-auto", "responses-auto-below-hard"],
+)
+def test_fresh_compactions_refused_open_the_breaker(
+    proxy: Proxy, caplog: pytest.LogCaptureFixture, api: str, window: int, size: int
+) -> None:
+    """Fresh compactions the upstream refuses (it takes the client's own requests) count as
+    failed compactions: after the breaker's limit the conversation's requests go out with no
+    summary request and no refused rewrite, and the breaker's opening is logged once, with
+    why. Every request compacted anew, was refused and went out again: the breaker never
+    opened."""
+    caplog.set_level(logging.INFO, logger="autocompact.serve")
+    proxy.app.config = replace(proxy.app.config, context_window=window)
+    proxy.upstream.window = 4 * window
+    proxy.upstream.bytes_per_token = 4  # (Responses) the engine's estimate, nearly
+    proxy.upstream.refuse = _refuse_compacted
+    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-test", max_retries=0)
+    messages: list[dict[str, Any]] = []
+    for turn in range(12):
+        messages.append({"role": "user", "content": f"step {turn}: " + filler(turn, size)})
+        messages.append({"role": "assistant", "content": f"d{turn}"})
+    actions, summaries = [], []
+    for turn in range(12):
+        messages.append({"role": "user", "content": f"step {12 + turn}: " + filler(turn, 600)})
+        if api == "chat":
+            raw: Any = client.chat.completions.with_raw_response.create(
+                model="scripted",
+                messages=messages,  # type: ignore[arg-type]
+            )
+            assert raw.parse().choices[0].message.content.startswith("ok")
+        else:
+            raw = client.responses.with_raw_response.create(model="scripted", input=messages)  # type: ignore[arg-type]
+            assert raw.parse().output_text.startswith("ok")
+        actions.append(raw.headers["x-autocompact-action"])
+        summaries.append(proxy.upstream.summaries)
+        messages.append({"role": "assistant", "content": f"ok {turn}"})
+    assert actions.count("rewrite-rejected") == MAX_CONSECUTIVE_FAILURES, actions
+    last = len(actions) - 1 - actions[::-1].index("rewrite-rejected")
+    assert last < len(actions) - 2, actions  # requests went out after the breaker opened
+    # (the small window's rescues hold between refusals: a trimmed request went out meanwhile)
+    assert summaries[last:] == [summaries[last]] * (len(actions) - last), summaries
+    opened = [r.getMessage() for r in caplog.records if "breaker opened" in r.getMessage()]
+    assert len(opened) == 1, opened
+    assert "refused the compacted requests" in opened[0]

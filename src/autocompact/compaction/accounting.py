@@ -15,7 +15,9 @@ Pure, and shared by the chat sessions and ``replay`` so both follow one rule (SP
 - during a hold no automatic side query (auto or hard) runs until the count has grown by
   :data:`HOLD_GROWTH_SHARE` of the window past where the hold began; the guarantee's trimming
   carries every request meanwhile. A manual ``/compress`` is never blocked and ends the hold;
-- an effective success resets the count and ends the hold.
+- an effective success resets the count and ends the hold;
+- a compaction whose result the model then refused (a proxy's upstream rejected the compacted
+  request and took the uncompacted one) counts as that attempt failed (:func:`record_refused`).
 
 Room for growth (design decision 63, SPEC §10.2 extended): a compaction aims to leave the count
 at most ``auto − expected growth`` (:meth:`GrowthLog.expected_growth`: the session's typical
@@ -29,7 +31,7 @@ counted like an ineffective one, and its hold measured from the count it left
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -48,6 +50,7 @@ __all__ = [
     "growth_from_dict",
     "record_attempt",
     "record_outgrown",
+    "record_refused",
 ]
 
 HOLD_GROWTH_SHARE = 0.1
@@ -146,6 +149,30 @@ def record_attempt(
     return BreakerState(
         consecutive_failures=counted, hold_until=hold_at if forced else state.hold_until
     )
+
+
+def record_refused(
+    state: BreakerState,
+    attempts: Sequence[CompressionInfo],
+    thresholds: CompactionThresholds,
+    *,
+    tokens: int = 0,
+) -> BreakerState:
+    """The state after ``attempts`` (one step's, in order) whose compacted history the model
+    refused: each compaction counts as the same attempt failed, the others as they are
+    (:func:`record_attempt`). ``tokens``: the step's pre-send count, where a hold begins."""
+    for info in attempts:
+        if info.status is CompressionStatus.COMPRESSED:
+            info = replace(
+                info,
+                status=CompressionStatus.COMPRESSION_FAILED_PROVIDER_ERROR,
+                new_token_count=info.original_token_count,
+                ineffective=False,
+                summary_failure=None,
+            )
+        pending = max(0, tokens - info.original_token_count)
+        state = record_attempt(state, info, thresholds, pending_tokens=pending)
+    return state
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -356,9 +356,10 @@ class ServeApp:
                 await self.planner.release(decision)
                 return self._send_error(request, protocol, url, exc, decision, sent - start)
             status = response.status_code
-            # The client's own request, sent after its rewrite with a stored substitution was
-            # refused: taken, or refused only as too long, the substitution was at fault.
-            fallback = decision.action == REWRITE_REJECTED and decision.used is not None
+            # The client's own request, sent after its rewrite with a stored substitution or a
+            # fresh compaction was refused: taken, or refused only as too long, the rewrite was
+            # at fault (the substitution is not used again, the compaction counts as failed).
+            fallback = decision.action == REWRITE_REJECTED and decision.refusable
             if fallback and status in FALLBACK_STATUSES:
                 pass  # read below: only its error says whether it was too long
             elif retried or not reads_rejection(status, decision, raw):

@@ -1,17 +1,23 @@
-"""What the proxy sends for one request: the planner's :class:`Decision`. Pure."""
+"""What the proxy sends for one request: the planner's :class:`Decision`, and the one a guard's
+result makes (:func:`finish`). Pure."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
+from autocompact.compaction.plan import CompressionInfo, CompressionStatus
 from autocompact.content import CharStats
-from autocompact.guard import GuardState
+from autocompact.guard import GuardResult, GuardState, request_stats
 from autocompact.serve.identity import Identity
+from autocompact.serve.protocol import Converted, WireProtocol
 from autocompact.serve.readings import Reading
-from autocompact.serve.substitution import Record
+from autocompact.serve.substitution import Record, build_replacement
+from autocompact.serve.wire import chain_hashes, splice_body
 from autocompact.sessions.stores.base import Lease
 
-__all__ = ["Decision"]
+__all__ = ["Decision", "finish"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,6 +41,11 @@ class Decision:
             ``sent`` are then not yet (``Planner.measured`` makes it).
         used: the stored substitution the body went out with (``None``: none), which no
             request uses once the upstream refused it (``Planner.refuse``).
+        attempts: the compaction attempts made for this request, which count as failed ones
+            for the conversation's breaker when the upstream refuses the body they made
+            (``Planner.refuse``).
+        window: the context window the request was planned on (what ``attempts`` are
+            counted against).
     """
 
     body: bytes
@@ -50,8 +61,66 @@ class Decision:
     sent: CharStats | None = None
     reading: Reading | None = None
     used: Record | None = None
+    attempts: tuple[CompressionInfo, ...] = ()
+    window: int = 0
 
     @property
     def compacted(self) -> bool:
         """Whether the request went out with a substitution or a new compaction."""
         return self.action in ("substituted", "compacted")
+
+    @property
+    def refusable(self) -> bool:
+        """Whether the body holds a rewrite the proxy stops making once the upstream refuses
+        it: a stored substitution (marked refused) or a fresh compaction (counted failed)."""
+        return self.used is not None or any(
+            info.status is CompressionStatus.COMPRESSED for info in self.attempts
+        )
+
+
+def finish(
+    protocol: WireProtocol,
+    converted: Converted,
+    base: Decision,
+    result: GuardResult,
+    current: Sequence[Any],
+    conv: Sequence[Any],
+    pending: int,
+    head: Sequence[Any],
+    body: dict[str, Any],
+) -> Decision:
+    """The decision for a guard's ``result`` on a request planned as ``base``: its body (the
+    compacted or trimmed messages spliced into the client's ``body``) and the record to store."""
+    key = protocol.messages_key
+    tail = conv[pending:]
+    source = current[: len(current) - len(tail)]
+    record = None
+    if result.compacted and pending > 0:
+        replacement = build_replacement(protocol, result.history[:-1], source)
+        record = Record(
+            prefix_len=pending,
+            prefix_hash=chain_hashes(conv[:pending])[-1],
+            replacement=replacement,
+            state=result.state.to_dict(),
+            tokens_before=result.tokens,
+        )
+    sent_stats = request_stats(
+        result.request,
+        system_instruction=converted.counted_system,
+        tools=converted.tools,
+    )
+    base = replace(
+        base,
+        state=result.state,
+        sent=sent_stats,
+    )
+    if result.trimmed:
+        trimmed = build_replacement(protocol, result.request[:-1], source)
+        sent = splice_body(body, key, trimmed, tail, head=head)
+        return replace(base, body=sent, action="trimmed", record=record)
+    if record is not None:
+        sent = splice_body(body, key, record.replacement, tail, head=head)
+        return replace(base, body=sent, action="compacted", record=record)
+    if result.compactions:
+        return replace(base, action="compaction-failed")
+    return base

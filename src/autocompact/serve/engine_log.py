@@ -27,6 +27,7 @@ from autocompact.events import (
 from autocompact.jsonsafe import loads
 
 __all__ = [
+    "compactions_refused",
     "engine_log",
     "rewrite_rejected",
     "substitution_refused",
@@ -121,6 +122,19 @@ def substitution_refused(session_id: str, prefix_len: int, status: int) -> None:
         session_id,
         prefix_len,
         status,
+    )
+
+
+def compactions_refused(session_id: str, failures: int) -> None:
+    """Log, once, that the breaker opened because the upstream refused ``failures`` compacted
+    requests in a row (and took the client's own), so the conversation is no longer compacted
+    automatically."""
+    logger.warning(
+        "conversation=%s breaker opened after %d failed compactions in a row: the upstream "
+        "refused the compacted requests and took the client's own; automatic compaction "
+        "pauses and requests go out without it",
+        session_id,
+        failures,
     )
 
 

@@ -24,19 +24,23 @@ from typing import Any
 import anyio
 
 from autocompact import CompressionService
+from autocompact.compaction.accounting import BreakerState, record_refused
 from autocompact.compaction.split import COMPRESSION_PRESERVE_THRESHOLD
 from autocompact.errors import AutocompactError, ContentError
 from autocompact.guard import (
     ContextGuard,
-    GuardResult,
     GuardState,
     learn_from_usage,
     request_stats,
 )
-from autocompact.serve.decision import Decision
-from autocompact.serve.engine_log import engine_log, substitution_refused
+from autocompact.serve.decision import Decision, finish
+from autocompact.serve.engine_log import (
+    compactions_refused,
+    engine_log,
+    substitution_refused,
+)
 from autocompact.serve.identity import Identity, identify
-from autocompact.serve.protocol import Converted, WireProtocol
+from autocompact.serve.protocol import WireProtocol
 from autocompact.serve.readings import AT_AUTO, Readings
 from autocompact.serve.shared import (
     SharedState,
@@ -49,13 +53,12 @@ from autocompact.serve.substitution import (
     PrefixChain,
     Record,
     best_record,
-    build_replacement,
     record_messages,
     refusal_messages,
     usable_records,
 )
 from autocompact.serve.upstream import UpstreamProvider
-from autocompact.serve.wire import chain_hashes, splice_body
+from autocompact.serve.wire import splice_body
 from autocompact.sessions.stores.base import Lease, SessionStore, Snapshot
 from autocompact.thresholds import compute_thresholds, tier_of
 
@@ -176,16 +179,17 @@ class Planner:
         session_id: str,
         protocol: str,
         change: Callable[[GuardState], GuardState | None],
-    ) -> None:
+    ) -> GuardState | None:
         """Append ``change(current state)`` to the conversation's state chain (module
-        :mod:`autocompact.serve.shared`); when another worker wrote first, read it and again."""
+        :mod:`autocompact.serve.shared`); when another worker wrote first, read it and again.
+        The state written (``None``: none)."""
         meta = {"kind": "autocompact-serve", "protocol": protocol}
         await self._store(self.store.ensure, session_id, meta)
         for _ in range(_STATE_WRITE_ATTEMPTS):
             _, shared = await self._read(session_id)
             new = change(_state_of(shared))
             if new is None:
-                return
+                return None
             data = new.to_dict()
             result = await self._store(
                 self.store.append_turn,
@@ -196,8 +200,9 @@ class Planner:
                 owner=self.owner,
             )
             if not result.duplicate:
-                return
+                return new
         logger.warning("the shared state of %s moved under every write; not written", session_id)
+        return None
 
     async def commit(self, decision: Decision, protocol: str) -> None:
         """Store the decision's record (after the upstream accepted the request)."""
@@ -215,9 +220,13 @@ class Planner:
         )
 
     async def refuse(self, decision: Decision, status: int) -> None:
-        """Stop using the stored substitution ``decision`` went out with: the upstream refused
-        it (the client's own request, sent then, got ``status``). Marked in the store, so no
-        worker sends it again; logged once (a mark already there is a duplicate)."""
+        """Stop making the rewrite ``decision`` went out with: the upstream refused it (the
+        client's own request, sent then, got ``status``). A stored substitution is marked
+        refused in the store, so no worker sends it again; logged once (a mark already there
+        is a duplicate). A fresh compaction counts as a failed one on the conversation's
+        breaker (:meth:`_count_refused`)."""
+        if decision.attempts:
+            await self._count_refused(decision)
         record, identity = decision.used, decision.identity
         if record is None or identity is None:
             return
@@ -230,6 +239,31 @@ class Planner:
         )
         if not marked.duplicate:
             substitution_refused(identity.session_id, record.prefix_len, status)
+
+    async def _count_refused(self, decision: Decision) -> None:
+        """Count the compactions ``decision`` made, which the upstream refused, as failed ones
+        in the conversation's shared state (:func:`record_refused`): after the breaker's limit
+        no worker compacts it automatically (as when summaries fail). Its opening is logged
+        once, with why; a store that fails is logged."""
+        identity, thresholds = decision.identity, compute_thresholds(decision.window)
+        before: list[GuardState] = []
+
+        def change(current: GuardState) -> GuardState:
+            before[:] = [current]
+            failures, hold = _breaker(current)
+            breaker = BreakerState(consecutive_failures=failures, hold_until=hold)
+            counted = record_refused(breaker, decision.attempts, thresholds, tokens=decision.tokens)
+            failures, hold = counted.consecutive_failures, counted.hold_until
+            return replace(current, consecutive_failures=failures, hold_until=hold)
+
+        try:
+            if identity is not None:
+                key = identity.session_id
+                written = await self._write_state(key, decision.protocol, change)
+                if written is not None and written.breaker_open and not before[0].breaker_open:
+                    compactions_refused(key, written.consecutive_failures)
+        except AutocompactError as exc:
+            logger.error("could not store the breaker's count: %s", exc)
 
     async def learn(self, decision: Decision, prompt_tokens: int | None) -> None:
         """Teach the conversation's calibration, in the store, the upstream's count of what
@@ -485,9 +519,7 @@ class Planner:
             return base
         lease = await self._lease(identity.session_id, protocol.name)
         if lease is None:  # another worker's compaction took too long: the guarantee alone
-            return self._finish(
-                protocol, converted, base, measured, current, conv, pending, head, body
-            )
+            return finish(protocol, converted, base, measured, current, conv, pending, head, body)
         calls = provider.calls
         held = True  # until given back: whatever fails while it is held gives it back
         try:
@@ -505,9 +537,7 @@ class Planner:
                         waited=True,
                     )  # fmt: skip
             result = await guard.arun(converted.guarded, reactive=reactive, **options)
-            decision = self._finish(
-                protocol, converted, base, result, current, conv, pending, head, body
-            )
+            decision = finish(protocol, converted, base, result, current, conv, pending, head, body)
         except BaseException:
             if held:  # (shielded: a client that hung up cancels the request, not this)
                 with anyio.CancelScope(shield=True):
@@ -527,51 +557,10 @@ class Planner:
             finally:
                 await self._store(self.store.release_lease, lease)
             return replace(decision, side_queries=provider.calls - calls)
-        return replace(decision, lease=lease, side_queries=provider.calls - calls)
-
-    def _finish(
-        self,
-        protocol: WireProtocol,
-        converted: Converted,
-        base: Decision,
-        result: GuardResult,
-        current: Sequence[Any],
-        conv: Sequence[Any],
-        pending: int,
-        head: Sequence[Any],
-        body: dict[str, Any],
-    ) -> Decision:
-        """The body and record for a guard's result."""
-        key = protocol.messages_key
-        tail = conv[pending:]
-        source = current[: len(current) - len(tail)]
-        record = None
-        if result.compacted and pending > 0:
-            replacement = build_replacement(protocol, result.history[:-1], source)
-            record = Record(
-                prefix_len=pending,
-                prefix_hash=chain_hashes(conv[:pending])[-1],
-                replacement=replacement,
-                state=result.state.to_dict(),
-                tokens_before=result.tokens,
-            )
-        sent_stats = request_stats(
-            result.request,
-            system_instruction=converted.counted_system,
-            tools=converted.tools,
+        return replace(
+            decision,
+            lease=lease,
+            side_queries=provider.calls - calls,
+            attempts=result.compactions,
+            window=window,
         )
-        base = replace(
-            base,
-            state=result.state,
-            sent=sent_stats,
-        )
-        if result.trimmed:
-            trimmed = build_replacement(protocol, result.request[:-1], source)
-            sent = splice_body(body, key, trimmed, tail, head=head)
-            return replace(base, body=sent, action="trimmed", record=record)
-        if record is not None:
-            sent = splice_body(body, key, record.replacement, tail, head=head)
-            return replace(base, body=sent, action="compacted", record=record)
-        if result.compactions:
-            return replace(base, action="compaction-failed")
-        return base
