@@ -71,6 +71,7 @@ from autocompact.integrations.langchain._convert import (
     system_text,
 )
 from autocompact.integrations.langchain._driving import Flow, adrive, drive
+from autocompact.integrations.langchain._entry import STATE_KEY, entry_tip, entry_tokens
 from autocompact.integrations.langchain._provider import (
     LangChainProvider,
     completion_of,
@@ -80,17 +81,14 @@ from autocompact.providers.base import ChatRequest, Completion, Provider, ToolSp
 from autocompact.sessions.stores.base import SessionStore
 from autocompact.thresholds import (
     DEFAULT_IMAGE_TOKEN_ESTIMATE,
-    MAX_CONSECUTIVE_FAILURES,
     CompactionThresholds,
     Tier,
     compute_thresholds,
     parse_window,
 )
-from autocompact.tips import Tip, select_tip
+from autocompact.tips import Tip
 
 __all__ = ["AutocompactMiddleware", "AutocompactState", "SummarizerChoice"]
-
-STATE_KEY = "autocompact"
 
 SummarizerChoice: TypeAlias = Literal["model", "offline", "extractive"] | BaseChatModel | Provider
 """Who writes the summary: the agent's own model (``"model"``), another LangChain chat model,
@@ -155,6 +153,7 @@ class _Turn:
         # back equal to one of them is that one, not a copy rebuilt without its metadata.
         self.known = [*groups[:split], (self.pending, self.sources[id(self.pending)])]
         self.turn_id = _turn_id(body)
+        self.earlier: list[Any] = []  # before_model's compactions for this model call
         self.stored: _Stored | None = None
         tier = Tier(entry["tier"]) if "tier" in entry else None
         config = EngineConfig(
@@ -273,7 +272,7 @@ class _Turn:
             "calibration": core.calibration.to_dict(),
             "tier": core.noted_tier.value,
             "tokens": core.estimate_tokens(),
-            "compactions": [c.as_dict() for c in core.compactions],
+            "compactions": [*self.earlier, *(c.as_dict() for c in core.compactions)],
             **extra,
         }
 
@@ -446,17 +445,12 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
 
     def context_report(self, state: Mapping[str, Any]) -> ContextReport:
         """The ``/context`` report for a thread's state (e.g. ``agent.get_state(cfg).values``)."""
-        return build_context_report(_tokens(state), self.thresholds)
+        return build_context_report(entry_tokens(state), self.thresholds)
 
     def tip(self, state: Mapping[str, Any]) -> Tip | None:
-        """The tip for a thread's state, or ``None`` below the warn band."""
-        entry = state.get(STATE_KEY) or {}
-        return select_tip(
-            _tokens(state),
-            window=self.context_window,
-            thresholds=self.thresholds,
-            breaker_open=int(entry.get("consecutive_failures", 0)) >= MAX_CONSECUTIVE_FAILURES,
-        )
+        """The tip for a thread's state, or ``None`` below the warn band (it says when a hold
+        or the breaker pauses automatic compaction, and whether a forced one already ran)."""
+        return entry_tip(state, self.context_window, self.thresholds)
 
     # -- the hooks -------------------------------------------------------------------------
 
@@ -515,7 +509,8 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
         checked = entry.get("checked") is not None and entry.get("checked") == _last_id(
             request.messages
         )
-        if checked:
+        if checked:  # the entry's compactions are before_model's for this call: kept
+            turn.earlier = list(entry.get("compactions") or [])
             return turn, turn.core.send_flow(turn.pending, turn.turn_id)
         return turn, turn.core.turn_flow(turn.pending, turn.turn_id)
 
@@ -566,11 +561,6 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
         await adrive(flow, turn.core.side_provider, asend=send)
         assert sender.response is not None
         return self._wrap_result(turn, sender.response)
-
-
-def _tokens(state: Mapping[str, Any]) -> int:
-    entry = state.get(STATE_KEY) or {}
-    return int(entry.get("tokens", 0))
 
 
 class _Sender:
