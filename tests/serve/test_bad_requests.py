@@ -15,9 +15,9 @@ import pytest
 from autocompact.content import Message
 from autocompact.errors import MalformedResponseError, ProviderTimeoutError
 from autocompact.providers.base import ChatRequest
+from autocompact.serve import planner as planner_module
 from autocompact.serve.anthropic_messages import ANTHROPIC_MESSAGES
 from autocompact.serve.openai_chat import OPENAI_CHAT
-from autocompact.serve.planner import Planner
 from autocompact.serve.responses import RESPONSES as RESPONSES_PROTOCOL
 from autocompact.serve.upstream import UpstreamProvider
 
@@ -119,16 +119,16 @@ def test_a_failure_after_the_lease_was_taken_gives_it_back(
     """A compaction that fails after the conversation's lease was taken (here: writing the
     request) gives the lease back: the conversation's next request is compacted at once, not
     held for the lease's life and then trimmed."""
-    finish = Planner._finish
+    finish = planner_module.finish
     failed: list[bool] = []
 
-    def once(self: Planner, *args: Any) -> Any:
+    def once(*args: Any) -> Any:
         if not failed:
             failed.append(True)
             raise RuntimeError("scripted failure after the lease")
-        return finish(self, *args)
+        return finish(*args)
 
-    monkeypatch.setattr(Planner, "_finish", once)
+    monkeypatch.setattr(planner_module, "finish", once)
     headers = {"x-autocompact-conversation": "lease"}
     raw = json.dumps(_long_anthropic(18)).encode()
     assert _post(proxy, MESSAGES, raw, **headers).status_code == 500
