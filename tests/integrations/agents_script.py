@@ -9,6 +9,7 @@ from typing import Any
 from agents import Usage
 from agents.items import ModelResponse
 from agents.models.interface import Model
+from agents.models.openai_responses import Converter
 from openai.types.responses import (
     ResponseFunctionToolCall,
     ResponseOutputMessage,
@@ -21,6 +22,17 @@ def count_tokens(system: str | None, items: list[Any], tools: list[Any]) -> int:
     (the engine estimates 4 for text and 2 for JSON, so the two disagree)."""
     schema = sum(len(json.dumps(getattr(t, "params_json_schema", {}))) for t in tools)
     return (len(system or "") + len(json.dumps(items)) + schema) // 3
+
+
+def declarations_tokens(handoffs: list[Any], output_schema: Any) -> int:
+    """The same tokenizer over what the Responses API receives besides the items and the function
+    tools' schemas: each handoff as a function tool declaration, the output schema as
+    ``text.format`` (both built by the SDK's own converter)."""
+    sent: list[Any] = list(Converter.convert_tools([], list(handoffs)).tools)
+    text = Converter.get_response_format(output_schema)
+    if isinstance(text, dict):
+        sent.append(text)
+    return len(json.dumps(sent)) // 3 if sent else 0
 
 
 def text_output(text: str) -> ResponseOutputMessage:
@@ -46,7 +58,8 @@ Script = Callable[[str | None, list[Any], dict[str, Any]], list[Any]]
 
 class ScriptedModel(Model):
     """Answers with what ``script(system, items, settings)`` returns; rejects requests over
-    ``window`` tokens (by its own count) the way a provider would."""
+    ``window`` tokens (by its own count, handoffs and output schema included) the way a
+    provider would."""
 
     def __init__(self, script: Script, *, window: int | None = None) -> None:
         self.script = script
@@ -71,6 +84,7 @@ class ScriptedModel(Model):
         """One scripted reply, with usage from the model's own tokenizer."""
         items = [{"role": "user", "content": input}] if isinstance(input, str) else list(input)
         tokens = count_tokens(system_instructions, items, tools)
+        tokens += declarations_tokens(handoffs, output_schema)
         self.requests.append(
             {
                 "system": system_instructions,

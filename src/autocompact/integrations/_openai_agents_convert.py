@@ -45,7 +45,14 @@ from autocompact.providers.base import (
 from autocompact.thresholds import COMPACT_MAX_OUTPUT_TOKENS
 
 try:
-    from agents import Agent, ModelSettings
+    from agents import (
+        Agent,
+        AgentOutputSchema,
+        AgentOutputSchemaBase,
+        Handoff,
+        ModelSettings,
+        handoff,
+    )
     from agents.exceptions import AgentsException
     from agents.models.interface import Model, ModelTracing
     from agents.tool import FunctionTool
@@ -470,7 +477,11 @@ def summary_service(choice: SummarizerChoice) -> CompressionService:
 
 
 def agent_tool_specs(agent: Agent[Any]) -> tuple[ToolSpec, ...]:
-    """The agent's function tools as autocompact declarations (hosted tools by name only)."""
+    """What the agent's requests declare besides the items, as autocompact declarations (the
+    estimate sizes their JSON): its function tools (hosted tools by name only), each handoff
+    (sent as a function tool; one enabled by a callable is counted), and its output schema
+    (sent as the Responses ``text.format``, the Chat Completions ``response_format``), declared
+    as ``final_output``."""
     specs: list[ToolSpec] = []
     for tool in agent.tools:
         if isinstance(tool, FunctionTool):
@@ -483,7 +494,34 @@ def agent_tool_specs(agent: Agent[Any]) -> tuple[ToolSpec, ...]:
             )
         else:
             specs.append(ToolSpec(name=str(getattr(tool, "name", type(tool).__name__))))
+    for target in agent.handoffs:
+        declared = target if isinstance(target, Handoff) else handoff(target)
+        if declared.is_enabled is not False:
+            specs.append(
+                ToolSpec(
+                    name=declared.tool_name,
+                    description=declared.tool_description or "",
+                    parameters=declared.input_json_schema,
+                )
+            )
+    schema = _output_schema(agent)
+    if schema is not None:
+        specs.append(ToolSpec(name="final_output", description="json_schema", parameters=schema))
     return tuple(specs)
+
+
+def _output_schema(agent: Agent[Any]) -> dict[str, Any] | None:
+    """The JSON schema the agent's requests carry for its output type (``None``: plain text),
+    resolved as the runner resolves it."""
+    output_type = agent.output_type
+    if output_type is None or output_type is str:
+        return None
+    schema = (
+        output_type
+        if isinstance(output_type, AgentOutputSchemaBase)
+        else AgentOutputSchema(output_type)
+    )
+    return None if schema.is_plain_text() else schema.json_schema()
 
 
 # -- the session ---------------------------------------------------------------------------------

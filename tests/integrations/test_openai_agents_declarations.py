@@ -1,0 +1,124 @@
+"""What the Agents SDK sends besides the items is counted: handoffs (function tool declarations)
+and the output schema (``text.format``), checked against a model that counts the wire form."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import (
+    Agent,
+    AgentOutputSchema,
+    Runner,
+    SQLiteSession,
+    handoff,
+    set_tracing_disabled,
+)
+from pydantic import BaseModel, Field, create_model
+
+from autocompact import open_store
+from autocompact.integrations._openai_agents_convert import agent_tool_specs
+from autocompact.integrations.openai_agents import AutocompactSession, StoreSession
+
+from .agents_script import ScriptedModel, count_tokens, declarations_tokens, text_output
+
+set_tracing_disabled(True)
+
+WINDOW = 32_000  # hard threshold: 22,400 tokens by the estimate
+LONG = "Knows the regulations of the field in depth, with every exception and precedent. " * 70
+
+
+def report_type() -> type[BaseModel]:
+    """A large output type: 12 fields with long descriptions (a schema of about 8K chars)."""
+    fields: dict[str, Any] = {
+        f"field_{n}": (str, Field(description=f"part {n} of the report: " + "detail " * 90))
+        for n in range(12)
+    }
+    built: type[BaseModel] = create_model("Report", **fields)
+    return built
+
+
+def report_json() -> str:
+    """A final output the output type accepts."""
+    return json.dumps({f"field_{n}": "ok" for n in range(12)})
+
+
+def history() -> list[Any]:
+    """Eight stored turns of 10,000 characters each: 20,000 tokens by the estimate (under the
+    hard threshold), about 27,000 by the model's own count."""
+    items: list[Any] = []
+    for n in range(8):
+        items += [
+            {"role": "user", "content": f"question {n} " + "q" * 5_000},
+            {"role": "assistant", "content": f"answer {n} " + "a" * 5_000},
+        ]
+    return items
+
+
+def triage(model: ScriptedModel) -> Agent[Any]:
+    """An agent with 3 handoffs to experts with long descriptions and a large output type."""
+    experts = [Agent(name=f"expert_{n}", handoff_description=LONG, model=model) for n in range(3)]
+    return Agent(
+        name="triage",
+        instructions="route the question",
+        model=model,
+        handoffs=list(experts),
+        output_type=report_type(),
+    )
+
+
+async def session_for(kind: str, tmp_path: Path) -> Any:
+    """A session of ``kind`` holding :func:`history`, stored without any compaction."""
+    if kind == "wrapper":
+        wrapped = AutocompactSession(
+            SQLiteSession("d"), context_window=WINDOW, summarizer="offline"
+        )
+        await wrapped.underlying.add_items(history())
+        return wrapped
+    store = open_store(f"sqlite:///{tmp_path / 'd.db'}")
+    stored = StoreSession(store, "d", context_window=WINDOW, summarizer="offline")
+    await stored.add_items(history())
+    return stored
+
+
+@pytest.mark.parametrize("kind", ["wrapper", "store"])
+async def test_handoffs_and_output_schema_are_counted(kind: str, tmp_path: Path) -> None:
+    """A request the items alone keep under the hard threshold, but that the handoffs'
+    declarations and the output schema push over the window, is trimmed before it is sent:
+    the model (counting the wire form) never receives a request over its window."""
+    model = ScriptedModel(lambda system, items, options: [text_output(report_json())])
+    model.window = WINDOW
+    agent = triage(model)
+    session = await session_for(kind, tmp_path)
+    experts = [handoff(expert) for expert in agent.handoffs if isinstance(expert, Agent)]
+    wire = declarations_tokens(experts, AgentOutputSchema(agent.output_type))
+    assert count_tokens("route the question", history(), []) + wire > WINDOW  # the premise
+    result = await Runner.run(
+        agent, "next question", session=session, run_config=session.run_config()
+    )
+    assert result.final_output.field_0 == "ok"
+    names = {tool.name for tool in session.tools}
+    assert {"transfer_to_expert_0", "transfer_to_expert_1", "transfer_to_expert_2"} <= names
+    assert "final_output" in names
+    assert session.trimmed_requests == 1
+    assert max(r["tokens"] for r in model.requests) <= WINDOW
+
+
+def test_declarations_follow_what_the_runner_sends() -> None:
+    """A disabled handoff and a plain-text output type declare nothing; a ``Handoff`` object
+    and a handoff enabled by a callable are declared; a non-model output type is its schema."""
+    expert = Agent(name="expert", handoff_description="knows")
+    plain = Agent(
+        name="plain",
+        handoffs=[handoff(expert, is_enabled=False), handoff(expert, tool_name_override="ask")],
+        output_type=str,
+    )
+    assert [spec.name for spec in agent_tool_specs(plain)] == ["ask"]
+    gated = Agent(name="gated", handoffs=[handoff(expert, is_enabled=lambda ctx, agent: False)])
+    assert [spec.name for spec in agent_tool_specs(gated)] == ["transfer_to_expert"]
+    listed = Agent(name="listed", output_type=list[int])
+    (schema,) = agent_tool_specs(listed)
+    assert schema.name == "final_output"
+    assert schema.parameters == AgentOutputSchema(list[int]).json_schema()
