@@ -355,3 +355,20 @@ def test_legacy_reasoning_is_sent_without_a_made_up_id() -> None:
     assert "id" not in item
     assert item["encrypted_content"] == "gAAAA-legacy"
     assert item["summary"] == [{"type": "summary_text", "text": "why"}]
+
+
+def test_thinking_without_a_reasoning_item_is_left_out_as_the_responses_adapter_does() -> None:
+    """A thinking part with neither an id nor a signature (another framework's thinking, or a
+    bare reasoning item) goes out as no item, as the Responses adapter leaves it out: the API
+    requires an input reasoning item's id and has nothing to verify in a summary alone. It went
+    out as an id-less reasoning item carrying the summary text only."""
+    from autocompact import Message, TextPart, ThinkingPart
+    from autocompact.convert.openai_responses import to_responses_input
+
+    bare = Message(role="model", parts=(ThinkingPart(text="why"), TextPart(text="answer")))
+    assert from_autocompact([bare]) == [{"role": "assistant", "content": "answer"}]
+    assert to_responses_input([bare], family=None) == [{"role": "assistant", "content": "answer"}]
+    # A bare reasoning item the runner gave comes back as given (items are not rewritten).
+    given = [{"type": "reasoning", "summary": [{"type": "summary_text", "text": "why"}]}]
+    converted = to_autocompact(given)
+    assert from_autocompact(converted.messages, converted) == given

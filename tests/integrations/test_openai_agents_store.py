@@ -362,3 +362,22 @@ async def test_a_read_finds_each_remembered_item_without_a_pass_over_all(
     assert len(items) == 2 * turns
     assert [i.get("id") for i in items[1::2]][:3] == ["msg_0", None, "msg_2"]  # its own: whole
     assert compared <= 4 * len(items)
+
+
+async def test_another_worker_leaves_out_thinking_without_a_reasoning_item(
+    tmp_path: Path,
+) -> None:
+    """A bare reasoning item (no id, no encrypted content) stored by one worker is left out of
+    the items another worker builds from the store's form (as the Responses adapter leaves such
+    thinking out), and the rest of the conversation is there."""
+    a, b = SqliteStore(tmp_path / "w.db"), SqliteStore(tmp_path / "w.db")
+    bare = {"type": "reasoning", "summary": [{"type": "summary_text", "text": "why"}]}
+    stored = [{"role": "user", "content": "q"}, bare, {"role": "assistant", "content": "a"}]
+    await worker(a, "r0").add_items(stored)
+    assert await worker(a, "x").get_items() == stored
+    assert await worker(b, "y").get_items() == [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "a"},
+    ]
+    a.close()
+    b.close()

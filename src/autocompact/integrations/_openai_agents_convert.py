@@ -321,7 +321,9 @@ def item_parts(converted: ConvertedItems) -> list[tuple[Item, Role, tuple[Part, 
     return [(converted._items[i], role, tuple(parts)) for i, (role, parts) in found.items()]
 
 
-def _new_item(part: Part, role: str) -> Item:
+def _new_item(part: Part, role: str) -> Item | None:
+    """The item a part the engine made (or rebuilt from a store's form) goes out as; ``None``
+    for thinking that carries no reasoning item (see below)."""
     match part:
         case TextPart():
             return {"role": "user" if role == "user" else "assistant", "content": part.text}
@@ -339,6 +341,11 @@ def _new_item(part: Part, role: str) -> Item:
             # No made-up id for a part that carries no item of its own (legacy stored
             # reasoning): the Responses API looks an id up and answers 404 for one it never
             # issued; without one it reads the encrypted content (the SDK's "omit" id policy).
+            # With neither an id nor encrypted content there is nothing to send: the API
+            # requires an input reasoning item's id (400 "Missing required parameter") and
+            # cannot verify a summary alone; the Responses adapter leaves such thinking out too.
+            if reasoning_item(part) is None and not part.signature:
+                return None
             item: dict[str, Any] = {
                 "type": "reasoning",
                 "summary": [{"type": "summary_text", "text": part.text}],
@@ -393,6 +400,8 @@ def from_autocompact(
             index = originals.get(id(part))
             if index is None:
                 item = _new_item(part, message.role)
+                if item is None:
+                    continue
                 original = outputs.get(part.id) if isinstance(part, FunctionResponsePart) else None
                 # A cleared output is its original item with the new output (id, status kept).
                 out.append({**original, "output": item["output"]} if original else item)

@@ -205,7 +205,11 @@ def _items_of(
             at += len(original.parts)
             continue
         role, part = flat[at]
-        (item,) = from_autocompact([Message(role=role, parts=(part,))])
+        built = from_autocompact([Message(role=role, parts=(part,))])
+        at += 1
+        if not built:  # thinking that carries no reasoning item goes out as none
+            continue
+        (item,) = built
         cleared = outputs.get(part.id) if isinstance(part, FunctionResponsePart) else None
         if cleared is not None:
             # An output clearing replaced is its original item with the new output (id, status).
@@ -213,7 +217,6 @@ def _items_of(
             if cleared not in used:
                 used.append(cleared)
         items.append(item)
-        at += 1
     return items, used
 
 
