@@ -1,5 +1,6 @@
 """What the Agents SDK sends besides the items is counted: handoffs (function tool declarations)
-and the output schema (``text.format``), checked against a model that counts the wire form."""
+and the output schema (``text.format``), checked against a model that counts the wire form; and
+an agent used as a tool is not taken for the session's own."""
 
 from __future__ import annotations
 
@@ -13,16 +14,24 @@ from agents import (
     AgentOutputSchema,
     Runner,
     SQLiteSession,
+    Usage,
     handoff,
     set_tracing_disabled,
 )
+from agents.items import ModelResponse
 from pydantic import BaseModel, Field, create_model
 
 from autocompact import open_store
 from autocompact.integrations._openai_agents_convert import agent_tool_specs
 from autocompact.integrations.openai_agents import AutocompactSession, StoreSession
 
-from .agents_script import ScriptedModel, count_tokens, declarations_tokens, text_output
+from .agents_script import (
+    ScriptedModel,
+    call_output,
+    count_tokens,
+    declarations_tokens,
+    text_output,
+)
 
 set_tracing_disabled(True)
 
@@ -122,3 +131,43 @@ def test_declarations_follow_what_the_runner_sends() -> None:
     (schema,) = agent_tool_specs(listed)
     assert schema.name == "final_output"
     assert schema.parameters == AgentOutputSchema(list[int]).json_schema()
+
+
+class HalfCounting(ScriptedModel):
+    """A model on another provider: its tokenizer counts half as many tokens as the others'."""
+
+    async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+        """The scripted reply, its input tokens halved."""
+        response = await super().get_response(*args, **kwargs)
+        tokens = response.usage.input_tokens // 2
+        usage = Usage(requests=1, input_tokens=tokens, output_tokens=10, total_tokens=tokens + 10)
+        return ModelResponse(output=response.output, usage=usage, response_id=response.response_id)
+
+
+def writer_script(system: str | None, items: list[Any], options: dict[str, Any]) -> list[Any]:
+    """The outer agent's model: a large call to its nested agent, then 'done'."""
+    if items[-1].get("role") == "user":
+        return [call_output("t1", "translate", {"input": "z" * 16_000})]
+    return [text_output("done")]
+
+
+@pytest.mark.parametrize("kind", ["wrapper", "store"])
+async def test_a_nested_agents_requests_teach_the_session_nothing(
+    kind: str, tmp_path: Path
+) -> None:
+    """An agent used as a tool runs with the session's run config, so the input filter sees its
+    requests too; its model's count is not taken for the session's scale, nor its instructions
+    and tools for the session's. Its model counting half, the next request of the session's
+    agent was sized at that scale and went out over the window (32,389 tokens by its model)."""
+    main = ScriptedModel(writer_script, window=WINDOW)
+    side = HalfCounting(lambda system, items, options: [text_output("bonjour")])
+    translator = Agent(name="translator", instructions="translate", model=side)
+    tool = translator.as_tool(tool_name="translate", tool_description="translates")
+    agent = Agent(name="writer", instructions="write", model=main, tools=[tool])
+    session = await session_for(kind, tmp_path)
+    await Runner.run(agent, "go", session=session, run_config=session.run_config())
+    assert len(side.requests) == 1  # the nested agent's request went through the filter
+    assert len(main.requests) == 2
+    assert max(r["tokens"] for r in main.requests) <= WINDOW
+    assert session.system_instruction == "write"
+    assert [spec.name for spec in session.tools] == ["translate"]

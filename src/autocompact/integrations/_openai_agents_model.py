@@ -16,20 +16,25 @@ import inspect
 from dataclasses import dataclass
 from typing import Any
 
-from agents import Agent, Usage
+from agents import Agent, Handoff, Usage
 from agents.models.interface import Model, ModelProvider
-from agents.run_config import RunConfig
+from agents.run_config import ModelInputData, RunConfig
 
 from autocompact.compaction.plan import CompressionInfo
 from autocompact.compaction.service import CompressionService
-from autocompact.content import CharStats
+from autocompact.content import CharStats, Message
 from autocompact.errors import ConfigError
-from autocompact.guard import GuardState, learn_from_usage
-from autocompact.integrations._openai_agents_convert import SummarizerChoice, summary_service
+from autocompact.guard import ContextGuard, GuardState, learn_from_usage
+from autocompact.integrations._openai_agents_convert import (
+    ConvertedItems,
+    SummarizerChoice,
+    from_autocompact,
+    summary_service,
+)
 from autocompact.limits import known_limits
-from autocompact.providers.base import Provider
+from autocompact.providers.base import Provider, ToolSpec
 
-__all__ = ["AgentModel", "RequestCounts", "add_side_usage", "forward"]
+__all__ = ["AgentModel", "RequestCounts", "RunAgents", "add_side_usage", "forward", "guarded_input"]
 
 
 def _sdk_window(name: str) -> int | None:
@@ -100,25 +105,27 @@ class AgentModel:
         self.agent_model = agent.model
         self.seen = True
 
-    def _chosen(self) -> str | Model | None:
-        """The run's model, else the agent's, else (the filter ran) the SDK's default one."""
-        chosen = self.run_model if self.run_model is not None else self.agent_model
-        if chosen is None and self.seen:
+    def _chosen(self, agent: Agent[Any] | None = None) -> str | Model | None:
+        """The run's model, else the agent's (``agent``'s, else the one learned), else (the
+        filter ran) the SDK's default one."""
+        own = self.agent_model if agent is None else agent.model
+        chosen = self.run_model if self.run_model is not None else own
+        if chosen is None and (self.seen or agent is not None):
             from agents.models import get_default_model
 
             return get_default_model()
         return chosen
 
-    def window(self) -> int:
-        """The context window: the one given, else the one the model's name has in the SDK's
-        table or autocompact's.
+    def window(self, agent: Agent[Any] | None = None) -> int:
+        """The context window: the one given, else the one the model's name (of ``agent``'s
+        model, else the one learned) has in the SDK's table or autocompact's.
 
         Raises:
             ConfigError: neither is known; the message names ``context_window``.
         """
         if self.context_window is not None:
             return self.context_window
-        name = model_name(self._chosen())
+        name = model_name(self._chosen(agent))
         window = None
         if name is not None:
             window = _sdk_window(name)
@@ -168,6 +175,69 @@ class AgentModel:
         from agents.models.multi_provider import MultiProvider
 
         return summary_service((self.provider or MultiProvider()).get_model(str(chosen)))
+
+
+class RunAgents:
+    """Which agents' requests, among those the input filter sees, are the session's own.
+
+    An agent used as a tool (``agent.as_tool``) runs with the run's config, so the filter sees
+    its requests too; they are not the session's conversation, and what the session remembers
+    for its compaction between turns (instructions, tools, model) and learns from the counts
+    must not be taken from them. A run begins where the runner reads the session with a run
+    context it did not use before; the first request after that is the session's agent's, and
+    so are those of the agents it hands off to. Before any run is seen every request is taken
+    as the session's.
+    """
+
+    def __init__(self) -> None:
+        self._run: object | None = None
+        self._agent: Agent[Any] | None = None
+
+    def started(self, wrapper: object | None) -> None:
+        """The runner read the session with ``wrapper`` (the run's context)."""
+        if wrapper is not None and wrapper is not self._run:
+            self._run = wrapper
+            self._agent = None
+
+    def owns(self, agent: Agent[Any]) -> bool:
+        """Whether ``agent``'s request is the session's (it becomes the run's current agent)."""
+        current = self._agent
+        if self._run is None or current is None or agent is current or _hands_off(current, agent):
+            self._agent = agent
+            return True
+        return False
+
+
+def _hands_off(source: Agent[Any], target: Agent[Any]) -> bool:
+    """Whether ``source`` has a handoff to ``target`` (the agent, or a handoff named after it)."""
+    return any(
+        h is target or (isinstance(h, Handoff) and h.agent_name == target.name)
+        for h in source.handoffs
+    )
+
+
+def guarded_input(
+    guard: ContextGuard,
+    model_data: ModelInputData,
+    converted: ConvertedItems,
+    *,
+    system: str | None,
+    tools: tuple[ToolSpec, ...],
+    state: GuardState,
+) -> tuple[tuple[Message, ...], ModelInputData | None]:
+    """The guarantee on one request the input filter sees: the messages let out, and the input
+    to send instead (``None``: the request goes as it is). A request whose last message is not
+    on the user's side (an output or a prompt) is sent as it is."""
+    messages = converted.messages
+    if not messages or messages[-1].role != "user":
+        return messages, None
+    result = guard.guarantee(messages, system_instruction=system, tools=tools, state=state)
+    if not result.trimmed:
+        return result.request, None
+    replaced = ModelInputData(
+        input=from_autocompact(result.request, converted), instructions=model_data.instructions
+    )
+    return result.request, replaced
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -221,6 +291,10 @@ class RequestCounts:
             return None
         tokens = entries[0].input_tokens
         return (mark.sent, tokens) if isinstance(tokens, int) and tokens > 0 else None
+
+    def forget(self) -> None:
+        """A request whose count must teach nothing goes out (another agent's): no mark."""
+        self._mark = None
 
     def learn(
         self, state: GuardState, image_token_estimate: int, *, last: bool = False

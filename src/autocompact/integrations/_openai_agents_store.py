@@ -46,7 +46,7 @@ from autocompact.engine import Engine
 from autocompact.errors import ContentError, SessionStoreError
 from autocompact.estimation import Calibration
 from autocompact.events import Hook
-from autocompact.guard import ContextGuard, GuardResult, GuardState, request_stats
+from autocompact.guard import ContextGuard, GuardState, request_stats
 from autocompact.integrations._openai_agents_convert import (
     Item,
     SummarizerChoice,
@@ -60,7 +60,9 @@ from autocompact.integrations._openai_agents_convert import (
 from autocompact.integrations._openai_agents_model import (
     AgentModel,
     RequestCounts,
+    RunAgents,
     add_side_usage,
+    guarded_input,
 )
 from autocompact.integrations._order import InOrder, part_key
 from autocompact.providers.base import ChatRequest, Provider, ToolSpec
@@ -279,6 +281,7 @@ class StoreSession:
         self._built: tuple[object, ContextGuard] | None = None
         self._offline = summary_service("offline")
         self._counts = RequestCounts()
+        self._run = RunAgents()
         self._learned: Calibration | None = None  # learned here, not stored yet
 
     def _learn(self, calibration: Calibration, *, last: bool = False) -> Calibration | None:
@@ -319,6 +322,7 @@ class StoreSession:
         added to it."""
         if wrapper is not None:
             self._wrapper = wrapper
+        self._run.started(wrapper)
         if not self.store.exists(self.session_id):
             _ORIGINALS.forget(self.store, self.session_id)
             return []
@@ -417,17 +421,18 @@ class StoreSession:
     def call_model_input_filter(self, data: CallModelData[Any]) -> ModelInputData:
         """For ``RunConfig(call_model_input_filter=session.call_model_input_filter)``: learns the
         system prompt and tools, and applies the guarantee with the stored breaker state and
-        calibration (see :meth:`AutocompactSession.call_model_input_filter`)."""
-        from agents.run_config import ModelInputData
-
+        calibration (see :meth:`AutocompactSession.call_model_input_filter`; the requests of an
+        agent used as a tool are protected, and nothing is learned from them)."""
         model_data = data.model_data
-        self.model.learn(data.agent)
-        self.system_instruction = model_data.instructions
-        self.tools = agent_tool_specs(data.agent)
         converted = to_autocompact(model_data.input)
-        system = "\n\n".join(
-            t for t in (self.system_instruction, converted.system_instruction) if t
-        )
+        own = self._run.owns(data.agent)
+        if own:
+            self.model.learn(data.agent)
+            self.system_instruction = model_data.instructions
+            self.tools = agent_tool_specs(data.agent)
+        tools = self.tools if own else agent_tool_specs(data.agent)
+        texts = (model_data.instructions, converted.system_instruction)
+        system = "\n\n".join(t for t in texts if t) or None
         state = GuardState()
         if self.store.exists(self.session_id):
             snapshot = self.store.load(self.session_id)
@@ -439,17 +444,14 @@ class StoreSession:
         learned = self._learn(state.calibration)
         if learned is not None:
             state = replace(state, calibration=learned)
-        if not converted.messages or converted.messages[-1].role != "user":
-            self._sent(converted.messages, system or None)
-            return model_data
-        result: GuardResult = self._guard().guarantee(
-            converted.messages, system_instruction=system or None, tools=self.tools, state=state
+        sent, replaced = guarded_input(
+            self._guard(), model_data, converted, system=system, tools=tools, state=state
         )
-        self._sent(result.request, system or None)
-        if not result.trimmed:
+        if own:
+            self._sent(sent, system)
+        else:
+            self._counts.forget()
+        if replaced is None:
             return model_data
         self.trimmed_requests += 1
-        return ModelInputData(
-            input=from_autocompact(result.request, converted),
-            instructions=model_data.instructions,
-        )
+        return replaced

@@ -8,7 +8,8 @@ Install with ``pip install "autocompact[openai-agents]"``. Importing this module
   the entry point the runner calls after each turn (it skips turns whose local tool outputs are
   still pending, and a compaction here never cuts a call whose output is not stored yet). The
   system prompt and the tool declarations are counted: pass them, or let
-  :meth:`AutocompactSession.call_model_input_filter` learn them from the requests the runner sends.
+  :meth:`AutocompactSession.call_model_input_filter` learn them from the requests the runner
+  sends (the session's agents' requests: not those of an agent used as a tool).
 - :class:`StoreSession` is a session kept in an autocompact store (SQLite, PostgreSQL, JSONL),
   shared by workers: idempotent appends, compactions single-flight with the compare-and-swap,
   the breaker count and calibration stored with the conversation (``docs/sessions.md``); the
@@ -39,7 +40,7 @@ from autocompact.compaction.plan import CompressionInfo
 from autocompact.content import Message
 from autocompact.errors import MissingDependencyError
 from autocompact.events import Hook
-from autocompact.guard import ContextGuard, GuardResult, GuardState, request_stats
+from autocompact.guard import ContextGuard, GuardState, request_stats
 from autocompact.providers.base import ToolSpec
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
 
@@ -57,13 +58,16 @@ from autocompact.integrations._openai_agents_convert import (
     agent_tool_specs,
     from_autocompact,
     pending_start,
+    summary_service,
     to_autocompact,
 )
 from autocompact.integrations._openai_agents_model import (
     AgentModel,
     RequestCounts,
+    RunAgents,
     add_side_usage,
     forward,
+    guarded_input,
 )
 from autocompact.integrations._openai_agents_store import StoreSession
 
@@ -132,6 +136,8 @@ class AutocompactSession:
         self._built: tuple[tuple[int, int], ContextGuard] | None = None
         self._wrapper: Any = None
         self._counts = RequestCounts()
+        self._run = RunAgents()
+        self._others: dict[int, ContextGuard] = {}  # by window: other agents' requests
 
     @property
     def _guard(self) -> ContextGuard:
@@ -157,6 +163,7 @@ class AutocompactSession:
         """The underlying session's items."""
         if wrapper is not None:
             self._wrapper = wrapper
+        self._run.started(wrapper)
         return list(await forward(self.underlying.get_items, limit, wrapper=wrapper))
 
     async def add_items(self, items: list[Item], *, wrapper: Any = None) -> None:
@@ -264,33 +271,48 @@ class AutocompactSession:
 
     # -- the guarantee on each outgoing request -------------------------------------------------
 
+    def _other_guard(self, agent: Any) -> ContextGuard:
+        """The engine for another agent's request (an agent used as a tool): the window of its
+        model; it only trims, so it writes no summary."""
+        window = self.model.window(agent)
+        if window not in self._others:
+            self._others[window] = ContextGuard(
+                context_window=window, compression=summary_service("offline"), **self._options
+            )
+        return self._others[window]
+
     def call_model_input_filter(self, data: CallModelData[Any]) -> ModelInputData:
         """For ``RunConfig(call_model_input_filter=session.call_model_input_filter)``.
 
         Learns the system prompt and tools the runner sends (so compaction counts them) and,
         when the request is at or above the hard threshold, leaves its oldest turns out of this
         request only. The model's count of the request it lets out, read from the run's usage
-        once the model answered, teaches the provider's scale.
+        once the model answered, teaches the provider's scale. The requests of an agent used as
+        a tool are protected the same way (with their own instructions, tools and window), but
+        nothing is learned from them.
         """
         model_data = data.model_data
         self.filtered_requests += 1
         self._learn()
-        self.model.learn(data.agent)
-        self.system_instruction = model_data.instructions
-        self.tools = agent_tool_specs(data.agent)
         converted = to_autocompact(model_data.input)
-        system = self._system(converted)
-        if not converted.messages or converted.messages[-1].role != "user":
-            self._sent(converted.messages, system)
-            return model_data
-        result: GuardResult = self._guard.guarantee(
-            converted.messages, system_instruction=system, tools=self.tools, state=self.state
+        own = self._run.owns(data.agent)
+        if own:
+            self.model.learn(data.agent)
+            self.system_instruction = model_data.instructions
+            self.tools = agent_tool_specs(data.agent)
+            guard, system, tools = self._guard, self._system(converted), self.tools
+        else:
+            guard, tools = self._other_guard(data.agent), agent_tool_specs(data.agent)
+            texts = (model_data.instructions, converted.system_instruction)
+            system = "\n\n".join(t for t in texts if t) or None
+        sent, replaced = guarded_input(
+            guard, model_data, converted, system=system, tools=tools, state=self.state
         )
-        self._sent(result.request, system)
-        if not result.trimmed:
+        if own:
+            self._sent(sent, system)
+        else:
+            self._counts.forget()
+        if replaced is None:
             return model_data
         self.trimmed_requests += 1
-        return ModelInputData(
-            input=from_autocompact(result.request, converted),
-            instructions=model_data.instructions,
-        )
+        return replaced
