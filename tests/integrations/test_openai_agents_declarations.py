@@ -171,3 +171,22 @@ async def test_a_nested_agents_requests_teach_the_session_nothing(
     assert max(r["tokens"] for r in main.requests) <= WINDOW
     assert session.system_instruction == "write"
     assert [spec.name for spec in session.tools] == ["translate"]
+
+
+async def test_the_agent_handed_off_to_is_the_sessions_own() -> None:
+    """After a handoff the session counts the agent handed off to (its requests carry the
+    session's conversation), not the one that handed off."""
+
+    def script(system: str | None, items: list[Any], options: dict[str, Any]) -> list[Any]:
+        if system == "route":
+            return [call_output("h1", "transfer_to_expert", {})]
+        return [text_output("done")]
+
+    model = ScriptedModel(script)
+    expert = Agent(name="expert", instructions="answer", model=model)
+    triage = Agent(name="triage", instructions="route", model=model, handoffs=[expert])
+    session = AutocompactSession(SQLiteSession("h"), context_window=WINDOW, summarizer="offline")
+    result = await Runner.run(triage, "q", session=session, run_config=session.run_config())
+    assert result.last_agent is expert
+    assert [r["system"] for r in model.requests] == ["route", "answer"]
+    assert session.system_instruction == "answer"
