@@ -79,7 +79,9 @@ class CompressOptions:
         force: skip the breaker and the threshold check (hard rescue, reactive, manual).
         consecutive_failures: unforced failures in a row so far (the breaker's count).
         user_message: the message about to be sent (counted by the pre-send estimate).
-        last_prompt_token_count: the provider's count of the history (0: unknown, estimate).
+        last_prompt_token_count: the provider's count of the history, or the caller's count of
+            it on the provider's scale (the engine's calibrated estimate when it has no count);
+            0: unknown, the compaction estimates it.
         trigger: what asked for the compaction (recorded in telemetry).
         system_instruction, tools: counted by the cold estimate.
         image_token_estimate: tokens per image or document.

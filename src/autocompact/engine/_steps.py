@@ -108,7 +108,7 @@ class CompactionSteps:
             force=force,
             consecutive_failures=state.consecutive_failures,
             user_message=message,
-            last_prompt_token_count=state.count_base(),
+            last_prompt_token_count=sizing.compaction_count(config, state, message),
             trigger=trigger,
             system_instruction=config.system_instruction,
             tools=tuple(config.tools),
@@ -129,7 +129,7 @@ class CompactionSteps:
             options = replace(
                 options,
                 consecutive_failures=state.consecutive_failures,
-                last_prompt_token_count=state.count_base(),
+                last_prompt_token_count=sizing.compaction_count(config, state, message),
             )
         at = self.estimate_tokens(message)
         # The hold an attempt may start begins at this pre-send count, the message included.

@@ -1,9 +1,10 @@
 """How big the next request is, on the provider's scale, and what the guarantee sends (pure).
 
 Functions of the configuration and the conversation's state only: the pre-send estimate (SPEC
-§4), the provider's scale as far as the state knows it (SPEC §10.6), the count of a compacted
-history, and the main request with the guarantee's trimming. The engine's flows call them; a
-driver that needs a size asks the engine, never recomputes one.
+§4), the provider's scale as far as the state knows it (SPEC §10.6), the count a compaction
+starts from and the count of a compacted history, and the main request with the guarantee's
+trimming. The engine's flows call them; a driver that needs a size asks the engine, never
+recomputes one.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from autocompact.providers.base import ChatRequest
 __all__ = [
     "PlannedRequest",
     "check_trimmed_fits",
+    "compaction_count",
     "count_after_compaction",
     "estimate_tokens",
     "plan_request",
@@ -69,6 +71,26 @@ def estimate_tokens(
     if pending is not None:
         stats = stats + pending.stats
     return calibrated_estimate(plain, state.calibration, stats, image_token_estimate=image)
+
+
+def compaction_count(
+    config: EngineConfig, state: ConversationState, pending: Message | None = None
+) -> int:
+    """The count a compaction starts from (its ``last_prompt_token_count``), with ``pending``
+    pending: the provider's count when the state holds one; on a cold path whose calibration
+    raises the estimate, the pre-send estimate the tier was decided on, less ``pending`` as the
+    compaction adds it back (plain). Its gate then judges the count the engine judged, and it
+    plans the cut on the provider's scale (design decision 97). Otherwise 0: the compaction
+    estimates the history itself, plain (a calibration that lowers the estimate never lowers a
+    compaction's count; its gate still agrees, the plain count being the higher)."""
+    base = state.count_base()
+    if base > 0 or state.calibration.samples == 0:
+        return base
+    image = config.image_token_estimate
+    added = 0 if pending is None else estimate_content_tokens([pending], image)
+    calibrated = estimate_tokens(config, state, pending) - added
+    plain = estimate_stats_tokens(state.history_stats, image) + config.fixed_tokens
+    return calibrated if calibrated > plain else 0
 
 
 def provider_scale(state: ConversationState) -> ProviderScale:
