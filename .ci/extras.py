@@ -68,6 +68,7 @@ TESTS = {
         "tests/serve/test_window_log.py",
         "tests/serve/test_responses_sizing.py",
         "tests/serve/test_rejections.py",
+        "tests/serve/test_gate_scale.py",
     ],
 }
 
