@@ -45,6 +45,7 @@ TESTS = {
         "tests/integrations/test_openai_agents_bad_items.py",
         "tests/integrations/test_openai_agents_scale.py",
         "tests/integrations/test_openai_agents_declarations.py",
+        "tests/integrations/test_openai_agents_reasoning.py",
     ],
     "openai": ["tests/providers/test_openai.py", "tests/providers/test_openai_responses.py"],
     "anthropic": [

@@ -343,20 +343,6 @@ def test_native_compaction_part_goes_back_as_its_summary() -> None:
     ]
 
 
-def test_legacy_reasoning_is_sent_without_a_made_up_id() -> None:
-    """Reasoning stored without its id (a thinking part whose signature is the encrypted content
-    alone) goes out with that content and no id: an id the Responses API never issued is looked
-    up and refused (404 "Item with id ... not found"). It went out as "rs_autocompact"."""
-    from autocompact import Message, ThinkingPart
-
-    legacy = Message(role="model", parts=(ThinkingPart(text="why", signature="gAAAA-legacy"),))
-    (item,) = from_autocompact([legacy])
-    assert item["type"] == "reasoning"
-    assert "id" not in item
-    assert item["encrypted_content"] == "gAAAA-legacy"
-    assert item["summary"] == [{"type": "summary_text", "text": "why"}]
-
-
 def test_thinking_without_a_reasoning_item_is_left_out_as_the_responses_adapter_does() -> None:
     """A thinking part with neither an id nor a signature (another framework's thinking, or a
     bare reasoning item) goes out as no item, as the Responses adapter leaves it out: the API

@@ -255,7 +255,7 @@ async def test_another_worker_builds_the_items_from_the_store(
         {"role": "assistant", "content": "done 1"}
     ]
     # A reasoning item's id and encrypted content are in the store's form: whole on any worker
-    # (legacy reasoning without its id goes out with no id: see the legacy test).
+    # (one without its id goes out with no id: see test_openai_agents_reasoning.py).
     whole = [(i["id"], i.get("encrypted_content")) for i in mine if i.get("type") == "reasoning"]
     assert len(whole) >= 2
     assert [

@@ -206,9 +206,10 @@ def _model_items(parts: Sequence[Part], index: int, family: str | None) -> list[
     return items
 
 
-def reasoning_signature(item_id: str, encrypted_content: str | None) -> str:
+def reasoning_signature(item_id: str | None, encrypted_content: str | None) -> str:
     """A thinking part's signature that carries a Responses reasoning item (its id and its
-    encrypted content), read back by :func:`reasoning_item`."""
+    encrypted content; an item sent without its id has ``None``), read back by
+    :func:`reasoning_ref` (and :func:`reasoning_item` when it has an id)."""
     ref = {"id": item_id, "encrypted_content": encrypted_content}
     return REASONING_SIGNATURE_PREFIX + json.dumps(ref, separators=(",", ":"))
 

@@ -31,7 +31,7 @@ from autocompact.content import (
     ThinkingPart,
     Usage,
 )
-from autocompact.convert.openai_responses import reasoning_item, reasoning_signature
+from autocompact.convert.openai_responses import reasoning_ref, reasoning_signature
 from autocompact.errors import ConfigError, ContentError, MissingDependencyError, ProviderError
 from autocompact.jsonsafe import loads
 from autocompact.providers.base import (
@@ -54,6 +54,7 @@ try:
         handoff,
     )
     from agents.exceptions import AgentsException
+    from agents.models.fake_id import FAKE_RESPONSES_ID
     from agents.models.interface import Model, ModelTracing
     from agents.tool import FunctionTool
 except ImportError as exc:  # pragma: no cover - exercised without the extra installed
@@ -219,11 +220,19 @@ def _parts_of(item: Item, index: int, names: dict[str, str]) -> list[Part]:
         text = _summary_text(item, index)
         encrypted = item.get("encrypted_content")
         ident = item.get("id")
-        if isinstance(ident, str) and ident and (encrypted is None or isinstance(encrypted, str)):
-            # The item's id and encrypted content, as the Responses adapter keeps them: the item
-            # comes back whole from the store's form (ids are what the API and runner key on).
-            return [ThinkingPart(text=text, signature=reasoning_signature(ident, encrypted))]
-        return [ThinkingPart(text=text, signature=encrypted)]
+        if item.get("provider_data") or ident == FAKE_RESPONSES_ID:
+            # Another provider's reasoning (the SDK's Chat Completions and LiteLLM models write
+            # it so, an Anthropic or Gemini signature as its encrypted content): the Responses
+            # API cannot verify it (400 invalid_encrypted_content), no adapter can send it, and
+            # the item the runner gave still comes back as given.
+            return [ThinkingPart(text=text)]
+        carried = ident if isinstance(ident, str) and ident else None
+        if not isinstance(encrypted, str | None) or (carried is None and encrypted is None):
+            return [ThinkingPart(text=text, signature=encrypted)]  # (not a str: an error)
+        # The item's id (if any) and encrypted content, as the Responses adapter keeps them: the
+        # item comes back whole from the store's form (ids are what the API and runner key on),
+        # and its signature says it is OpenAI's (another provider's is not sent back).
+        return [ThinkingPart(text=text, signature=reasoning_signature(carried, encrypted))]
     return _content_parts(item.get("content", ""), index)
 
 
@@ -338,25 +347,28 @@ def _new_item(part: Part, role: str) -> Item | None:
             output = part.response if isinstance(part.response, str) else json.dumps(part.response)
             return {"type": "function_call_output", "call_id": part.id, "output": output}
         case ThinkingPart():
-            # No made-up id for a part that carries no item of its own (legacy stored
-            # reasoning): the Responses API looks an id up and answers 404 for one it never
-            # issued; without one it reads the encrypted content (the SDK's "omit" id policy).
-            # With neither an id nor encrypted content there is nothing to send: the API
-            # requires an input reasoning item's id (400 "Missing required parameter") and
-            # cannot verify a summary alone; the Responses adapter leaves such thinking out too.
-            if reasoning_item(part) is None and not part.signature:
+            # Only a Responses reasoning item goes out: a part whose signature carries one (an
+            # id, encrypted content, or both; the form the Responses adapter writes and reads).
+            # No made-up id: the API looks an id up and answers 404 for one it never issued;
+            # without one it reads the encrypted content (the SDK's "omit" id policy). Other
+            # thinking goes out as no item, as the adapter leaves it out: with neither an id
+            # nor encrypted content the API requires the id (400 "Missing required parameter");
+            # another provider's signature (Anthropic's, Gemini's, unmarked, or under the SDK's
+            # placeholder id) is not an OpenAI blob: 400 invalid_encrypted_content.
+            ref = reasoning_ref(part) or {}
+            ident, encrypted = ref.get("id"), ref.get("encrypted_content")
+            ident = ident if isinstance(ident, str) and ident else None
+            encrypted = encrypted if isinstance(encrypted, str) else None
+            if (ident is None and encrypted is None) or ident == FAKE_RESPONSES_ID:
                 return None
             item: dict[str, Any] = {
                 "type": "reasoning",
                 "summary": [{"type": "summary_text", "text": part.text}],
             }
-            carried = reasoning_item(part)
-            if carried is not None:
-                item["id"] = carried["id"]
-                if "encrypted_content" in carried:
-                    item["encrypted_content"] = carried["encrypted_content"]
-            elif part.signature:
-                item["encrypted_content"] = part.signature
+            if ident is not None:
+                item["id"] = ident
+            if encrypted is not None:
+                item["encrypted_content"] = encrypted
             return item
         case ImagePart():
             url = part.url or f"data:{part.media_type};base64,{part.data}"
