@@ -66,7 +66,7 @@ class ScriptedUpstream:
     stream_pause: float = 0.0
     """Seconds an Anthropic stream waits before its last event."""
     summary_reply: str = SNAPSHOT
-    """What a summary request is answered with (Anthropic; ``""``: an empty summary)."""
+    """What a summary request is answered with (``""``: an empty summary)."""
     url: str = ""
     bytes_per_token: int = 3
     """The Responses endpoint's count: bytes of the request's JSON per token."""
@@ -156,7 +156,7 @@ class ScriptedUpstream:
             self.summaries_started += 1
             await asyncio.sleep(self.summary_delay)
             self.summaries += 1
-            text: str | None = SNAPSHOT
+            text: str | None = self.summary_reply
         elif body.get("tools") and items and items[-1].get("type") != "function_call_output":
             text = None
         else:
@@ -217,7 +217,7 @@ class ScriptedUpstream:
             self.summaries_started += 1
             await asyncio.sleep(self.summary_delay)
             self.summaries += 1
-            reply: dict[str, Any] = {"role": "assistant", "content": SNAPSHOT}
+            reply: dict[str, Any] = {"role": "assistant", "content": self.summary_reply}
             finish = "stop"
         elif body.get("tools") and messages and messages[-1].get("role") != "tool":
             call = {"id": f"call_{len(messages)}", "type": "function"}

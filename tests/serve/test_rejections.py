@@ -275,3 +275,56 @@ def test_fresh_compactions_refused_open_the_breaker(
     opened = [r.getMessage() for r in caplog.records if "breaker opened" in r.getMessage()]
     assert len(opened) == 1, opened
     assert "refused the compacted requests" in opened[0]
+
+
+def _refuse_trimmed(body: dict[str, Any]) -> str | None:
+    """A validation error for a request the guarantee trimmed (it carries the marker)."""
+    if "left out of this request" in json.dumps(body["messages"]):
+        return "messages.1: this upstream refuses the trimmed history"
+    return None
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_trimmed_requests_refused_go_out_as_the_clients_after_the_first(
+    proxy: Proxy, caplog: pytest.LogCaptureFixture, stream: bool
+) -> None:
+    """A request only trimmed by the guarantee (its summaries fail) that the upstream refuses,
+    while it takes the client's own, marks the conversation: its later requests the guarantee
+    would trim go out as the client sent them, with no refusal first, and the mark is logged
+    once. Each later request was trimmed again, refused and sent a second time."""
+    caplog.set_level(logging.INFO, logger="autocompact.serve")
+    proxy.app.config = replace(proxy.app.config, context_window=6_000)
+    proxy.upstream.window = 24_000  # the client's own requests fit
+    proxy.upstream.summary_reply = ""  # every summary fails: requests are only trimmed
+    proxy.upstream.refuse = _refuse_trimmed
+    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-test", max_retries=0)
+    messages: list[dict[str, Any]] = []
+    for turn in range(12):
+        messages.append({"role": "user", "content": f"step {turn}: " + filler(turn, 1_800)})
+        messages.append({"role": "assistant", "content": f"d{turn}"})
+    actions = []
+    for turn in range(5):
+        messages.append({"role": "user", "content": f"step {12 + turn}: " + filler(turn, 600)})
+        if stream:
+            with client.chat.completions.with_streaming_response.create(
+                model="scripted",
+                messages=messages,  # type: ignore[arg-type]
+                stream=True,
+            ) as response:
+                assert b"ok" in response.read()
+                actions.append(response.headers["x-autocompact-action"])
+        else:
+            raw = client.chat.completions.with_raw_response.create(
+                model="scripted",
+                messages=messages,  # type: ignore[arg-type]
+            )
+            assert raw.parse().choices[0].message.content.startswith("ok")
+            actions.append(raw.headers["x-autocompact-action"])
+        messages.append({"role": "assistant", "content": f"ok {turn}"})
+    refused = [b for b in _main_bodies(proxy) if _refuse_trimmed(json.loads(b)) is not None]
+    assert len(refused) == 1, actions
+    assert actions == ["rewrite-rejected", *["trim-refused"] * 4]
+    sent = [json.loads(b)["messages"] for b in _main_bodies(proxy)]
+    assert sent[-1] == messages[:-1]  # the client's own, whole
+    marked = [r.getMessage() for r in caplog.records if "trimmed requests" in r.getMessage()]
+    assert len(marked) == 1, marked

@@ -17,7 +17,11 @@ from autocompact.serve.substitution import Record, build_replacement
 from autocompact.serve.wire import chain_hashes, splice_body
 from autocompact.sessions.stores.base import Lease
 
-__all__ = ["Decision", "finish"]
+__all__ = ["TRIM_REFUSED", "Decision", "finish", "untrimmed"]
+
+TRIM_REFUSED = "trim-refused"
+"""The action of a request the guarantee would have trimmed, sent as the client sent it: the
+upstream refuses the conversation's trimmed requests (:func:`untrimmed`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,7 +31,9 @@ class Decision:
     Attributes:
         body: the bytes to send (the client's own bytes when nothing changed).
         action: ``forward``, ``substituted``, ``compacted``, ``trimmed``, ``client-compaction``,
-            ``passthrough`` (a request the proxy does not read), ``compaction-failed``.
+            ``passthrough`` (a request the proxy does not read), ``compaction-failed``,
+            ``trim-refused`` (the guarantee would have trimmed it; sent as the client's, the
+            upstream refuses this conversation's trimmed requests).
         identity: the conversation, when one was read.
         tokens: the engine's estimate of what the client sent (after substitution).
         tier: the ladder's tier of that estimate.
@@ -46,6 +52,7 @@ class Decision:
             (``Planner.refuse``).
         window: the context window the request was planned on (what ``attempts`` are
             counted against).
+        trimmed: the body holds the guarantee's trimming of the request.
     """
 
     body: bytes
@@ -63,6 +70,7 @@ class Decision:
     used: Record | None = None
     attempts: tuple[CompressionInfo, ...] = ()
     window: int = 0
+    trimmed: bool = False
 
     @property
     def compacted(self) -> bool:
@@ -72,10 +80,19 @@ class Decision:
     @property
     def refusable(self) -> bool:
         """Whether the body holds a rewrite the proxy stops making once the upstream refuses
-        it: a stored substitution (marked refused) or a fresh compaction (counted failed)."""
-        return self.used is not None or any(
-            info.status is CompressionStatus.COMPRESSED for info in self.attempts
-        )
+        it: a stored substitution (marked refused), a fresh compaction (counted failed) or,
+        with neither, the guarantee's trimming (the conversation's trims marked refused)."""
+        return self.used is not None or self.trimmed or self._compacted_anew
+
+    @property
+    def trimmed_only(self) -> bool:
+        """Whether the body's only rewrite is the guarantee's trimming (what the upstream
+        refused, when it refuses the body, is the trim)."""
+        return self.trimmed and self.used is None and not self._compacted_anew
+
+    @property
+    def _compacted_anew(self) -> bool:
+        return any(info.status is CompressionStatus.COMPRESSED for info in self.attempts)
 
 
 def finish(
@@ -117,10 +134,18 @@ def finish(
     if result.trimmed:
         trimmed = build_replacement(protocol, result.request[:-1], source)
         sent = splice_body(body, key, trimmed, tail, head=head)
-        return replace(base, body=sent, action="trimmed", record=record)
+        return replace(base, body=sent, action="trimmed", record=record, trimmed=True)
     if record is not None:
         sent = splice_body(body, key, record.replacement, tail, head=head)
         return replace(base, body=sent, action="compacted", record=record)
     if result.compactions:
         return replace(base, action="compaction-failed")
     return base
+
+
+def untrimmed(decision: Decision, base: Decision) -> Decision:
+    """The request ``decision`` trimmed, as the client sent it (``base``: the decision before
+    the guard ran, with what the client sent measured), for a conversation whose trimmed
+    requests the upstream refuses while it takes (or refuses only as too long) the client's
+    own: sending the trimmed one first would cost a refusal and a second request every turn."""
+    return replace(decision, body=base.body, action=TRIM_REFUSED, sent=base.sent, trimmed=False)

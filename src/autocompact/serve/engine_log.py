@@ -1,7 +1,8 @@
 """What the engine did for a conversation, on the proxy's log: a compaction that failed and why
 (or found nothing to do, at info level), the breaker opening and closing; and what the upstream
 refused of what the proxy sent (a rewritten request rejected, a "too long" request nothing
-smaller could replace), with the upstream's reason.
+smaller could replace, a conversation whose trimmed requests are refused), with the upstream's
+reason.
 
 The request's own line says only ``action=compaction-failed`` (or ``trimmed``) and how many
 summary requests were made; an operator needs the reason (the upstream refused the summary
@@ -32,6 +33,7 @@ __all__ = [
     "rewrite_rejected",
     "substitution_refused",
     "too_long_unchanged",
+    "trims_refused_logged",
     "upstream_reason",
 ]
 
@@ -135,6 +137,19 @@ def compactions_refused(session_id: str, failures: int) -> None:
         "pauses and requests go out without it",
         session_id,
         failures,
+    )
+
+
+def trims_refused_logged(session_id: str, status: int) -> None:
+    """Log, once per conversation, that the upstream refused a request the guarantee only
+    trimmed and answered the client's own (``status``), so its later trimmed requests go out
+    as the client sent them."""
+    logger.warning(
+        "conversation=%s the upstream refused the trimmed request and answered the client's "
+        "own with HTTP %d: its trimmed requests are refused, so from now on those the "
+        "guarantee would trim go out as the client sent them (action=trim-refused)",
+        session_id,
+        status,
     )
 
 

@@ -33,11 +33,12 @@ from autocompact.guard import (
     learn_from_usage,
     request_stats,
 )
-from autocompact.serve.decision import Decision, finish
+from autocompact.serve.decision import Decision, finish, untrimmed
 from autocompact.serve.engine_log import (
     compactions_refused,
     engine_log,
     substitution_refused,
+    trims_refused_logged,
 )
 from autocompact.serve.identity import Identity, identify
 from autocompact.serve.protocol import WireProtocol
@@ -55,6 +56,8 @@ from autocompact.serve.substitution import (
     best_record,
     record_messages,
     refusal_messages,
+    trims_refused,
+    trims_refused_turn,
     usable_records,
 )
 from autocompact.serve.upstream import UpstreamProvider
@@ -224,9 +227,12 @@ class Planner:
         client's own request, sent then, got ``status``). A stored substitution is marked
         refused in the store, so no worker sends it again; logged once (a mark already there
         is a duplicate). A fresh compaction counts as a failed one on the conversation's
-        breaker (:meth:`_count_refused`)."""
+        breaker (:meth:`_count_refused`). A request only trimmed marks the conversation's
+        trimmed requests refused (:meth:`_refuse_trims`)."""
         if decision.attempts:
             await self._count_refused(decision)
+        if decision.trimmed_only:
+            await self._refuse_trims(decision, status)
         record, identity = decision.used, decision.identity
         if record is None or identity is None:
             return
@@ -239,6 +245,29 @@ class Planner:
         )
         if not marked.duplicate:
             substitution_refused(identity.session_id, record.prefix_len, status)
+
+    async def _refuse_trims(self, decision: Decision, status: int) -> None:
+        """Mark in the store that the upstream refuses the conversation's trimmed requests
+        (:meth:`_untrimmed`); logged once (a mark already there is a duplicate)."""
+        if decision.identity is None:
+            return
+        key, turn = decision.identity.session_id, trims_refused_turn(status)
+        try:
+            marked = await self._store(self.store.append_turn, key, *turn, owner=self.owner)
+        except AutocompactError as exc:
+            logger.error("could not store that the trimmed requests are refused: %s", exc)
+            return
+        if not marked.duplicate:
+            trims_refused_logged(key, status)
+
+    async def _untrimmed(self, decision: Decision, base: Decision) -> Decision:
+        """``decision``, or :func:`untrimmed` when it is only trimmed and the upstream refuses
+        the conversation's trimmed requests (:meth:`_refuse_trims`)."""
+        if decision.trimmed_only and decision.identity is not None:
+            snapshot = await self._load(decision.identity.session_id)
+            if snapshot is not None and trims_refused(snapshot.entries):
+                return untrimmed(decision, base)
+        return decision
 
     async def _count_refused(self, decision: Decision) -> None:
         """Count the compactions ``decision`` made, which the upstream refused, as failed ones
@@ -519,7 +548,8 @@ class Planner:
             return base
         lease = await self._lease(identity.session_id, protocol.name)
         if lease is None:  # another worker's compaction took too long: the guarantee alone
-            return finish(protocol, converted, base, measured, current, conv, pending, head, body)
+            found = finish(protocol, converted, base, measured, current, conv, pending, head, body)
+            return await self._untrimmed(found, base)
         calls = provider.calls
         held = True  # until given back: whatever fails while it is held gives it back
         try:
@@ -556,7 +586,8 @@ class Planner:
                 logger.error("could not store the breaker's count: %s", exc)
             finally:
                 await self._store(self.store.release_lease, lease)
-            return replace(decision, side_queries=provider.calls - calls)
+            decision = replace(decision, side_queries=provider.calls - calls)
+            return await self._untrimmed(decision, base)
         return replace(
             decision,
             lease=lease,

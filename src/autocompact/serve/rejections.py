@@ -12,8 +12,11 @@
   gets the upstream's error.
 - **Another 4xx** (:data:`FALLBACK_STATUSES`: a validation error) for a request the proxy
   rewrote (substituted, compacted, trimmed): the client's own bytes go out once, as they would
-  have without the proxy, and the rejection is logged with its reason. 401, 403, 404, 429 and
-  5xx are not the rewrite's doing and go back to the client as they are.
+  have without the proxy, and the rejection is logged with its reason. The rewrite is then not
+  made again (``Planner.refuse``): a stored substitution is marked refused, a fresh compaction
+  counts as failed, and a request only trimmed marks the conversation's trimmed requests
+  refused (later ones go out as the client sent them, ``trim-refused``). 401, 403, 404, 429
+  and 5xx are not the rewrite's doing and go back to the client as they are.
 """
 
 from __future__ import annotations

@@ -11,6 +11,11 @@ rejected only as too long, the client's own) is **refused**: a turn ``refused:<p
 marks it, and no request uses it again (:func:`usable_records`), so a conversation does not pay
 a rejection and a second request on every later turn.
 
+A conversation whose **trimmed** requests the upstream refused (a request the guarantee only
+trimmed, no substitution or compaction in it, rejected while the client's own was taken or
+rejected only as too long) holds a turn :data:`TRIMS_REFUSED_ID`: its later requests the
+guarantee would trim go out as the client sent them (:func:`trims_refused`).
+
 In the store a record is one turn of the conversation's session whose id is
 ``sub:<prefix_hash>`` (the store's append is idempotent under it) and whose single message holds
 the record as JSON text: the store's own protocol, no schema of ours.
@@ -37,6 +42,7 @@ from autocompact.sessions.stores.base import Entry
 __all__ = [
     "RECORD_PREFIX",
     "REFUSED_PREFIX",
+    "TRIMS_REFUSED_ID",
     "PrefixChain",
     "Record",
     "best_record",
@@ -44,11 +50,15 @@ __all__ = [
     "record_from_entry",
     "record_messages",
     "refusal_messages",
+    "trims_refused",
+    "trims_refused_turn",
     "usable_records",
 ]
 
 RECORD_PREFIX = "sub:"
 REFUSED_PREFIX = "refused:"
+TRIMS_REFUSED_ID = "refused-trims"
+"""The turn that marks a conversation whose trimmed requests the upstream refuses."""
 _VERSION = 1
 
 
@@ -102,6 +112,19 @@ def refusal_messages(record: Record, status: int) -> tuple[Message, ...]:
     payload = {"autocompact_serve_refused": _VERSION, "prefix_len": record.prefix_len}
     payload["status"] = status
     return (Message(role="user", parts=(TextPart(text=json.dumps(payload)),)),)
+
+
+def trims_refused_turn(status: int) -> tuple[str, tuple[Message, ...]]:
+    """The turn id and the one message of the store turn that marks a conversation whose
+    trimmed requests the upstream refuses (``status``: the upstream's answer to the client's
+    own request sent then)."""
+    payload = {"autocompact_serve_trims_refused": _VERSION, "status": status}
+    return TRIMS_REFUSED_ID, (Message(role="user", parts=(TextPart(text=json.dumps(payload)),)),)
+
+
+def trims_refused(entries: Sequence[Entry]) -> bool:
+    """Whether a session's entries mark its trimmed requests refused."""
+    return any(e.turn_id == TRIMS_REFUSED_ID for e in entries)
 
 
 def usable_records(entries: Sequence[Entry]) -> list[Record]:
