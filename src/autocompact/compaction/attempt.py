@@ -96,7 +96,9 @@ class CompressOptions:
         summarizer_window: the summarizing model's window when it differs from
             ``context_window`` (the side query is sized to fit it, SPEC §10.4).
         token_scale: provider tokens per plain estimated token, as the session learned it; side
-            queries are sized with ``max(1, token_scale)``.
+            queries are sized with ``max(1, token_scale)``, and what a compaction removes from a
+            ``last_prompt_token_count`` above the plain estimate is taken off at this scale (at
+            most the count's own ratio to the estimate).
         clear_at_least_tokens: clearing acts only when it frees at least this much
             (``None``: :data:`CLEAR_AT_LEAST_SHARE` of the window).
         growth_room_tokens: the room to leave below *auto* for the session's expected growth
@@ -160,7 +162,8 @@ class CompressionInfo:
     Attributes:
         status, trigger: the outcome and what asked for it.
         original_token_count: the history's size before (provider count when known).
-        new_token_count: its size after (equal to the original on any failure or no-op).
+        new_token_count: its size after, on the original's scale (equal to the original on any
+            failure or no-op).
         compression_input_token_count: the side query's prompt size.
         compression_output_token_count: the side query's output size (the summary).
         compressed_messages, kept_messages: how many messages were summarized and kept.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
+from fractions import Fraction
 from typing import Any, TypeAlias
 
 from autocompact.compaction.attempt import (
@@ -24,6 +25,12 @@ from autocompact.compaction.attempt import (
     Summarizer,
 )
 from autocompact.compaction.clearing import ClearingResult, clear_tool_outputs
+from autocompact.compaction.counts import (
+    cold_options,
+    count_history_tokens,
+    count_scale,
+    summary_size,
+)
 from autocompact.compaction.ledger import (
     Ledger,
     audit_summary,
@@ -60,7 +67,6 @@ from autocompact.estimation import (
     estimate_content_tokens,
     estimate_prompt_tokens,
     estimate_text_tokens,
-    estimate_tools_tokens,
 )
 from autocompact.providers.base import (
     ChatRequest,
@@ -95,17 +101,6 @@ PROTECT_SHARE = 0.2
 """Clearing keeps the newest tool output up to ``min(protect_tool_tokens, this × window)``."""
 
 
-def count_history_tokens(history: Sequence[Message], options: CompressOptions) -> int:
-    """The history's size: the provider's count when known, else the cold estimate."""
-    if options.last_prompt_token_count > 0:
-        return options.last_prompt_token_count
-    return (
-        estimate_content_tokens(history, options.image_token_estimate)
-        + estimate_text_tokens(options.system_instruction)
-        + estimate_tools_tokens(options.tools)
-    )
-
-
 def compress_flow(
     history: Sequence[Message],
     options: CompressOptions,
@@ -132,13 +127,13 @@ def compress_flow(
         )
     if isinstance(prepared, CompressionResult):
         return prepared
-    original, base, clearing, to_compress, to_keep = prepared
+    original, base, scale, clearing, to_compress, to_keep = prepared
     sizes: dict[str, Any] = {
         "compressed_messages": len(to_compress),
         "kept_messages": len(to_keep),
     }
     done = _Done(original_history, clearing)
-    done.original, done.base = original, base
+    done.original, done.base, done.scale = original, base, scale
 
     def fail(status: CompressionStatus, error: str, **extra: Any) -> CompressionResult:
         return done.failed(options, status, error, extra)
@@ -263,7 +258,7 @@ def _cleared_result(
 
 
 _Prepared: TypeAlias = tuple[
-    int, int, ClearingResult | None, tuple[Message, ...], tuple[Message, ...]
+    int, int, Fraction, ClearingResult | None, tuple[Message, ...], tuple[Message, ...]
 ]
 
 
@@ -336,6 +331,7 @@ def _prepare(
         return noop("the history is empty")
 
     working, base, clearing = history, original, None
+    scale = count_scale(history, options, original)
     if options.clear_tool_outputs and options.trigger is not CompressionTrigger.MANUAL:
         clearing = clear_tool_outputs(
             history,
@@ -347,8 +343,7 @@ def _prepare(
             image_token_estimate=options.image_token_estimate,
         )
         if clearing.tokens_saved > 0 and clearing.tokens_saved >= _clear_at_least(options):
-            plain = count_history_tokens(history, replace(options, last_prompt_token_count=0))
-            saved = clearing.tokens_saved * min(original, plain) // max(1, plain)  # count's scale
+            saved = int(clearing.tokens_saved * scale)  # on the count's scale
             working, base = clearing.history, max(0, original - saved)
             # Clearing alone is enough only when it buys room: below warn (SPEC §10.2) and
             # room for the expected growth (design decision 63).
@@ -376,7 +371,7 @@ def _prepare(
             if clearing is not None:  # the clearing stands; it is judged ineffective
                 return _cleared_result(clearing, options, original, base)
             return _no_room(working, options, original, futile)
-    return original, base, clearing, to_compress, to_keep
+    return original, base, scale, clearing, to_compress, to_keep
 
 
 def _cannot_buy_room(
@@ -458,11 +453,12 @@ def _native_source(to_compress: Sequence[Message], options: CompressOptions) -> 
 class _Done:
     """What stood before the summary (a plain class: a dataclass compiles at import)."""
 
-    __slots__ = ("base", "clearing", "history", "ledger", "local", "original")
+    __slots__ = ("base", "clearing", "history", "ledger", "local", "original", "scale")
 
     def __init__(self, history: tuple[Message, ...], clearing: ClearingResult | None) -> None:
         self.history, self.clearing = history, clearing  # the input, the clearing that stands
         self.original = self.base = 0  # the size reported as before; of what is summarized
+        self.scale = Fraction(1)  # the count's scale (:func:`count_scale`)
         self.ledger: Ledger | None = None  # what the summary must carry (issue 22)
         self.local = False  # the summary is the local summarizer's, not a model's
 
@@ -513,6 +509,10 @@ def _finish(
         else:  # the local summarizer: say what its target could not hold
             sizes["audited"] = len(done.ledger.retained)
             sizes["ledger_dropped"] = len(missing(summary, done.ledger))
+    # SPEC §6: original − compressed part + summary, each on the scale of the count it started
+    # from (design decision 98): a plain estimate is scaled, what the provider counted is taken
+    # as is. What is removed is scaled either way; what is added, and the floor, only up.
+    scale, up = done.scale, max(Fraction(1), done.scale)
     try:
         if opaque is not None:
             # A native block replaces the range by itself, first in the history (the provider
@@ -521,24 +521,21 @@ def _finish(
                 Message(role="model", parts=(opaque,)),
                 *to_keep,
             )
-            summary_tokens = estimate_content_tokens(new_history[:1])
+            written = estimate_content_tokens(new_history[:1])
+            summary_tokens = round(written * up)  # an estimate too
         else:
             # A kept tail that begins with a model message follows the summary directly.
             ack = () if to_keep and to_keep[0].role == "model" else (_acknowledgement(),)
             new_history = (Message.user(SUMMARY_PREAMBLE + summary), *ack, *to_keep)
-            # The model's own count of what it wrote, plus what the audit appended to it.
-            summary_tokens = (
-                usage.output_tokens
-                + max(0, estimate_text_tokens(summary) - estimate_text_tokens(model_text))
-                if usage and usage.output_tokens > 0
-                else estimate_text_tokens(summary)
+            written, summary_tokens = summary_size(
+                usage, summary, model_text, local=done.local, scale=scale
             )
         compressed_tokens = estimate_content_tokens(to_compress, options.image_token_estimate)
-        # SPEC §6: original − compressed part + summary. The estimate of the new history is a
-        # floor: it may only raise the count (fire earlier), never lower it.
-        floor = count_history_tokens(new_history, _cold(options))
-        new = max(done.base - compressed_tokens + summary_tokens, floor)
-        sizes.setdefault("compression_output_token_count", summary_tokens)
+        # The estimate of the new history (on the count's scale) is a floor: it may only raise
+        # the count (fire earlier), never lower it.
+        floor = round(count_history_tokens(new_history, cold_options(options)) * up)
+        new = max(done.base - int(compressed_tokens * scale) + summary_tokens, floor)
+        sizes.setdefault("compression_output_token_count", written)
     except (TypeError, ValueError, RecursionError) as exc:
         return fail(
             CompressionStatus.COMPRESSION_FAILED_TOKEN_COUNT_ERROR, f"could not count: {exc}"
@@ -565,15 +562,6 @@ def _finish(
 
 def _acknowledgement() -> Message:
     return Message.model(SUMMARY_ACKNOWLEDGEMENT)
-
-
-def _cold(options: CompressOptions) -> CompressOptions:
-    return CompressOptions(
-        context_window=options.context_window,
-        system_instruction=options.system_instruction,
-        tools=options.tools,
-        image_token_estimate=options.image_token_estimate,
-    )
 
 
 def _result(
