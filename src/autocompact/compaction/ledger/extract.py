@@ -83,6 +83,8 @@ _CHANGE = re.compile(
     r"\b(?:changed|moved|bumped|switched|updated|raised|lowered|replaced|renamed|migrated|"
     r"fixed|fix|corrected|correction|anymore|no longer)\b"
 )
+# The same in a text in ASCII, where ``\b`` then reads a table, not the Unicode database.
+_CHANGE_ASCII = re.compile(_CHANGE.pattern, re.ASCII)
 _BOILERPLATE = 4  # a template said this often in one part is no item
 _RECENT_GOALS = 3
 _MIN_SAMPLE_CHARS = 15_000  # less user text than this cannot tell a rare word
@@ -93,6 +95,7 @@ _ACTION_RANK = {"read": 0, "edited": 1, "written": 1, "deleted": 1}
 # What every match of ``NAMED`` holds (each of its forms opens or ends with one): a text without
 # any is told in one scan of a character class, without the reversed copy ``has_name`` reads.
 _NAMED_HINT = re.compile(r"[\d/_@]")
+_NAMED_HINT_ASCII = re.compile(r"[0-9/_@]")  # (the same, in a text in ASCII: a table)
 
 
 class _Said:
@@ -155,7 +158,7 @@ class _State:
         self.goal_subject: re.Pattern[str] | None = None  # finds the goal's subject words
         self.seeded: Ledger | None = None
         self.files: dict[str, tuple[str, int]] = {}
-        self.paths: list[str] = []
+        self.paths: dict[str, None] = {}  # each absolute path once, in the order first seen
         self.todos: list[tuple[str, str]] = []
         self.todo_position = 0
         self.done: list[Entry] = []  # finished work the tools show
@@ -346,7 +349,7 @@ def _call(state: _State, call: FunctionCallPart) -> None:
     if action is not None:
         verb, path = action
         if path.startswith("/"):
-            state.paths.append(path)
+            state.paths[path] = None
         previous = state.files.get(path)
         if previous is not None and _ACTION_RANK[previous[0]] > _ACTION_RANK[verb]:
             verb = previous[0]  # a file edited then read is still an edited file
@@ -451,7 +454,9 @@ def _finish(state: _State) -> Ledger:
             score -= 6.0  # one template said again and again: small talk or a log line
         if fact is not None and is_fact:
             score += 3.0 if item.user else 0.0
-            mark = "changed" if _CHANGE.search(item.text.lower()) else ""
+            lower = item.text.lower()
+            change = _CHANGE_ASCII if lower.isascii() else _CHANGE
+            mark = "changed" if change.search(lower) else ""
             entry = Entry(item.text, score, item.position, fact.key, fact.value, mark)
             fact_words = key_words(fact.key)  # its subject: looked up, then indexed
             found = subjects.matches(entry, fact_words)
@@ -552,7 +557,9 @@ def _finish(state: _State) -> Ledger:
 def _value_bonus(item: _Said) -> float:
     """A statement that names something (a path, a host, an identifier: letters with digits or
     marks) outranks one that holds only a bare count, or nothing specific."""
-    if _NAMED_HINT.search(item.text) is not None and has_name(item.text):
+    text = item.text
+    hint = _NAMED_HINT_ASCII if text.isascii() else _NAMED_HINT
+    if hint.search(text) is not None and has_name(text):
         return 3.0
     return 0.0 if item.specific else -1.0
 
@@ -576,7 +583,7 @@ def _merged(old: Sequence[Entry], new: Iterable[Entry]) -> tuple[Entry, ...]:
 
 
 def _files(state: _State, seeded: Ledger) -> tuple[Entry, ...]:
-    root = tools.project_root(state.paths)
+    root = tools.project_root(list(state.paths))  # (the same root, each path read once)
     out: dict[str, Entry] = {e.key: e for e in seeded.files}
     for path, (action, position) in state.files.items():
         shown = path[len(root) + 1 :] if root and path.startswith(root + "/") else path

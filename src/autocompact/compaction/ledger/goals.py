@@ -49,14 +49,14 @@ NAMED = re.compile(r"(?<![A-Za-z])[A-Za-z]{2}[\w.-]*[\d/_@]|[\d/_@][\w.-]*[A-Za-
 # backwards, the first form is this one too, so a text has a match of ``NAMED`` exactly when it
 # or its reverse has one of this (a search that skips to the marks in C, twice as fast).
 _MARK_THEN_LETTERS = re.compile(r"[\d/_@][\w.-]*[A-Za-z]{2}")
+# The same in a text in ASCII (``\d`` and ``\w`` written out: classes read as tables).
+_MARK_THEN_LETTERS_ASCII = re.compile(r"[0-9/_@][A-Za-z0-9_.-]*[A-Za-z]{2}")
 
 
 def has_name(text: str) -> bool:
     """Whether ``NAMED`` finds a match in ``text`` (what it matches is not needed)."""
-    return (
-        _MARK_THEN_LETTERS.search(text) is not None
-        or _MARK_THEN_LETTERS.search(text[::-1]) is not None
-    )
+    pattern = _MARK_THEN_LETTERS_ASCII if text.isascii() else _MARK_THEN_LETTERS
+    return pattern.search(text) is not None or pattern.search(text[::-1]) is not None
 
 
 NAMED_GOAL = "names goal"

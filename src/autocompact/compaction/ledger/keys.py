@@ -37,9 +37,11 @@ _STOP = (
 )
 _DROP = _STOP | GRAMMAR | {""}
 _EDGE = "()[]{}<>,;:!?.\u2026`\"'*"
-_VALUE = re.compile(r"[\d/_@=#$\\]|[a-z]\.[a-z]")
+# (Read only in a token in ASCII, where ``\d`` is ``0-9``: written so, its class is a table.)
+_VALUE = re.compile(r"[0-9/_@=#$\\]|[a-z]\.[a-z]")
 _TWO_LETTERS = re.compile(r"[A-Za-z][^A-Za-z]*[A-Za-z]")
 _MEASURE = re.compile(r"[$€£]?[\d.,]+[a-zA-Z%]{0,3}")
+_MEASURE_ASCII = re.compile(r"[$€£]?[0-9.,]+[a-zA-Z%]{0,3}")  # (the same, in a token in ASCII)
 _MAX_NAMES = 8
 _RICH = re.compile(r"[a-z].*\d|\d.*[a-z]|[/@._-]")
 
@@ -145,4 +147,6 @@ def rule_key(sentence: str, words: frozenset[str] | None = None) -> str:
 def named(token: str) -> bool:
     """Whether a specific token names something (letters in it) rather than measures it
     (a number, a price, a percentage, a version, a number with a unit)."""
-    return _TWO_LETTERS.search(token) is not None and _MEASURE.fullmatch(token) is None
+    if _TWO_LETTERS.search(token) is None:
+        return False
+    return (_MEASURE_ASCII if token.isascii() else _MEASURE).fullmatch(token) is None

@@ -89,18 +89,41 @@ def is_harness(sentence: str) -> bool:
     return _HARNESS.match(sentence) is not None
 
 
-_CODE_FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
-_INDENTED = re.compile(r"^[ \t]+(?![-*•+>] |\d+[.)] )\S.*$", re.M)  # not a list item
+# An indented line (not a list item) with the line break before it: the pattern opens with a
+# literal character, which ``re`` skips to in C (a line start, ``^`` in multi-line mode, is
+# tried at every character).
+_BREAK_INDENTED = re.compile(r"\n[ \t]+(?![-*•+>] |\d+[.)] )\S.*")
 
 
 def drop_code(text: str) -> str:
     """``text`` without fenced code blocks and indented lines (pasted code, tracebacks, quoted
-    output): never statements, and the costliest text to read (C-level substitutions)."""
+    output): never statements, and the costliest text to read (C-level searches). A fence
+    runs to the next one, or to the end, and becomes a line break; an indented line is
+    emptied, its line break kept."""
     if "```" in text:
-        text = _CODE_FENCE.sub("\n", text)
-    if "\n " in text or "\n\t" in text:
-        text = _INDENTED.sub("", text)
+        text = _without_fences(text)
+    if "\n " in text or "\n\t" in text:  # (a first line is read after a line break put before it)
+        text = _BREAK_INDENTED.sub("\n", "\n" + text)[1:]
     return text
+
+
+def _without_fences(text: str) -> str:
+    """``text`` with each fence to the next one (or to the end) made a line break, the fences
+    found with ``str.find`` (a lazy pattern would test for a fence at each character)."""
+    out = []
+    at = 0
+    start = text.find("```")
+    while start >= 0:
+        out.append(text[at:start])
+        out.append("\n")
+        end = text.find("```", start + 3)
+        if end < 0:
+            at = len(text)
+            break
+        at = end + 3
+        start = text.find("```", at)
+    out.append(text[at:])
+    return "".join(out)
 
 
 # -- closed classes ---------------------------------------------------------------------------
@@ -225,6 +248,7 @@ _NAME = re.compile(r"[A-Z][a-z]{2,}")
 _EDGE = "()[]{}<>,;:!?.\u2026"
 # What any specific token holds (one pass, in C): most prose has none and skips the word loop.
 _HINT_CHARS = re.compile(r"[\d/_@#=`\"$€£\\-]")
+_HINT_CHARS_ASCII = re.compile(r"[0-9/_@#=`\"$\\-]")  # (the same, in a text in ASCII)
 
 
 # A fast count of what makes a sentence specific: runs of digits and symbols, a name or an
@@ -239,14 +263,19 @@ _SPECIFIC_MARKS = re.compile(
 )
 
 
+# The same pattern for a text in ASCII, where ``\d`` is ``0-9``: its classes are then tables,
+# read in one step a character, where a class with ``\d`` tests each of its members in turn.
+_SPECIFIC_MARKS_ASCII = re.compile(_SPECIFIC_MARKS.pattern.replace(r"\d", "0-9"))
+
+
 def specific_marks(text: str) -> int:
     """About how many specific tokens ``text`` holds (a fast count, for ranking)."""
-    return len(_SPECIFIC_MARKS.findall(text))
+    return len((_SPECIFIC_MARKS_ASCII if text.isascii() else _SPECIFIC_MARKS).findall(text))
 
 
 def hinted(text: str) -> bool:
     """Whether ``text`` may hold a specific token (a superset of those that do; C-level tests)."""
-    if _HINT_CHARS.search(text) is not None:
+    if (_HINT_CHARS_ASCII if text.isascii() else _HINT_CHARS).search(text) is not None:
         return True
     if text.find(".", 0, len(text) - 1) >= 0:
         return True
@@ -279,8 +308,9 @@ def _specific_tokens(text: str) -> tuple[str, ...]:
 
 
 # A word (blank-separated) that holds a digit or one of ``/@._-``, from its start (the
-# lookbehind fails at once inside a word; the first run cannot hold one of them, so it ends).
-_MARKED_WORD = re.compile(r"(?<!\S)[^\s\d/@._-]*[\d/@._-]\S*")
+# lookbehind fails at once inside a word; the first run cannot hold one of them, so it ends,
+# and it is never given back: a word without one fails at its end, without backtracking).
+_MARKED_WORD = re.compile(r"(?<!\S)[^\s\d/@._-]*+[\d/@._-]\S*")
 
 
 def marked_tokens(text: str) -> list[str]:

@@ -93,6 +93,17 @@ _RESULT_LINE = re.compile(
     r"\bpassed\b|\bsuccess|\bAll checks passed|\bno issues\b|\bFinished\b|\bBUILD\b",
     re.IGNORECASE,
 )
+
+
+def _in_ascii(pattern: re.Pattern[str]) -> re.Pattern[str]:
+    """``pattern`` for a text in ASCII, where it finds the same matches: ``\\b`` and ``\\d`` then
+    read a table, not the Unicode database (``\\s`` would differ; none of these holds it)."""
+    return re.compile(pattern.pattern, (pattern.flags & ~re.UNICODE) | re.ASCII)
+
+
+_ERROR_LINE_ASCII = _in_ascii(_ERROR_LINE)
+_RESULT_LINE_ASCII = _in_ascii(_RESULT_LINE)
+_KINDS_ASCII = tuple((kind, _in_ascii(pattern)) for kind, pattern in _KINDS)
 _COMMAND_HEAD = re.compile(r"^(?:(?:cd\s+\S+|\w+=\S*|export\s+\S+)\s*(?:&&|;)?\s*)*")
 
 
@@ -175,7 +186,7 @@ def brief(call: FunctionCallPart | None, name: str) -> str:
 def kind_of(command: str) -> str:
     """``tests``, ``lint`` or ``build`` for a run of that kind, else ``""``."""
     lower = _past_head(command.lower())[:80]  # the runner, not its arguments
-    for kind, pattern in _KINDS:
+    for kind, pattern in _KINDS_ASCII if lower.isascii() else _KINDS:
         if pattern.search(lower):
             return kind
     return ""
@@ -205,19 +216,28 @@ def command_key(command: str) -> str:
 
 def error_line(text: str) -> str:
     """The line of a failed tool's output that says what failed."""
-    lines = [" ".join(line.split()) for line in text[-20_000:].splitlines() if line.strip()]
-    lines = [line for line in lines if not _EXIT_CODE.match(line)]
-    for line in lines:
-        if _ERROR_LINE.search(line):
+    tail = text[-20_000:]
+    error = _ERROR_LINE_ASCII if tail.isascii() else _ERROR_LINE
+    first = None  # the first line that is neither blank nor an exit code: read up to the one
+    for raw in tail.splitlines():
+        if not raw.strip():
+            continue
+        line = " ".join(raw.split())
+        if _EXIT_CODE.match(line):
+            continue
+        if error.search(line):
             return line[:300]
-    return lines[0][:300] if lines else "failed"
+        if first is None:
+            first = line
+    return first[:300] if first is not None else "failed"
 
 
 def result_line(text: str, failed: bool) -> str:
     """The line of a run's output that gives its result (the last that names one)."""
-    tail = text[-4_000:].splitlines()
-    for line in reversed(tail):
-        if _RESULT_LINE.search(line):
+    tail = text[-4_000:]
+    result = _RESULT_LINE_ASCII if tail.isascii() else _RESULT_LINE
+    for line in reversed(tail.splitlines()):
+        if result.search(line):
             return " ".join(line.split())[:200]
     return "failed" if failed else "succeeded"
 
