@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from autocompact.compaction.ledger.goals import NAMED, has_name
 from autocompact.compaction.ledger.keys import named
-from autocompact.compaction.ledger.text import drop_code, hinted, specific_marks
+from autocompact.compaction.ledger.text import drop_code, hinted, specific_counts, specific_marks
 from autocompact.compaction.ledger.tools import error_line, kind_of, result_line
 
 # Pieces of prose, code, output and commands, with blanks of every kind and letters outside
@@ -59,6 +59,8 @@ def test_the_patterns_for_ascii_find_what_the_unicode_ones_find(text: str) -> No
     """In any text (in ASCII or not) the specific marks, the hint of a specific token, a name
     and a measure are those the patterns read from the Unicode database find."""
     assert specific_marks(text) == len(_SPECIFIC_MARKS.findall(text))
+    lines = text.splitlines()
+    assert specific_counts(lines) == [len(_SPECIFIC_MARKS.findall(line)) for line in lines]
     assert has_name(text) == (NAMED.search(text) is not None)
     if _HINT_CHARS.search(text) is not None:
         assert hinted(text)

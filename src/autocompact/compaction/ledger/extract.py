@@ -65,7 +65,7 @@ from autocompact.compaction.ledger.text import (
     is_harness,
     norm,
     rare_count,
-    specific_marks,
+    specific_counts,
     specific_tokens,
     stale_tokens,
 )
@@ -333,10 +333,8 @@ def _assistant_text(state: _State, text: str, *, replied: bool) -> None:
     lines = sentence_list(drop_code(text))
     if replied and lines:
         state.last_reply = Entry(" ".join(lines)[:200], 0.0, state.tick())
-    for line in lines:
-        if len(line) < 12 or len(line) > 300:
-            continue
-        specific = specific_marks(line)
+    read = [line for line in lines if 12 <= len(line) <= 300]
+    for line, specific in zip(read, specific_counts(read), strict=True):
         if specific:
             state.said.append(
                 _Said(line, state.tick(), user=False, opens_turn=False, specific=specific)

@@ -96,9 +96,8 @@ class KeyWords:
         of = self._of
         for token in tokens.difference(of):  # (a set less a dict: its members looked up)
             of[token] = _key_word(token)
-        words = set(map(of.__getitem__, tokens))
-        words.discard(None)
-        return frozenset(words)  # type: ignore[arg-type]  # None discarded
+        # (``filter(None, …)`` leaves out the tokens without a key word: their ``None``.)
+        return frozenset(filter(None, map(of.__getitem__, tokens)))
 
 
 _LETTERS = re.compile(r"[A-Za-z]+")
@@ -147,6 +146,10 @@ def rule_key(sentence: str, words: frozenset[str] | None = None) -> str:
 def named(token: str) -> bool:
     """Whether a specific token names something (letters in it) rather than measures it
     (a number, a price, a percentage, a version, a number with a unit)."""
-    if _TWO_LETTERS.search(token) is None:
-        return False
-    return (_MEASURE_ASCII if token.isascii() else _MEASURE).fullmatch(token) is None
+    if token.isascii():
+        if token.isalpha():  # (ASCII letters only: two of them, and no digit to measure)
+            return len(token) >= 2
+        if _TWO_LETTERS.search(token) is None:
+            return False
+        return _MEASURE_ASCII.fullmatch(token) is None
+    return _TWO_LETTERS.search(token) is not None and _MEASURE.fullmatch(token) is None

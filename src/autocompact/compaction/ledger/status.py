@@ -38,7 +38,7 @@ _PRINTERS = frozenset({"echo", "printf", "grep", "rg"})  # they print or search 
 def finished(command: str, output: str) -> list[tuple[str, str]]:
     """``(key, line)`` for each piece of finished work a successful ``command`` shows."""
     out: list[tuple[str, str]] = []
-    if _COMMIT.search(command):
+    if "commit" in command and _COMMIT.search(command):  # (a substring search first, in C)
         line = _COMMIT_LINE.search(output[:2_000])
         if line is not None:
             out.append((f"commit:{line.group(1)}", f"committed {line.group(1)}: {line.group(2)}"))

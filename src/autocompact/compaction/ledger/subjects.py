@@ -116,6 +116,8 @@ class Subjects:
             postings = by_word.get(word)
             if not postings or len(postings) >= _POSTINGS:
                 continue  # a word of many statements names no one subject
+            # Each record under ``word`` shares it: it shares two words when it holds another.
+            others = words - {word}
             for record in postings if among is None else among.get(word, ()):
                 if record in judged:
                     continue
@@ -129,13 +131,10 @@ class Subjects:
                     self.judged = (fact, value_shapes, new)
                 # same_subject inlined, the value shapes read only when one word is shared
                 # and the new value has any
-                shared = len(words & record.words)
                 if (
                     (
-                        shared >= 2
-                        or (
-                            shared and value_shapes and not value_shapes.isdisjoint(record.shapes())
-                        )
+                        not others.isdisjoint(record.words)
+                        or (value_shapes and not value_shapes.isdisjoint(record.shapes()))
                     )
                     and new not in record.normal()
                     and entry not in out
