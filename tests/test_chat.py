@@ -30,19 +30,10 @@ from autocompact.events import (
     ThresholdCrossed,
 )
 from autocompact.testing import FakeProvider, FakeReply
+from histories import text_history as history_of
 
 WINDOW = 100_000  # warn 60,000 · auto 70,000 · hard 77,000
 S = CompressionStatus
-
-
-def history_of(tokens: int, per: int = 2_000) -> list[Message]:
-    """A user/model text history of about ``tokens`` estimated tokens, ending on a model reply."""
-    n = tokens // per
-    n -= n % 2
-    return [
-        Message.user(chr(97 + i % 26) * per * 4) if i % 2 == 0 else Message.model("m" * per * 4)
-        for i in range(n)
-    ]
 
 
 def failing_summaries(request: ChatRequest) -> FakeReply:

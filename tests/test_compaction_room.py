@@ -8,7 +8,7 @@ from itertools import pairwise
 
 import pytest
 
-from autocompact import FunctionCallPart, FunctionResponsePart, Message
+from autocompact import Message
 from autocompact.chat import ChatSession
 from autocompact.cli.render import describe_event, describe_info
 from autocompact.compaction import (
@@ -29,6 +29,7 @@ from autocompact.estimation import estimate_content_tokens
 from autocompact.providers.base import ChatRequest
 from autocompact.testing import FakeProvider, FakeReply, FakeTokenizer
 from autocompact.thresholds import compute_thresholds
+from histories import agent_history
 
 S = CompressionStatus
 
@@ -41,20 +42,6 @@ def text_history(tokens: int, per: int = 2_000) -> list[Message]:
         Message.user(chr(97 + i % 26) * per * 4) if i % 2 == 0 else Message.model("m" * per * 4)
         for i in range(n)
     ]
-
-
-def agent_history(calls: int, result_tokens: int) -> list[Message]:
-    """One typed request, then ``calls`` tool steps whose results are ``result_tokens`` each."""
-    history = [Message.user("fix the failing build in src/app.py")]
-    for n in range(calls):
-        history.append(Message.model(f"step {n}", FunctionCallPart(id=f"c{n}", name="bash")))
-        history.append(
-            Message.user(
-                FunctionResponsePart(id=f"c{n}", name="bash", response="o" * result_tokens * 2)
-            )
-        )
-    history.append(Message.model("all steps done"))
-    return history
 
 
 def empty_summaries(request: ChatRequest) -> FakeReply:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from autocompact import FunctionCallPart, FunctionResponsePart, Message, Usage
+from autocompact import Message, Usage
 from autocompact.chat import ChatSession
 from autocompact.compaction import CompressionService, CompressionStatus, CompressOptions
 from autocompact.estimation import Calibration
@@ -19,6 +19,7 @@ from autocompact.guard import ContextGuard, GuardState, learn_from_usage, reques
 from autocompact.providers.base import ChatRequest
 from autocompact.testing import FakeProvider, FakeReply, FakeTokenizer
 from autocompact.thresholds import compute_thresholds
+from histories import agent_history
 
 WINDOW = 32_000  # a small local server: warn 19,200 · auto = hard 22,400
 SCALE = 1.6  # the server's tokenizer: 2.5 characters a token (the estimate uses four)
@@ -98,20 +99,6 @@ def test_a_compaction_on_the_providers_count_is_judged_on_that_scale() -> None:
     assert session.consecutive_failures == 0
     assert session.hold_until is None
     assert abs(info.new_token_count - now) <= 0.05 * now
-
-
-def agent_history(calls: int, result_tokens: int) -> list[Message]:
-    """One typed request, then ``calls`` tool steps whose results are ``result_tokens`` each."""
-    history = [Message.user("fix the failing build in src/app.py")]
-    for n in range(calls):
-        history.append(Message.model(f"step {n}", FunctionCallPart(id=f"c{n}", name="bash")))
-        history.append(
-            Message.user(
-                FunctionResponsePart(id=f"c{n}", name="bash", response="o" * result_tokens * 2)
-            )
-        )
-    history.append(Message.model("all steps done"))
-    return history
 
 
 def test_a_clearing_frees_its_size_on_the_counts_scale() -> None:

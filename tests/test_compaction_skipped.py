@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 
 import pytest
 
@@ -12,35 +11,14 @@ from autocompact import ContextOverflowError, Message
 from autocompact.chat import AsyncChatSession, ChatSession
 from autocompact.compaction import CompressionService, CompressionStatus, CompressionTrigger
 from autocompact.events import (
-    CompactionCancelled,
-    CompactionFailed,
     CompactionSkipped,
-    CompactionStarted,
-    CompactionSucceeded,
     Event,
 )
 from autocompact.guard import ContextGuard
 from autocompact.testing import FakeProvider
+from histories import assert_paired
 
 WINDOW = 100_000  # auto 70,000 · hard 77,000
-ENDINGS = (CompactionSucceeded, CompactionFailed, CompactionSkipped, CompactionCancelled)
-
-
-def assert_paired(events: Sequence[Event]) -> list[Event]:
-    """Every CompactionStarted is followed by exactly one ending before the next start; returns
-    the endings in order."""
-    endings: list[Event] = []
-    open_ = False
-    for event in events:
-        if isinstance(event, CompactionStarted):
-            assert not open_, "a compaction started before the previous one ended"
-            open_ = True
-        elif isinstance(event, ENDINGS):
-            assert open_, "an ending event without a start"
-            open_ = False
-            endings.append(event)
-    assert not open_, "a started compaction never ended"
-    return endings
 
 
 def short_history() -> list[Message]:

@@ -14,18 +14,9 @@ from autocompact.engine import CarriedState, ConversationState, Engine, EngineCo
 from autocompact.estimation import content_stats
 from autocompact.guard import GuardState
 from autocompact.testing import FakeProvider
+from histories import text_history as history_of
 
 WINDOW = 100_000  # auto 70,000 · hard 77,000
-
-
-def history_of(tokens: int, per: int = 2_000) -> list[Message]:
-    """A user/model text history of about ``tokens`` estimated tokens, ending on a model reply."""
-    n = tokens // per
-    n -= n % 2
-    return [
-        Message.user(chr(97 + i % 26) * per * 4) if i % 2 == 0 else Message.model("m" * per * 4)
-        for i in range(n)
-    ]
 
 
 def test_config_is_frozen_validated_and_derives_the_ladder() -> None:

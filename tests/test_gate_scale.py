@@ -22,18 +22,9 @@ from autocompact.events import CompactionSkipped, Event
 from autocompact.guard import ContextGuard, GuardState, learn_from_usage, request_stats
 from autocompact.testing import FakeProvider
 from autocompact.thresholds import compute_thresholds
+from histories import text_history
 
 WINDOW = 100_000  # warn 60,000 · auto 70,000 · hard 77,000
-
-
-def history_of(tokens: int, per: int = 2_000) -> list[Message]:
-    """A user/model text history of about ``tokens`` estimated tokens, ending on a user message."""
-    n = tokens // per
-    n += 1 - n % 2
-    return [
-        Message.user(chr(97 + i % 26) * per * 4) if i % 2 == 0 else Message.model("m" * per * 4)
-        for i in range(n)
-    ]
 
 
 def counted_by_thirds(messages: list[Message]) -> int:
@@ -46,7 +37,7 @@ def test_an_auto_tier_reached_on_the_calibrated_count_compacts() -> None:
     (about 1.33) is compacted by the automatic compaction, not skipped as "below auto"."""
     state = GuardState()
     for tokens in (20_000, 30_000):  # two earlier requests teach the provider's scale
-        earlier = history_of(tokens)
+        earlier = text_history(tokens, end_on_user=True)
         stats = request_stats(earlier, system_instruction=None, tools=())
         state = learn_from_usage(state, stats, counted_by_thirds(earlier))
     assert 1.3 < state.calibration.factor < 1.4
@@ -58,7 +49,7 @@ def test_an_auto_tier_reached_on_the_calibrated_count_compacts() -> None:
         clear_tool_outputs=False,
         hooks=[events.append],
     )
-    messages = history_of(55_000)
+    messages = text_history(55_000, end_on_user=True)
     plain = guard.run(messages).tokens
     thresholds = compute_thresholds(WINDOW)
     result = guard.run(messages, state=state)
@@ -86,7 +77,7 @@ def test_the_count_a_compaction_starts_from(
     """The engine hands a compaction the provider's count, or on the cold path the estimate its
     tier used when the calibration raised it (the gate adds the pending message back to the
     same pre-send count); a lowering or no calibration leaves the plain estimate to it."""
-    history = history_of(40_000)
+    history = text_history(40_000, end_on_user=True)
     pending = Message.user("p" * 8_000)
     carried = CarriedState(calibration=Calibration(factor=factor, samples=samples))
     state = ConversationState.start(history, last_prompt_token_count=count, carried=carried)

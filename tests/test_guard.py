@@ -11,18 +11,9 @@ from autocompact.estimation import Calibration
 from autocompact.guard import ContextGuard, GuardState, learn_from_usage, request_stats
 from autocompact.providers.base import ToolSpec
 from autocompact.testing import FakeProvider, FakeReply
+from histories import text_history
 
 WINDOW = 100_000  # warn 60,000 · auto 70,000 · hard 77,000
-
-
-def history_of(tokens: int, per: int = 2_000) -> list[Message]:
-    """A user/model text history of about ``tokens`` estimated tokens, ending on a user message."""
-    n = tokens // per
-    n += 1 - n % 2
-    return [
-        Message.user(chr(97 + i % 26) * per * 4) if i % 2 == 0 else Message.model("m" * per * 4)
-        for i in range(n)
-    ]
 
 
 def offline_guard() -> ContextGuard:
@@ -34,7 +25,7 @@ def offline_guard() -> ContextGuard:
 
 def test_below_auto_nothing_happens() -> None:
     """A small request comes back unchanged, with no compaction."""
-    messages = history_of(20_000)
+    messages = text_history(20_000, end_on_user=True)
     result = offline_guard().run(messages)
     assert result.history == tuple(messages)
     assert result.request == tuple(messages)
@@ -45,7 +36,7 @@ def test_below_auto_nothing_happens() -> None:
 
 def test_auto_tier_compacts_and_keeps_pending_last() -> None:
     """Over auto the guard compacts; the pending message stays last and the request shrinks."""
-    messages = history_of(72_000)
+    messages = text_history(72_000, end_on_user=True)
     result = offline_guard().run(messages)
     assert result.compacted
     assert result.compactions[0].trigger is CompressionTrigger.AUTO
@@ -56,7 +47,7 @@ def test_auto_tier_compacts_and_keeps_pending_last() -> None:
 
 def test_system_prompt_and_tools_are_counted() -> None:
     """A large system prompt and tool set push a small history over the auto threshold."""
-    messages = history_of(40_000)
+    messages = text_history(40_000, end_on_user=True)
     tools = [ToolSpec(name=f"t{i}", parameters={"description": "x" * 4_000}) for i in range(8)]
     assert not offline_guard().run(messages).compacted
     result = offline_guard().run(messages, system_instruction="s" * 80_000, tools=tools)
@@ -71,7 +62,7 @@ def test_failed_summaries_count_and_history_unchanged() -> None:
     guard = ContextGuard(
         context_window=WINDOW, compression=CompressionService(fake), clear_tool_outputs=False
     )
-    messages = history_of(72_000)
+    messages = text_history(72_000, end_on_user=True)
     result = guard.run(messages, state=GuardState(consecutive_failures=1))
     assert result.compactions[0].status is CompressionStatus.COMPRESSION_FAILED_EMPTY_SUMMARY
     assert result.history == tuple(messages)
@@ -86,11 +77,11 @@ def test_breaker_open_skips_auto_and_hard_trims_request_only() -> None:
         context_window=WINDOW, compression=CompressionService(fake), clear_tool_outputs=False
     )
     open_state = GuardState(consecutive_failures=3)
-    auto = guard.run(history_of(72_000), state=open_state)
+    auto = guard.run(text_history(72_000, end_on_user=True), state=open_state)
     assert auto.compactions == ()
-    hard = guard.run(history_of(90_000), state=open_state)
+    hard = guard.run(text_history(90_000, end_on_user=True), state=open_state)
     assert hard.compactions[0].trigger is CompressionTrigger.HARD
-    assert hard.history == tuple(history_of(90_000))
+    assert hard.history == tuple(text_history(90_000, end_on_user=True))
     assert hard.trimmed
     assert len(hard.request) < len(hard.history)
     assert hard.state.consecutive_failures == 3
@@ -98,7 +89,7 @@ def test_breaker_open_skips_auto_and_hard_trims_request_only() -> None:
 
 def test_reactive_forces_a_compaction() -> None:
     """A reactive step compacts even a small history; on failure the request is unchanged."""
-    messages = history_of(30_000)
+    messages = text_history(30_000, end_on_user=True)
     result = offline_guard().run(messages, reactive=True)
     assert result.compacted
     assert result.compactions[0].trigger is CompressionTrigger.REACTIVE
@@ -117,7 +108,7 @@ async def test_async_run_uses_acomplete() -> None:
     guard = ContextGuard(
         context_window=WINDOW, compression=CompressionService(fake), clear_tool_outputs=False
     )
-    result = await guard.arun(history_of(72_000))
+    result = await guard.arun(text_history(72_000, end_on_user=True))
     assert result.compacted
     assert [r.purpose for r in fake.requests] == ["side_query"]
     assert fake.requests[0].max_output_tokens == 20_000
@@ -141,7 +132,7 @@ def test_state_round_trip_and_bad_state() -> None:
 
 def test_learn_from_usage_raises_cold_estimates() -> None:
     """A reported size larger than the estimate teaches a factor above 1."""
-    messages = history_of(20_000)
+    messages = text_history(20_000, end_on_user=True)
     stats = request_stats(messages, system_instruction="sys", tools=())
     plain = offline_guard().run(messages).tokens
     state = learn_from_usage(GuardState(), stats, int(plain * 1.5))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
 
 import pytest
 
@@ -13,7 +12,6 @@ from autocompact import (
     Completion,
     ConfigError,
     FinishReason,
-    Message,
     Usage,
 )
 from autocompact.chat import AsyncChatSession, ChatSession
@@ -21,38 +19,14 @@ from autocompact.compaction import CompressionService, CompressionStatus, Compre
 from autocompact.events import (
     CompactionCancelled,
     CompactionFailed,
-    CompactionStarted,
-    CompactionSucceeded,
     Event,
 )
 from autocompact.testing import FakeProvider, FakeReply
+from histories import assert_paired
+from histories import text_history as history_of
 
 WINDOW = 100_000  # auto 70,000 · hard 77,000
 S = CompressionStatus
-ENDINGS = (CompactionSucceeded, CompactionFailed, CompactionCancelled)
-
-
-def history_of(tokens: int, per: int = 2_000) -> list[Message]:
-    """A user/model text history of about ``tokens`` estimated tokens, ending on a reply."""
-    n = tokens // per
-    n -= n % 2
-    return [
-        Message.user(chr(97 + i % 26) * per * 4) if i % 2 == 0 else Message.model("m" * per * 4)
-        for i in range(n)
-    ]
-
-
-def assert_paired(events: Sequence[Event]) -> None:
-    """Every CompactionStarted is followed by exactly one ending event before the next start."""
-    open_ = False
-    for event in events:
-        if isinstance(event, CompactionStarted):
-            assert not open_, "a compaction started before the previous one ended"
-            open_ = True
-        elif isinstance(event, ENDINGS):
-            assert open_, "an ending event without a start"
-            open_ = False
-    assert not open_, "a started compaction never ended"
 
 
 # -- (3) content filter / refusal -----------------------------------------------------------
