@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 import pytest
 from agents import OpenAIResponsesModel
 from openai import AsyncOpenAI
@@ -174,16 +174,16 @@ async def test_a_summary_through_the_agents_responses_model_sends_no_foreign_sig
     item without ``provider_data``, so Claude's signature went out as encrypted content."""
     sent: list[dict[str, Any]] = []
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content)
         sent.append(body)
         for item in body["input"]:
             if item.get("type") == "reasoning" and item.get("encrypted_content") != OPENAI:
                 error = {"code": "invalid_encrypted_content", "message": "could not be verified"}
-                return httpx.Response(400, json={"error": {**error, "type": "invalid_request"}})
-        return httpx.Response(200, json=RESPONSE)
+                return httpx2.Response(400, json={"error": {**error, "type": "invalid_request"}})
+        return httpx2.Response(200, json=RESPONSE)
 
-    http = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
     client = AsyncOpenAI(api_key="k", base_url="http://127.0.0.1:9/v1", http_client=http)
     provider = AgentsModelProvider(OpenAIResponsesModel("gpt-5-mini", openai_client=client))
     history = (
