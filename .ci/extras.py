@@ -26,6 +26,7 @@ TESTS = {
         "tests/integrations/test_langchain_bad_input.py",
         "tests/integrations/test_langchain_blocks.py",
         "tests/integrations/test_langchain_tip.py",
+        "tests/integrations/test_langchain_identity.py",
         "tests/integrations/test_tool_media.py",
     ],
     "pydantic-ai": [

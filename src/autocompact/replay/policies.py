@@ -102,16 +102,20 @@ class _Summaries:
         self.failure_rate = options.failure_rate
         self.inner = options.summarizer or _default_summarizer()
         self.calls = 0
-        self.cache: dict[tuple[int, ...], str] = {}  # keyed by message identities and the cap
+        # Keyed by message identities and the cap; each entry holds its messages, so no other
+        # message takes one of those ids while it is cached, and a hit is checked by identity.
+        self.cache: dict[tuple[int, ...], tuple[tuple[Message, ...], str]] = {}
 
     def __call__(self, messages: Sequence[Message], *, max_tokens: int | None = None) -> str:
         self.calls += 1
         if self.failure_rate > 0 and self._draw() < self.failure_rate:
             return ""  # an empty summary: the engine reports COMPRESSION_FAILED_EMPTY_SUMMARY
         key = (*(id(m) for m in messages), max_tokens or 0)
-        if key not in self.cache:
-            self.cache[key] = call_summarizer(self.inner, messages, max_tokens or 20_000)
-        return self.cache[key]
+        hit = self.cache.get(key)
+        if hit is None or any(a is not b for a, b in zip(hit[0], messages, strict=True)):
+            summary = call_summarizer(self.inner, messages, max_tokens or 20_000)
+            hit = self.cache[key] = (tuple(messages), summary)
+        return hit[1]
 
     def _draw(self) -> float:
         """The seeded generator's next number; random is imported here, when a failure rate is set:
@@ -159,9 +163,8 @@ class _Sim:
         self.baseline = baseline  # what the transcript does not show (system prompt, tools)
         self.head: tuple[Message, ...] = ()  # summary + acknowledgement (+ kept head)
         # What every call reads of the head, kept with it (it changes only in _adopt): its
-        # plain estimate and its messages' identities.
+        # plain estimate.
         self.head_plain = 0
-        self.head_ids: tuple[int, ...] = ()
         self.start = 0  # the live context is head + conversation[start:stop]
         self.size = 0  # the true (simulated) size of the live context
         self.stale = 0  # the size the provider reported for the previous request
@@ -171,7 +174,7 @@ class _Sim:
         self.outgrown = 0
         self.no_room = 0
         self.orphans: set[str] = set()  # ids of tool results sent without their call
-        self.pairs_checked: object = None
+        self.pairs_checked: tuple[TrimResult | None, tuple[Message, ...], int] | None = None
         self.disabled = False  # legacy: one failure stops automatic compaction for good
         self.sizes: list[int] = []
         self.size_calls: list[int] = []
@@ -305,7 +308,6 @@ class _Sim:
             tail += 1
         self.head = history[: len(history) - tail]
         self.head_plain = estimate_content_tokens(self.head, self.options.image_token_estimate)
-        self.head_ids = tuple(map(id, self.head))
         self.start = stop - tail
 
     def scale(self) -> ProviderScale:
@@ -405,10 +407,10 @@ class _Sim:
         """Note every tool result sent without its call in the same request (an orphaned pair).
         Only a compaction or a trim can orphan one, so a request is checked when its beginning
         changed since the last check."""
-        key = (id(trim) if trim is not None else None, self.head_ids, self.start)
-        if key == self.pairs_checked:
+        checked = self.pairs_checked  # held (not their ids): checked by identity
+        if checked and checked[0] is trim and checked[1] is self.head and checked[2] == self.start:
             return
-        self.pairs_checked = key
+        self.pairs_checked = (trim, self.head, self.start)
         messages = trim.messages if trim is not None else self.live(step.stop)
         calls: set[str] = set()
         for message in messages:

@@ -77,6 +77,7 @@ from autocompact.integrations.langchain._provider import (
     completion_of,
     model_name,
 )
+from autocompact.integrations.langchain._sources import Sources
 from autocompact.providers.base import ChatRequest, Completion, Provider, ToolSpec
 from autocompact.sessions.stores.base import SessionStore
 from autocompact.thresholds import (
@@ -129,7 +130,9 @@ class _Turn:
             self.pinned = [body.pop(0)]
             system = "\n".join(s for s in (system, system_text(first, exact=False)) if s)
         groups = convert_groups(body, offset=len(self.pinned))
-        self.sources: dict[int, list[BaseMessage]] = {id(m): src for m, src in groups}
+        self.sources = Sources()
+        for m, src in groups:
+            self.sources[m] = src
         # Each tool result's own ToolMessage (by the part, else by its call id when unique), so
         # a rebuilt run keeps the results it did not change (LC-1).
         tools = [
@@ -148,10 +151,10 @@ class _Turn:
         tail = groups[split:]
         parts = tuple(p for m, _ in tail for p in m.parts)
         self.pending = Message(role="user", parts=parts)
-        self.sources[id(self.pending)] = [msg for _, src in tail for msg in src]
+        self.sources[self.pending] = [msg for _, src in tail for msg in src]
         # The state's messages in order (and the reply, once sent): a message the store gives
         # back equal to one of them is that one, not a copy rebuilt without its metadata.
-        self.known = [*groups[:split], (self.pending, self.sources[id(self.pending)])]
+        self.known = [*groups[:split], (self.pending, self.sources[self.pending])]
         self.turn_id = _turn_id(body)
         self.earlier: list[Any] = []  # before_model's compactions for this model call
         self.stored: _Stored | None = None
@@ -186,7 +189,7 @@ class _Turn:
             self.original = tuple(history)  # what the state holds, to see if it must change
             return
         counted = bool(history) and entry.get("counted_through") == _last_id(
-            self.sources[id(history[-1])]
+            self.sources[history[-1]]
         )
         hold = entry.get("hold_until")
         carried = CarriedState(
@@ -214,14 +217,14 @@ class _Turn:
         out: list[BaseMessage] = []
         after = 0  # the next state message an equal stored one may be (in order, each once)
         for message in messages:
-            known = self.sources.get(id(message))
+            known = self.sources.get(message)
             if known is None and self.stored is not None:
                 known, after = self._same(message, after)
             if known is None:
                 known = message_to_langchain(message, originals=self._original)
                 for msg in known:
                     msg.id = msg.id or f"autocompact-{uuid.uuid4()}"
-                self.sources[id(message)] = known
+                self.sources[message] = known
             out.extend(known)
         return out
 
@@ -583,6 +586,6 @@ class _Sender:
         if reply is None:
             reply = AIMessage(content="")
         completion = completion_of(reply, model=model_name(self.base.model))
-        self.turn.sources[id(completion.message)] = list(response.result)
+        self.turn.sources[completion.message] = list(response.result)
         self.turn.known.append((completion.message, list(response.result)))
         return completion
