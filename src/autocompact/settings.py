@@ -5,7 +5,7 @@ Shape (every key optional)::
     {
       "chatCompression": {"imageTokenEstimate": 1600, "toolOutputClearing": true,
                           "nativeCompaction": true},
-      "model": {"provider": "anthropic", "name": "claude-sonnet-4-5",
+      "model": {"provider": "anthropic", "name": "claude-sonnet-4-6",
                 "contextWindow": 200000, "baseUrl": "http://localhost:8000/v1"}
     }
 

@@ -31,7 +31,7 @@ from autocompact.thresholds import COMPACT_MAX_OUTPUT_TOKENS
 from .wire import Wire, connect_error, find_nulls, json_response, sse, timeout_error
 
 KEY = "sk-ant-api03-SECRETSECRETSECRET-0123456789"
-MODEL = "claude-sonnet-4-5"
+MODEL = "claude-sonnet-4-6"
 
 SIDE_QUERY = ChatRequest(
     messages=(Message.user("summarize this"),),
@@ -110,7 +110,7 @@ def make(wire: Wire, model: str = MODEL, **kwargs: Any) -> AnthropicProvider:
 # -- the side query on the wire ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("model", ["claude-sonnet-4-5", "claude-opus-4-1", "claude-haiku-4-5"])
+@pytest.mark.parametrize("model", ["claude-sonnet-4-6", "claude-opus-4-1", "claude-haiku-4-5"])
 def test_side_query_sends_max_tokens_and_thinking_disabled(wire: Wire, model: str) -> None:
     """The side query carries max_tokens=20K and thinking disabled (streamed, so Opus 4.1 works)."""
     wire.queue(text_stream("summary"))
@@ -339,3 +339,57 @@ def test_malformed_stream_is_a_malformed_response(wire: Wire) -> None:
     with pytest.raises(MalformedResponseError) as info:
         make(wire).complete(CHAT)
     assert (info.value.provider, info.value.model) == ("anthropic", MODEL)
+
+
+# -- the command line's default model --------------------------------------------------------
+
+
+def _deprecated_models() -> dict[str, str]:
+    """The installed SDK's own table of deprecated models and their end-of-life dates (it warns
+    on every request to one): ``anthropic._data`` in newer releases, the messages resource
+    module in older ones."""
+    import importlib
+
+    for module in ("anthropic._data.deprecated_models", "anthropic.resources.messages.messages"):
+        try:
+            return dict(importlib.import_module(module).DEPRECATED_MODELS)
+        except (ImportError, AttributeError):
+            continue
+    pytest.fail("the anthropic SDK has no DEPRECATED_MODELS table where it used to: look again")
+
+
+def _sdk_model_names() -> tuple[str, ...]:
+    """The model names the installed SDK lists (the literal part of ``ModelParam``)."""
+    import typing
+
+    from anthropic.types.model_param import ModelParam
+
+    for arg in typing.get_args(ModelParam):
+        if typing.get_origin(arg) is typing.Literal:
+            return typing.get_args(arg)
+    pytest.fail("the anthropic SDK's ModelParam lists no model names: look again")
+
+
+def test_the_default_model_is_not_deprecated_by_the_sdk(wire: Wire) -> None:
+    """`autocompact chat --provider anthropic` defaults to a model the installed SDK does not
+    list as deprecated, and a request to it raises no DeprecationWarning (the default was
+    claude-sonnet-4-5, whose end of life was 30 November 2026: a new user's first chat failed)."""
+    import warnings
+
+    from autocompact.cli.provider_choice import DEFAULT_MODELS
+    from autocompact.limits import known_limits
+
+    table = _deprecated_models()
+    assert table  # the table was found and read
+    default = DEFAULT_MODELS["anthropic"]
+    assert default not in table, f"{default} reaches end of life on {table[default]}"
+    # A model past its end of life leaves the table and the SDK's list of model names with it.
+    assert default in _sdk_model_names()
+    limits = known_limits(default)
+    assert limits is not None
+    assert limits.context_window == 200_000
+    wire.queue(text_stream("hi"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        assert make(wire, default).complete(CHAT).message.text == "hi"
+    assert wire.last.json["model"] == default

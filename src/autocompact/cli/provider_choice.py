@@ -19,7 +19,7 @@ ASSUMED_WINDOW = 128_000
 
 DEFAULT_MODELS = {
     "openai": "gpt-4.1-mini",
-    "anthropic": "claude-sonnet-4-5",
+    "anthropic": "claude-sonnet-4-6",
     "gemini": "gemini-2.5-flash",
     "google": "gemini-2.5-flash",
     "qwen": "qwen-plus",

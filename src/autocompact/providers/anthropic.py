@@ -93,7 +93,7 @@ class AnthropicProvider:
     """A :class:`~autocompact.providers.base.Provider` over the ``anthropic`` SDK.
 
     Args:
-        model: the model name, e.g. ``"claude-sonnet-4-5"``.
+        model: the model name, e.g. ``"claude-sonnet-4-6"``.
         api_key: the API key.
         base_url: another endpoint (a proxy or gateway).
         default_max_tokens: ``max_tokens`` when a request sets no cap.

@@ -1,6 +1,6 @@
 """Choosing a provider from a ``"provider:model"`` string.
 
-``get_provider("anthropic:claude-sonnet-4-5", env=os.environ)`` builds the adapter. The core never
+``get_provider("anthropic:claude-sonnet-4-6", env=os.environ)`` builds the adapter. The core never
 reads the environment itself: the caller (the CLI) passes it as ``env``. API keys are looked up
 there under the usual names; a missing key is a :class:`ConfigError` that names the variable.
 
@@ -89,7 +89,7 @@ def parse_provider_spec(spec: str) -> tuple[str, str]:
     if not sep or not name or not model:
         raise ConfigError(
             f"invalid provider {spec!r}: write it as provider:model, "
-            "e.g. anthropic:claude-sonnet-4-5 or ollama:qwen3:8b",
+            "e.g. anthropic:claude-sonnet-4-6 or ollama:qwen3:8b",
             key="provider",
         )
     if name not in PROVIDER_NAMES:
@@ -126,7 +126,7 @@ def get_provider(
     """Build the provider named by ``"provider:model"``.
 
     Args:
-        spec: e.g. ``"openai:gpt-4.1"``, ``"anthropic:claude-sonnet-4-5"``,
+        spec: e.g. ``"openai:gpt-4.1"``, ``"anthropic:claude-sonnet-4-6"``,
             ``"gemini:gemini-2.5-flash"``, ``"qwen:qwen-plus"``, ``"ollama:qwen3:8b"``,
             ``"fake:demo"``.
         base_url: another endpoint (required in practice for remote compatible servers).
