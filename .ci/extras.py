@@ -47,6 +47,7 @@ TESTS = {
         "tests/integrations/test_openai_agents_scale.py",
         "tests/integrations/test_openai_agents_declarations.py",
         "tests/integrations/test_openai_agents_reasoning.py",
+        "tests/integrations/test_openai_agents_mcp.py",
     ],
     "openai": ["tests/providers/test_openai.py", "tests/providers/test_openai_responses.py"],
     "anthropic": [

@@ -497,14 +497,15 @@ def summary_service(choice: SummarizerChoice) -> CompressionService:
     )
 
 
-def agent_tool_specs(agent: Agent[Any]) -> tuple[ToolSpec, ...]:
+def agent_tool_specs(agent: Agent[Any], mcp_tools: Sequence[Any] = ()) -> tuple[ToolSpec, ...]:
     """What the agent's requests declare besides the items, as autocompact declarations (the
-    estimate sizes their JSON): its function tools (hosted tools by name only), each handoff
+    estimate sizes their JSON): the tools its MCP servers list (``mcp_tools``, as the agent's
+    ``get_mcp_tools`` gives them), its function tools (hosted tools by name only), each handoff
     (sent as a function tool; one enabled by a callable is counted), and its output schema
     (sent as the Responses ``text.format``, the Chat Completions ``response_format``), declared
     as ``final_output``."""
     specs: list[ToolSpec] = []
-    for tool in agent.tools:
+    for tool in (*mcp_tools, *agent.tools):
         if isinstance(tool, FunctionTool):
             specs.append(
                 ToolSpec(

@@ -13,12 +13,13 @@ run's ``context_wrapper.usage``: the runner hands the wrapper to sessions whose 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from agents import Agent, Handoff, Usage
 from agents.models.interface import Model, ModelProvider
-from agents.run_config import ModelInputData, RunConfig
+from agents.run_config import CallModelData, ModelInputData, RunConfig
 
 from autocompact.compaction.plan import CompressionInfo
 from autocompact.compaction.service import CompressionService
@@ -34,7 +35,16 @@ from autocompact.integrations._openai_agents_convert import (
 from autocompact.limits import known_limits
 from autocompact.providers.base import Provider, ToolSpec
 
-__all__ = ["AgentModel", "RequestCounts", "RunAgents", "add_side_usage", "forward", "guarded_input"]
+__all__ = [
+    "AgentModel",
+    "InputFilter",
+    "RequestCounts",
+    "RunAgents",
+    "add_side_usage",
+    "forward",
+    "guarded_input",
+    "with_mcp_tools",
+]
 
 
 def _sdk_window(name: str) -> int | None:
@@ -238,6 +248,30 @@ def guarded_input(
         input=from_autocompact(result.request, converted), instructions=model_data.instructions
     )
     return result.request, replaced
+
+
+InputFilter = Callable[[CallModelData[Any], Sequence[Any]], ModelInputData]
+"""A session's input filter, given the tools the agent's MCP servers list."""
+
+
+def with_mcp_tools(
+    data: CallModelData[Any], input_filter: InputFilter
+) -> ModelInputData | Awaitable[ModelInputData]:
+    """``input_filter`` on ``data``, given the tools the agent's MCP servers list: the runner
+    sends them with every request, so they are counted. Without MCP servers the filter runs at
+    once; with them this is an awaitable (the runner awaits a filter's awaitable) that lists
+    them as the runner does (``agent.get_mcp_tools``): a server that does not cache its tool
+    list is asked once more per request."""
+    if not data.agent.mcp_servers:
+        return input_filter(data, ())
+
+    async def listed() -> ModelInputData:
+        from agents.run_context import RunContextWrapper
+
+        tools = await data.agent.get_mcp_tools(RunContextWrapper(context=data.context))
+        return input_filter(data, tools)
+
+    return listed()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -35,7 +35,7 @@ import threading
 import uuid
 import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +63,7 @@ from autocompact.integrations._openai_agents_model import (
     RunAgents,
     add_side_usage,
     guarded_input,
+    with_mcp_tools,
 )
 from autocompact.integrations._order import InOrder, part_key
 from autocompact.providers.base import ChatRequest, Provider, ToolSpec
@@ -418,19 +419,25 @@ class StoreSession:
         stats = request_stats(messages, system_instruction=system, tools=self.tools)
         self._counts.sent(self._wrapper, stats)
 
-    def call_model_input_filter(self, data: CallModelData[Any]) -> ModelInputData:
+    def call_model_input_filter(
+        self, data: CallModelData[Any]
+    ) -> ModelInputData | Awaitable[ModelInputData]:
         """For ``RunConfig(call_model_input_filter=session.call_model_input_filter)``: learns the
         system prompt and tools, and applies the guarantee with the stored breaker state and
         calibration (see :meth:`AutocompactSession.call_model_input_filter`; the requests of an
-        agent used as a tool are protected, and nothing is learned from them)."""
+        agent used as a tool are protected, and nothing is learned from them; for an agent with
+        MCP servers it is an awaitable that lists their tools to count them)."""
+        return with_mcp_tools(data, self._filter)
+
+    def _filter(self, data: CallModelData[Any], mcp_tools: Sequence[Any]) -> ModelInputData:
         model_data = data.model_data
         converted = to_autocompact(model_data.input)
         own = self._run.owns(data.agent)
         if own:
             self.model.learn(data.agent)
             self.system_instruction = model_data.instructions
-            self.tools = agent_tool_specs(data.agent)
-        tools = self.tools if own else agent_tool_specs(data.agent)
+            self.tools = agent_tool_specs(data.agent, mcp_tools)
+        tools = self.tools if own else agent_tool_specs(data.agent, mcp_tools)
         texts = (model_data.instructions, converted.system_instruction)
         system = "\n\n".join(t for t in texts if t) or None
         state = GuardState()

@@ -33,7 +33,7 @@ engine cannot express (hosted tool calls, computer use, ...) raise
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from autocompact.compaction.plan import CompressionInfo
@@ -68,6 +68,7 @@ from autocompact.integrations._openai_agents_model import (
     add_side_usage,
     forward,
     guarded_input,
+    with_mcp_tools,
 )
 from autocompact.integrations._openai_agents_store import StoreSession
 
@@ -281,7 +282,9 @@ class AutocompactSession:
             )
         return self._others[window]
 
-    def call_model_input_filter(self, data: CallModelData[Any]) -> ModelInputData:
+    def call_model_input_filter(
+        self, data: CallModelData[Any]
+    ) -> ModelInputData | Awaitable[ModelInputData]:
         """For ``RunConfig(call_model_input_filter=session.call_model_input_filter)``.
 
         Learns the system prompt and tools the runner sends (so compaction counts them) and,
@@ -290,7 +293,14 @@ class AutocompactSession:
         once the model answered, teaches the provider's scale. The requests of an agent used as
         a tool are protected the same way (with their own instructions, tools and window), but
         nothing is learned from them.
+
+        For an agent with MCP servers it returns an awaitable (the runner awaits it): their
+        tools are sent with every request, so it lists them (``agent.get_mcp_tools``) to count
+        them. A server that does not cache its tool list is asked once more per request.
         """
+        return with_mcp_tools(data, self._filter)
+
+    def _filter(self, data: CallModelData[Any], mcp_tools: Sequence[Any]) -> ModelInputData:
         model_data = data.model_data
         self.filtered_requests += 1
         self._learn()
@@ -299,10 +309,10 @@ class AutocompactSession:
         if own:
             self.model.learn(data.agent)
             self.system_instruction = model_data.instructions
-            self.tools = agent_tool_specs(data.agent)
+            self.tools = agent_tool_specs(data.agent, mcp_tools)
             guard, system, tools = self._guard, self._system(converted), self.tools
         else:
-            guard, tools = self._other_guard(data.agent), agent_tool_specs(data.agent)
+            guard, tools = self._other_guard(data.agent), agent_tool_specs(data.agent, mcp_tools)
             texts = (model_data.instructions, converted.system_instruction)
             system = "\n\n".join(t for t in texts if t) or None
         sent, replaced = guarded_input(
