@@ -89,6 +89,13 @@ FAMILIES = [
     pytest.param("gemini-2.5-pro", {"thinking_budget": 128}, 20_128, id="2.5-pro-floor"),
     pytest.param("gemini-3-pro-preview", {"thinking_level": "LOW"}, 28_192, id="3-pro-low"),
     pytest.param("gemini-3-flash-preview", {"thinking_level": "MINIMAL"}, 22_048, id="3-flash"),
+    pytest.param("gemini-3.6-flash", {"thinking_level": "MINIMAL"}, 22_048, id="3.6-flash"),
+    pytest.param("gemini-3.5-flash-lite", {"thinking_level": "MINIMAL"}, 22_048, id="3.5-lite"),
+    # From 3.7 on a Flash model takes LOW, MEDIUM and HIGH only: MINIMAL is refused with a 400.
+    pytest.param("gemini-3.7-flash", {"thinking_level": "LOW"}, 28_192, id="3.7-flash-low"),
+    pytest.param("gemini-3.8-flash", {"thinking_level": "LOW"}, 28_192, id="3.8-flash-low"),
+    pytest.param("gemini-3.10-flash", {"thinking_level": "LOW"}, 28_192, id="3.10-flash-low"),
+    pytest.param("gemini-flash-latest", {"thinking_level": "LOW"}, 28_192, id="flash-latest"),
     pytest.param("gemini-2.0-flash", None, 20_000, id="2.0-no-thinking"),
 ]
 
@@ -445,3 +452,22 @@ def test_a_tool_s_media_gemini_cannot_read_is_refused_by_name(
     with pytest.raises(ContentError, match=f"'c1' \\(screenshot\\).*{why}"):
         make(wire, model).complete(ChatRequest(messages=_screenshot(block)))
     assert wire.sent == []
+
+
+def test_the_default_model_is_current_and_its_side_query_is_accepted(wire: Wire) -> None:
+    """`autocompact chat --provider gemini` defaults to gemini-3.8-flash (gemini-2.5-flash was
+    shut down on 17 June 2026 by Google's deprecation page); its summary request sends the
+    thinking level that model accepts (LOW, not MINIMAL), and its limits are in the table."""
+    from autocompact.cli.provider_choice import DEFAULT_MODELS
+    from autocompact.limits import known_limits
+
+    default = DEFAULT_MODELS["gemini"]
+    assert DEFAULT_MODELS["google"] == default
+    assert not default.startswith(("gemini-1.", "gemini-2."))
+    limits = known_limits(default)
+    assert limits is not None
+    assert (limits.context_window, limits.max_output_tokens) == (1_048_576, 65_536)
+    wire.queue(json_response(reply([{"text": "summary"}])))
+    make(wire, default).complete(SIDE_QUERY)
+    thinking = wire.last.json["generationConfig"]["thinkingConfig"]
+    assert thinking == {"include_thoughts": False, "thinking_level": "LOW"}

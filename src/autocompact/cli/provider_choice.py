@@ -20,8 +20,8 @@ ASSUMED_WINDOW = 128_000
 DEFAULT_MODELS = {
     "openai": "gpt-4.1-mini",
     "anthropic": "claude-sonnet-4-6",
-    "gemini": "gemini-2.5-flash",
-    "google": "gemini-2.5-flash",
+    "gemini": "gemini-3.8-flash",
+    "google": "gemini-3.8-flash",
     "qwen": "qwen-plus",
     "dashscope": "qwen-plus",
     "fake": "fake-model",

@@ -14,7 +14,9 @@ Mapping of the generic settings:
                             cannot turn thinking off)
   3.x Pro                   ``thinking_level: LOW`` (cannot turn off;    8,192 (allowance)
                             budget and level may not be combined)
-  3.x Flash / Flash-Lite    ``thinking_level: MINIMAL``                  2,048 (allowance)
+  3.0-3.6 Flash, Flash-Lite ``thinking_level: MINIMAL``                  2,048 (allowance)
+  Flash from 3.7 on,        ``thinking_level: LOW`` (MINIMAL is refused  8,192 (allowance)
+  ``gemini-flash-latest``   with a 400)
   1.5 / 2.0 / Gemma         nothing (no thinking)                        0
   ========================  ===========================================  ==================
 
@@ -134,6 +136,8 @@ def gemini_thinking(model: str) -> GeminiThinking:
         return GeminiThinking(supported=False)
     if name.startswith("gemini-2.5-pro"):
         return GeminiThinking(budget=128, cap_extra=128)
+    if name.startswith(("gemini-flash-latest", "gemini-pro-latest")) or _flash_from_3_7(name):
+        return GeminiThinking(level="LOW", cap_extra=8192)
     if re.match(r"gemini-[3-9]", name):
         if "-pro" in name:
             return GeminiThinking(level="LOW", cap_extra=8192)
@@ -141,11 +145,21 @@ def gemini_thinking(model: str) -> GeminiThinking:
     return GeminiThinking(budget=0)
 
 
+def _flash_from_3_7(name: str) -> bool:
+    """Whether ``name`` is a Flash model (not Flash-Lite) of version 3.7 or later: those take
+    LOW, MEDIUM and HIGH only, and refuse MINIMAL with a 400."""
+    found = re.match(r"gemini-(\d+)(?:\.(\d+))?-flash(?!-lite)", name)
+    if found is None:
+        return False
+    version = (int(found.group(1)), int(found.group(2) or 0))
+    return version >= (3, 7)
+
+
 class GeminiProvider:
     """A :class:`~autocompact.providers.base.Provider` over the ``google-genai`` SDK.
 
     Args:
-        model: the model name, e.g. ``"gemini-2.5-flash"``.
+        model: the model name, e.g. ``"gemini-3.8-flash"``.
         api_key: the Gemini API key.
         base_url: another endpoint.
         http_client: an ``httpx2.Client`` for the SDK (tests inject a mock transport here).

@@ -127,7 +127,7 @@ def get_provider(
 
     Args:
         spec: e.g. ``"openai:gpt-4.1"``, ``"anthropic:claude-sonnet-4-6"``,
-            ``"gemini:gemini-2.5-flash"``, ``"qwen:qwen-plus"``, ``"ollama:qwen3:8b"``,
+            ``"gemini:gemini-3.8-flash"``, ``"qwen:qwen-plus"``, ``"ollama:qwen3:8b"``,
             ``"fake:demo"``.
         base_url: another endpoint (required in practice for remote compatible servers).
         api_key: the key; when ``None`` it is read from ``env``.
