@@ -130,6 +130,32 @@ def test_chat_anthropic_summary_has_thinking_disabled_and_max_tokens_20k(server:
     assert model.thinking == {"type": "enabled", "budget_tokens": 8_000}
 
 
+@pytest.mark.parametrize("effort", [None, "high"], ids=["no-effort", "user-effort-high"])
+def test_chat_anthropic_summary_on_a_model_that_always_thinks(
+    server: Server, effort: str | None
+) -> None:
+    """Claude Opus 4.7 refuses thinking "disabled" (and "enabled") with a 400: the summary goes
+    with no thinking setting of autocompact's, the lowest effort, and the cap raised by the
+    room its thinking may take (as the Anthropic adapter sends it)."""
+    model = anthropic_chat.ChatAnthropic(
+        model="claude-opus-4-7",
+        base_url=server.url,
+        api_key="test-key",
+        max_tokens=64_000,
+        max_retries=0,
+        **({"reasoning_effort": effort} if effort else {}),
+    )
+    server.replies.append((200, ANTHROPIC_REPLY))
+    completion = LangChainProvider(model).complete(side_query())
+    _, body = server.bodies[0]
+    assert body["max_tokens"] == 28_192
+    assert body.get("thinking", {}).get("type") != "disabled"
+    assert "budget_tokens" not in body.get("thinking", {})
+    assert body["output_config"]["effort"] == "low"
+    assert completion.text == "<state_snapshot>goal</state_snapshot>"
+    assert model.max_tokens == 64_000  # the agent's model is unchanged
+
+
 def test_chat_openai_summary_has_the_cap_and_low_effort(server: Server) -> None:
     """ChatOpenAI sends the summary with max_completion_tokens 20000 and the lowest effort."""
     model = openai_chat.ChatOpenAI(

@@ -139,15 +139,64 @@ def test_chat_without_cap_still_sends_max_tokens_and_no_thinking_field(wire: Wir
 
 
 def test_thinking_on_sends_a_budget_below_the_cap_and_tools(wire: Wire) -> None:
-    """thinking=True enables thinking with a budget under max_tokens; tools use input_schema."""
+    """thinking=True enables thinking with a budget under max_tokens (on a model that takes
+    budgets); tools use input_schema."""
     wire.queue(text_stream())
     tool = ToolSpec(name="Read", parameters={"type": "object", "properties": {}})
-    make(wire).complete(
+    make(wire, "claude-haiku-4-5").complete(
         ChatRequest(messages=CHAT.messages, thinking=True, max_output_tokens=8000, tools=(tool,))
     )
     body = wire.last.json
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 4000}
     assert body["tools"] == [{"name": "Read", "input_schema": {"type": "object", "properties": {}}}]
+
+
+# What each family is sent: the side query (thinking=False, 20K cap) and thinking=True (8K cap).
+THINKING = [
+    pytest.param(
+        "claude-haiku-4-5",
+        {"thinking": {"type": "disabled"}, "max_tokens": 20_000},
+        {"thinking": {"type": "enabled", "budget_tokens": 4000}},
+        id="budget",
+    ),
+    # Opus and Sonnet 4.6: adaptive preferred ("enabled" is deprecated), "disabled" accepted.
+    pytest.param(
+        "claude-sonnet-4-6",
+        {"thinking": {"type": "disabled"}, "max_tokens": 20_000},
+        {"thinking": {"type": "adaptive"}},
+        id="4.6-adaptive",
+    ),
+    # Opus 4.7 on, Mythos, Fable, Claude 5: "enabled" refused with a 400, "disabled" too on some.
+    *(
+        pytest.param(
+            model,
+            {"output_config": {"effort": "low"}, "max_tokens": 28_192},
+            {"thinking": {"type": "adaptive", "display": "summarized"}},
+            id=model,
+        )
+        for model in ("claude-opus-4-7", "claude-fable-5-2", "claude-sonnet-5-5")
+    ),
+]
+
+
+@pytest.mark.parametrize(("model", "side", "on"), THINKING)
+def test_each_family_gets_the_thinking_setting_it_accepts(
+    wire: Wire, model: str, side: dict[str, Any], on: dict[str, Any]
+) -> None:
+    """The side query turns thinking off where the model allows it, and else asks for the
+    lowest effort with room for its thinking; thinking=True uses the form the model takes."""
+    wire.queue(text_stream("summary"), text_stream("answer"))
+    make(wire, model).complete(SIDE_QUERY)
+    body = wire.last.json
+    assert {key: body.get(key) for key in side} == side
+    if "thinking" not in side:
+        assert "thinking" not in body  # "disabled" is refused on these models
+    make(wire, model).complete(
+        ChatRequest(messages=CHAT.messages, thinking=True, max_output_tokens=8000)
+    )
+    body = wire.last.json
+    assert {key: body.get(key) for key in on} == on
+    assert body["max_tokens"] == 8000
 
 
 def test_unsigned_thinking_is_left_out_and_signed_thinking_kept(wire: Wire) -> None:

@@ -32,6 +32,7 @@ from autocompact.integrations.langchain._convert import (
     from_autocompact,
 )
 from autocompact.providers import looks_like_overflow
+from autocompact.providers.anthropic import ADAPTIVE_ONLY_ALLOWANCE, thinking_mode
 from autocompact.providers.base import (
     ChatRequest,
     Completion,
@@ -63,16 +64,39 @@ def bounded_model(
     """
     fields = type(model).model_fields
     update: dict[str, Any] = {}
+    always_thinks = thinking is False and _always_thinks(model, fields)
     if cap is not None:
+        if always_thinks:  # room for the thinking it still does, as the Anthropic adapter
+            cap += ADAPTIVE_ONLY_ALLOWANCE
         for name in _CAP_FIELDS:
             if name in fields:
                 current = getattr(model, name, None)
                 update[name] = cap if not isinstance(current, int) else min(current, cap)
-    if thinking is False:
+    if always_thinks:
+        update.update(_lowest_effort(model, fields))
+    elif thinking is False:
         update.update(_thinking_off(model, fields))
     if not update:
         return model, {}
     return model.model_copy(update=update), update
+
+
+def _always_thinks(model: BaseChatModel, fields: Mapping[str, Any]) -> bool:
+    """Whether ``model`` is a Claude chat model (it has Anthropic's ``thinking`` field) that
+    may refuse ``thinking: disabled`` (Opus 4.7 on, Mythos, Fable, Claude 5)."""
+    return "thinking" in fields and thinking_mode(model_name(model)) == "adaptive-only"
+
+
+def _lowest_effort(model: BaseChatModel, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """No ``thinking`` setting (the model's default) and the lowest effort, in the fields the
+    model has: its ``reasoning_effort`` when the user set one, else ``output_config``."""
+    update: dict[str, Any] = {"thinking": None}
+    if "reasoning_effort" in fields and getattr(model, "reasoning_effort", None):
+        update["reasoning_effort"] = _LOWEST_EFFORT
+    elif "output_config" in fields:
+        current = getattr(model, "output_config", None)
+        update["output_config"] = {**(current or {}), "effort": _LOWEST_EFFORT}
+    return update
 
 
 def _thinking_off(model: BaseChatModel, fields: Mapping[str, Any]) -> dict[str, Any]:
