@@ -120,6 +120,10 @@ PROFILES = [
         "gpt-5-mini", None, "max_completion_tokens", {"reasoning_effort": "minimal"}, id="gpt-5"
     ),
     pytest.param("o4-mini", None, "max_completion_tokens", {"reasoning_effort": "low"}, id="o4"),
+    # GPT-6 reasons at medium unless told: the summary's 20K went to reasoning first.
+    pytest.param(
+        "gpt-6-luna", None, "max_completion_tokens", {"reasoning_effort": "none"}, id="gpt-6"
+    ),
     pytest.param(
         "gpt-5.1-codex", None, "max_completion_tokens", {"reasoning_effort": "low"}, id="codex"
     ),
@@ -244,6 +248,9 @@ def test_lowest_reasoning_effort_table() -> None:
     assert lowest_reasoning_effort("gpt-5-chat-latest") is None
     assert lowest_reasoning_effort("gpt-5-pro") is None
     assert lowest_reasoning_effort("gpt-4o") is None
+    assert lowest_reasoning_effort("gpt-6.1-sol") == "none"
+    assert lowest_reasoning_effort("gpt-6-chat-latest") is None
+    assert lowest_reasoning_effort("gpt-6.1-codex") == "low"
 
 
 # -- replies -----------------------------------------------------------------------------------

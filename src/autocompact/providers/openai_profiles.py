@@ -67,16 +67,16 @@ class OpenAIProfile:
 
 
 _NO_EFFORT = re.compile(r"^o1-(mini|preview)")
-_REASONING = re.compile(r"^(o\d|gpt-5)")
+_REASONING = re.compile(r"^(o\d|gpt-([5-9]|\d\d))")
 _CHAT_VARIANT = re.compile(r"-chat(-latest)?$|-chat-")
 
 
 def lowest_reasoning_effort(model: str) -> str | None:
     """The lowest ``reasoning_effort`` an OpenAI model accepts, or ``None`` to send none.
 
-    ``none`` from GPT-5.1 on (except Codex models, whose floor is ``low``), ``minimal`` for the
-    first GPT-5 models, ``low`` for the o-series; o1-mini/o1-preview and the -pro models take
-    no lower value than their default, so nothing is sent.
+    ``none`` from GPT-5.1 on, GPT-6 included (except Codex models, whose floor is ``low``),
+    ``minimal`` for the first GPT-5 models, ``low`` for the o-series; o1-mini/o1-preview and
+    the -pro models take no lower value than their default, so nothing is sent.
     """
     name = model.lower().rsplit("/", 1)[-1]
     if _NO_EFFORT.match(name) or not _REASONING.match(name) or _CHAT_VARIANT.search(name):
