@@ -606,3 +606,21 @@ def test_a_request_it_cannot_send_is_a_content_error_not_a_bad_reply(
     with pytest.raises(ContentError, match=r"tool call 'c1' \(screenshot\)"):
         send(ChatRequest(messages=history))
     assert wire.sent == []
+
+
+def test_the_default_model_is_current(wire: Wire) -> None:
+    """`autocompact chat --provider openai` defaults to gpt-6-luna (gpt-4.1-mini is deprecated,
+    with GPT-6 Luna as its replacement): its limits are in the table and its summary request
+    turns reasoning off."""
+    from autocompact.cli.provider_choice import DEFAULT_MODELS
+    from autocompact.limits import known_limits
+
+    default = DEFAULT_MODELS["openai"]
+    assert not default.startswith(("gpt-3", "gpt-4"))
+    limits = known_limits(default)
+    assert limits is not None
+    assert (limits.context_window, limits.max_output_tokens) == (1_050_000, 128_000)
+    wire.queue(json_response(completion("summary")))
+    make(wire, default).complete(SIDE_QUERY)
+    assert wire.last.json["reasoning_effort"] == "none"
+    assert wire.last.json["max_completion_tokens"] == COMPACT_MAX_OUTPUT_TOKENS

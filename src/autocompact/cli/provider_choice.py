@@ -18,7 +18,7 @@ ASSUMED_WINDOW = 128_000
 """The fake provider's window when none is given (real models use ``autocompact.limits``)."""
 
 DEFAULT_MODELS = {
-    "openai": "gpt-4.1-mini",
+    "openai": "gpt-6-luna",
     "anthropic": "claude-sonnet-4-6",
     "gemini": "gemini-3.8-flash",
     "google": "gemini-3.8-flash",
