@@ -131,14 +131,30 @@ def test_chat_anthropic_summary_has_thinking_disabled_and_max_tokens_20k(server:
 
 
 @pytest.mark.parametrize("effort", [None, "high"], ids=["no-effort", "user-effort-high"])
-def test_chat_anthropic_summary_on_a_model_that_always_thinks(
-    server: Server, effort: str | None
+@pytest.mark.parametrize(
+    ("model", "thinking", "sent_effort", "cap"),
+    [
+        # Refuses "disabled" and thinks only when asked: the field is left out, no effort.
+        ("claude-opus-4-7", None, None, 20_000),
+        # Cannot turn thinking off: the lowest effort, and room for the thinking.
+        ("claude-fable-5-2", None, "low", 28_192),
+        # Refuses "disabled"; "between_tools" turns thinking off.
+        ("claude-sonnet-5-5", {"type": "between_tools"}, None, 20_000),
+    ],
+    ids=["opus-4.7", "fable-5.2", "sonnet-5.5"],
+)
+def test_chat_anthropic_summary_on_models_that_refuse_disabled(
+    server: Server,
+    effort: str | None,
+    model: str,
+    thinking: dict[str, Any] | None,
+    sent_effort: str | None,
+    cap: int,
 ) -> None:
-    """Claude Opus 4.7 refuses thinking "disabled" (and "enabled") with a 400: the summary goes
-    with no thinking setting of autocompact's, the lowest effort, and the cap raised by the
-    room its thinking may take (as the Anthropic adapter sends it)."""
-    model = anthropic_chat.ChatAnthropic(
-        model="claude-opus-4-7",
+    """Models that refuse thinking "disabled" with a 400 get the summary request the Anthropic
+    adapter sends them, through the real ChatAnthropic, whatever effort the user set."""
+    chat = anthropic_chat.ChatAnthropic(
+        model=model,
         base_url=server.url,
         api_key="test-key",
         max_tokens=64_000,
@@ -146,14 +162,15 @@ def test_chat_anthropic_summary_on_a_model_that_always_thinks(
         **({"reasoning_effort": effort} if effort else {}),
     )
     server.replies.append((200, ANTHROPIC_REPLY))
-    completion = LangChainProvider(model).complete(side_query())
+    completion = LangChainProvider(chat).complete(side_query())
     _, body = server.bodies[0]
-    assert body["max_tokens"] == 28_192
-    assert body.get("thinking", {}).get("type") != "disabled"
-    assert "budget_tokens" not in body.get("thinking", {})
-    assert body["output_config"]["effort"] == "low"
+    assert body["max_tokens"] == cap
+    assert body.get("thinking") == thinking
+    # The user's effort is lowered (xhigh and max are refused with thinking off on some).
+    expected = "low" if effort and model != "claude-opus-4-7" else sent_effort
+    assert (body.get("output_config") or {}).get("effort") == expected
     assert completion.text == "<state_snapshot>goal</state_snapshot>"
-    assert model.max_tokens == 64_000  # the agent's model is unchanged
+    assert chat.max_tokens == 64_000  # the agent's model is unchanged
 
 
 def test_chat_openai_summary_has_the_cap_and_low_effort(server: Server) -> None:

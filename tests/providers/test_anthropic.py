@@ -152,6 +152,7 @@ def test_thinking_on_sends_a_budget_below_the_cap_and_tools(wire: Wire) -> None:
 
 
 # What each family is sent: the side query (thinking=False, 20K cap) and thinking=True (8K cap).
+_SUMMARIZED = {"thinking": {"type": "adaptive", "display": "summarized"}}
 THINKING = [
     pytest.param(
         "claude-haiku-4-5",
@@ -166,15 +167,36 @@ THINKING = [
         {"thinking": {"type": "adaptive"}},
         id="4.6-adaptive",
     ),
-    # Opus 4.7 on, Mythos, Fable, Claude 5: "enabled" refused with a 400, "disabled" too on some.
+    # Opus 4.7 and 4.8 refuse "disabled" and a budget, and do not think unless asked.
+    pytest.param(
+        "claude-opus-4-7",
+        {"thinking": None, "output_config": None, "max_tokens": 20_000},
+        _SUMMARIZED,
+        id="opus-4.7-left-out",
+    ),
+    # Opus 5, Sonnet 5, Haiku 5.5 think when the field is left out, and take "disabled".
+    pytest.param(
+        "claude-sonnet-5",
+        {"thinking": {"type": "disabled"}, "max_tokens": 20_000},
+        _SUMMARIZED,
+        id="sonnet-5-disabled",
+    ),
+    # Sonnet 5.5 refuses "disabled"; "between_tools" turns thinking off.
+    pytest.param(
+        "claude-sonnet-5-5",
+        {"thinking": {"type": "between_tools"}, "max_tokens": 20_000},
+        _SUMMARIZED,
+        id="sonnet-5.5-between-tools",
+    ),
+    # Fable, Mythos, Opus 5.5 (and families not known yet) cannot turn thinking off.
     *(
         pytest.param(
             model,
-            {"output_config": {"effort": "low"}, "max_tokens": 28_192},
-            {"thinking": {"type": "adaptive", "display": "summarized"}},
+            {"thinking": None, "output_config": {"effort": "low"}, "max_tokens": 28_192},
+            _SUMMARIZED,
             id=model,
         )
-        for model in ("claude-opus-4-7", "claude-fable-5-2", "claude-sonnet-5-5")
+        for model in ("claude-fable-5-2", "claude-opus-5-5", "claude-opus-6")
     ),
 ]
 
@@ -189,8 +211,6 @@ def test_each_family_gets_the_thinking_setting_it_accepts(
     make(wire, model).complete(SIDE_QUERY)
     body = wire.last.json
     assert {key: body.get(key) for key in side} == side
-    if "thinking" not in side:
-        assert "thinking" not in body  # "disabled" is refused on these models
     make(wire, model).complete(
         ChatRequest(messages=CHAT.messages, thinking=True, max_output_tokens=8000)
     )
@@ -442,3 +462,14 @@ def test_the_default_model_is_not_deprecated_by_the_sdk(wire: Wire) -> None:
         warnings.simplefilter("error", DeprecationWarning)
         assert make(wire, default).complete(CHAT).message.text == "hi"
     assert wire.last.json["model"] == default
+
+
+def test_the_family_is_read_through_provider_prefixes_and_dates() -> None:
+    """Bedrock and gateway names, and dated snapshots, are the same family."""
+    from autocompact.providers.claude_thinking import claude_thinking
+
+    assert claude_thinking("us.anthropic.claude-opus-4-7").off is None
+    assert claude_thinking("anthropic/claude-sonnet-5-5").off == {"type": "between_tools"}
+    assert claude_thinking("claude-opus-4-5-20251101").on is None  # a budget
+    assert claude_thinking("claude-fable-5-1").always_thinks
+    assert not claude_thinking("gpt-6-luna").always_thinks

@@ -5,15 +5,11 @@ Mapping of the generic settings:
 * ``max_tokens`` is always sent (the API requires it): the request's ``max_output_tokens``, else
   the adapter's ``default_max_tokens`` (the model's maximum output from :mod:`autocompact.limits`
   when built by the registry).
-* ``thinking=False`` (the side query) sends ``thinking: {"type": "disabled"}``; ``True`` sends
-  ``{"type": "enabled", "budget_tokens": ...}`` with a budget of half the cap (at least 1,024,
-  the API's floor; omitted when the cap is too small for that). Opus and Sonnet 4.6 get
-  ``{"type": "adaptive"}`` for ``True`` (``enabled`` is deprecated there). Models that take
-  adaptive thinking only (Opus 4.7 on, Mythos, Claude 5: ``enabled`` and ``disabled`` are
-  refused with a 400, :func:`thinking_mode`) get ``{"type": "adaptive", "display":
-  "summarized"}`` for ``True``; for ``False`` no ``thinking`` setting (``disabled`` is refused
-  on some of them), ``output_config: {"effort": "low"}``, and the cap raised by
-  :data:`ADAPTIVE_ONLY_ALLOWANCE`.
+* ``thinking=False`` (the side query) turns thinking off the way the model takes it, and
+  ``True`` turns it on (:mod:`.claude_thinking`): ``{"type": "disabled"}`` and ``{"type":
+  "enabled", "budget_tokens": ...}`` (half the cap, at least 1,024, the API's floor; omitted
+  when the cap is too small for that) up to 4.5; adaptive thinking from 4.6 on; a model that
+  cannot turn thinking off gets the lowest effort and its cap raised by an allowance.
 * prompt size = ``input_tokens + cache_creation_input_tokens + cache_read_input_tokens``.
 * ``stop_reason``: ``end_turn``/``stop_sequence`` → stop, ``max_tokens`` → length, ``tool_use``
   → tool call, ``refusal`` → content filter, ``pause_turn`` → other, and
@@ -34,10 +30,9 @@ converted in :meth:`AnthropicProvider._convert_error`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Literal
+from typing import Any
 
 from autocompact.content import Message, OpaquePart, ThinkingPart, Usage
 from autocompact.convert import from_anthropic_message, to_anthropic_messages
@@ -78,50 +73,14 @@ from autocompact.providers.base import (
     ThinkingDelta,
     check_model,
 )
+from autocompact.providers.claude_thinking import claude_thinking
 from autocompact.thresholds import COMPACT_MAX_OUTPUT_TOKENS
 from autocompact.usage_check import reported_count
 
-__all__ = [
-    "ADAPTIVE_ONLY_ALLOWANCE",
-    "DEFAULT_MAX_TOKENS",
-    "MIN_THINKING_BUDGET",
-    "AnthropicProvider",
-    "ThinkingMode",
-    "thinking_mode",
-]
+__all__ = ["DEFAULT_MAX_TOKENS", "MIN_THINKING_BUDGET", "AnthropicProvider"]
 
 DEFAULT_MAX_TOKENS = 8192
 MIN_THINKING_BUDGET = 1024
-ADAPTIVE_ONLY_ALLOWANCE = 8192
-"""Tokens added to a request's cap on a model that cannot turn thinking off (the summary keeps
-its whole cap; the thinking adaptive mode does at ``effort: low`` is drawn from the same
-``max_tokens``). Not a hard budget: a reply that still runs out ends with ``max_tokens``."""
-
-ThinkingMode = Literal["budget", "adaptive", "adaptive-only"]
-"""How a Claude model takes thinking: ``budget`` (``enabled`` with ``budget_tokens``, or
-``disabled``), ``adaptive`` (Opus and Sonnet 4.6: ``adaptive`` preferred, ``disabled``
-accepted) or ``adaptive-only`` (Opus 4.7 on, Mythos, Fable, Claude 5: ``enabled`` is refused
-with a 400, and so is ``disabled`` on Opus 4.7, Mythos and Fable, and on Opus 5.5 thinking
-cannot be turned off)."""
-
-_VERSION = re.compile(r"claude-(?:[a-z]+-)?(\d+)(?:[-.](\d)(?!\d))?")
-
-
-def thinking_mode(model: str) -> ThinkingMode:
-    """How ``model`` takes thinking (:data:`ThinkingMode`), from its name."""
-    name = model.strip().lower().rsplit("/", 1)[-1]
-    if "mythos" in name or "fable" in name:
-        return "adaptive-only"
-    found = _VERSION.search(name)
-    if found is None:
-        return "budget"
-    version = (int(found.group(1)), int(found.group(2) or 0))
-    if version >= (5, 0) or ("opus" in name and version >= (4, 7)):
-        return "adaptive-only"
-    if version >= (4, 6) and ("opus" in name or "sonnet" in name):
-        return "adaptive"
-    return "budget"
-
 
 _STOP = {
     "end_turn": FinishReason.STOP,
@@ -223,18 +182,15 @@ class AnthropicProvider:
                 }
                 for t in request.tools
             ]
-        mode = thinking_mode(self.model)
-        if request.thinking is False and mode == "adaptive-only":
-            # "disabled" may be refused: no thinking setting (the model's default), the lowest
-            # effort, and room for what it may still think.
-            body["output_config"] = {"effort": "low"}
-            body["max_tokens"] = max_tokens + ADAPTIVE_ONLY_ALLOWANCE
-        elif request.thinking is False:
-            body["thinking"] = {"type": "disabled"}
-        elif request.thinking is True and mode == "adaptive-only":
-            body["thinking"] = {"type": "adaptive", "display": "summarized"}
-        elif request.thinking is True and mode == "adaptive":
-            body["thinking"] = {"type": "adaptive"}
+        profile = claude_thinking(self.model)
+        if request.thinking is False:
+            if profile.off is not None:
+                body["thinking"] = dict(profile.off)
+            if profile.off_effort:
+                body["output_config"] = {"effort": "low"}
+            body["max_tokens"] = max_tokens + profile.cap_extra
+        elif request.thinking is True and profile.on is not None:
+            body["thinking"] = dict(profile.on)
         elif request.thinking is True:
             budget = max(MIN_THINKING_BUDGET, max_tokens // 2)
             if budget < max_tokens:

@@ -32,7 +32,6 @@ from autocompact.integrations.langchain._convert import (
     from_autocompact,
 )
 from autocompact.providers import looks_like_overflow
-from autocompact.providers.anthropic import ADAPTIVE_ONLY_ALLOWANCE, thinking_mode
 from autocompact.providers.base import (
     ChatRequest,
     Completion,
@@ -40,6 +39,7 @@ from autocompact.providers.base import (
     StreamDone,
     StreamEvent,
 )
+from autocompact.providers.claude_thinking import ClaudeThinking, claude_thinking
 
 __all__ = ["LangChainProvider", "bounded_model", "convert_error", "is_overflow"]
 
@@ -64,16 +64,16 @@ def bounded_model(
     """
     fields = type(model).model_fields
     update: dict[str, Any] = {}
-    always_thinks = thinking is False and _always_thinks(model, fields)
+    claude = _claude(model, fields) if thinking is False else None
     if cap is not None:
-        if always_thinks:  # room for the thinking it still does, as the Anthropic adapter
-            cap += ADAPTIVE_ONLY_ALLOWANCE
+        if claude is not None:  # room for the thinking it may still do, as the adapter
+            cap += claude.cap_extra
         for name in _CAP_FIELDS:
             if name in fields:
                 current = getattr(model, name, None)
                 update[name] = cap if not isinstance(current, int) else min(current, cap)
-    if always_thinks:
-        update.update(_lowest_effort(model, fields))
+    if claude is not None:
+        update.update(_claude_off(model, fields, claude))
     elif thinking is False:
         update.update(_thinking_off(model, fields))
     if not update:
@@ -81,20 +81,29 @@ def bounded_model(
     return model.model_copy(update=update), update
 
 
-def _always_thinks(model: BaseChatModel, fields: Mapping[str, Any]) -> bool:
-    """Whether ``model`` is a Claude chat model (it has Anthropic's ``thinking`` field) that
-    may refuse ``thinking: disabled`` (Opus 4.7 on, Mythos, Fable, Claude 5)."""
-    return "thinking" in fields and thinking_mode(model_name(model)) == "adaptive-only"
+def _claude(model: BaseChatModel, fields: Mapping[str, Any]) -> ClaudeThinking | None:
+    """How a Claude chat model (one with Anthropic's ``thinking`` field) turns thinking off,
+    as the Anthropic adapter sends it; ``None`` for any other model."""
+    name = model_name(model)
+    return claude_thinking(name) if "thinking" in fields and "claude" in name.lower() else None
 
 
-def _lowest_effort(model: BaseChatModel, fields: Mapping[str, Any]) -> dict[str, Any]:
-    """No ``thinking`` setting (the model's default) and the lowest effort, in the fields the
-    model has: its ``reasoning_effort`` when the user set one, else ``output_config``."""
-    update: dict[str, Any] = {"thinking": None}
-    if "reasoning_effort" in fields and getattr(model, "reasoning_effort", None):
-        update["reasoning_effort"] = _LOWEST_EFFORT
-    elif "output_config" in fields:
-        current = getattr(model, "output_config", None)
+def _claude_off(
+    model: BaseChatModel, fields: Mapping[str, Any], claude: ClaudeThinking
+) -> dict[str, Any]:
+    """The field updates that turn a Claude model's thinking off as the Anthropic adapter does
+    (or, where it cannot be, leave the setting out and ask for the lowest effort). An effort
+    the user set is lowered too: ``xhigh`` and ``max`` are refused with thinking off on some
+    models, and on Opus 4.7 an effort with no thinking setting turns adaptive thinking on."""
+    update: dict[str, Any] = {"thinking": dict(claude.off) if claude.off is not None else None}
+    user_effort = "reasoning_effort" in fields and getattr(model, "reasoning_effort", None)
+    current = getattr(model, "output_config", None) if "output_config" in fields else None
+    if user_effort:
+        turns_on = claude.off is None and not claude.off_effort
+        update["reasoning_effort"] = None if turns_on else _LOWEST_EFFORT
+    if isinstance(current, Mapping) and "effort" in current:
+        update["output_config"] = {**current, "effort": _LOWEST_EFFORT}
+    elif claude.off_effort and not user_effort and "output_config" in fields:
         update["output_config"] = {**(current or {}), "effort": _LOWEST_EFFORT}
     return update
 
