@@ -96,6 +96,8 @@ FAMILIES = [
     pytest.param("gemini-3.8-flash", {"thinking_level": "LOW"}, 28_192, id="3.8-flash-low"),
     pytest.param("gemini-3.10-flash", {"thinking_level": "LOW"}, 28_192, id="3.10-flash-low"),
     pytest.param("gemini-flash-latest", {"thinking_level": "LOW"}, 28_192, id="flash-latest"),
+    # Gemini 4 refuses MINIMAL too (Argon, Carbon, Hydrogen); LOW is in every model's levels.
+    pytest.param("gemini-4-argon", {"thinking_level": "LOW"}, 28_192, id="4-argon-low"),
     pytest.param("gemini-2.0-flash", None, 20_000, id="2.0-no-thinking"),
 ]
 

@@ -16,7 +16,7 @@ Mapping of the generic settings:
                             budget and level may not be combined)
   3.0-3.6 Flash, Flash-Lite ``thinking_level: MINIMAL``                  2,048 (allowance)
   Flash from 3.7 on,        ``thinking_level: LOW`` (MINIMAL is refused  8,192 (allowance)
-  ``gemini-flash-latest``   with a 400)
+  Gemini 4, ``*-latest``    with a 400 on 3.7/3.8 Flash and Gemini 4)
   1.5 / 2.0 / Gemma         nothing (no thinking)                        0
   ========================  ===========================================  ==================
 
@@ -136,23 +136,24 @@ def gemini_thinking(model: str) -> GeminiThinking:
         return GeminiThinking(supported=False)
     if name.startswith("gemini-2.5-pro"):
         return GeminiThinking(budget=128, cap_extra=128)
-    if name.startswith(("gemini-flash-latest", "gemini-pro-latest")) or _flash_from_3_7(name):
+    if name.startswith(("gemini-flash-latest", "gemini-pro-latest")):
         return GeminiThinking(level="LOW", cap_extra=8192)
-    if re.match(r"gemini-[3-9]", name):
-        if "-pro" in name:
-            return GeminiThinking(level="LOW", cap_extra=8192)
-        return GeminiThinking(level="MINIMAL", cap_extra=2048)
+    version = _version(name)
+    if version is not None and version >= (3, 0):
+        if "-flash" in name and version < (3, 7):
+            return GeminiThinking(level="MINIMAL", cap_extra=2048)
+        # Pro, Flash from 3.7 on, Gemini 4 and families not known yet: MINIMAL is refused
+        # with a 400 where it is not in the model's levels; LOW is in every one's.
+        return GeminiThinking(level="LOW", cap_extra=8192)
     return GeminiThinking(budget=0)
 
 
-def _flash_from_3_7(name: str) -> bool:
-    """Whether ``name`` is a Flash model (not Flash-Lite) of version 3.7 or later: those take
-    LOW, MEDIUM and HIGH only, and refuse MINIMAL with a 400."""
-    found = re.match(r"gemini-(\d+)(?:\.(\d+))?-flash(?!-lite)", name)
+def _version(name: str) -> tuple[int, int] | None:
+    """``(major, minor)`` of a ``gemini-X[.Y]-…`` name, or ``None``."""
+    found = re.match(r"gemini-(\d+)(?:\.(\d+))?(?:-|$)", name)
     if found is None:
-        return False
-    version = (int(found.group(1)), int(found.group(2) or 0))
-    return version >= (3, 7)
+        return None
+    return int(found.group(1)), int(found.group(2) or 0)
 
 
 class GeminiProvider:
