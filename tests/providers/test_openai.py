@@ -248,7 +248,13 @@ def test_lowest_reasoning_effort_table() -> None:
     assert lowest_reasoning_effort("gpt-5-chat-latest") is None
     assert lowest_reasoning_effort("gpt-5-pro") is None
     assert lowest_reasoning_effort("gpt-4o") is None
-    assert lowest_reasoning_effort("gpt-6.1-sol") == "none"
+    assert lowest_reasoning_effort("gpt-6-sol") == "none"
+    assert lowest_reasoning_effort("gpt-6.1-terra") == "none"
+    # Astra, 6.1 Sol and 6.2 always reason and refuse `none`; a later family too, until known.
+    assert lowest_reasoning_effort("gpt-6-astra") == "low"
+    assert lowest_reasoning_effort("gpt-6.1-sol") == "low"
+    assert lowest_reasoning_effort("gpt-6.2-astra") == "low"
+    assert lowest_reasoning_effort("gpt-7") == "low"
     assert lowest_reasoning_effort("gpt-6-chat-latest") is None
     assert lowest_reasoning_effort("gpt-6.1-codex") == "low"
 

@@ -69,14 +69,19 @@ class OpenAIProfile:
 _NO_EFFORT = re.compile(r"^o1-(mini|preview)")
 _REASONING = re.compile(r"^(o\d|gpt-([5-9]|\d\d))")
 _CHAT_VARIANT = re.compile(r"-chat(-latest)?$|-chat-")
+# The GPT-6 models that still turn reasoning off with `none` (they reason at `medium` unless
+# told); the others always reason, from `low` up.
+_GPT_6_OFF = ("gpt-6-luna", "gpt-6-sol", "gpt-6.1-terra")
 
 
 def lowest_reasoning_effort(model: str) -> str | None:
     """The lowest ``reasoning_effort`` an OpenAI model accepts, or ``None`` to send none.
 
-    ``none`` from GPT-5.1 on, GPT-6 included (except Codex models, whose floor is ``low``),
-    ``minimal`` for the first GPT-5 models, ``low`` for the o-series; o1-mini/o1-preview and
-    the -pro models take no lower value than their default, so nothing is sent.
+    ``none`` from GPT-5.1 on and for GPT-6 Luna, Sol and 6.1 Terra (except Codex models, whose
+    floor is ``low``), ``low`` for the GPT-6 models that always reason (Astra, 6.1 Sol, 6.2 and
+    later: they refuse ``none``), ``minimal`` for the first GPT-5 models, ``low`` for the
+    o-series; o1-mini/o1-preview and the -pro models take no lower value than their default,
+    so nothing is sent. After pydantic-ai's live-verified OpenAI profiles.
     """
     name = model.lower().rsplit("/", 1)[-1]
     if _NO_EFFORT.match(name) or not _REASONING.match(name) or _CHAT_VARIANT.search(name):
@@ -89,6 +94,8 @@ def lowest_reasoning_effort(model: str) -> str | None:
         return "low"
     if re.match(r"^gpt-5(-|$)", name):
         return "minimal"
+    if re.match(r"^gpt-(\d\d|[6-9])", name) and not name.startswith(_GPT_6_OFF):
+        return "low"  # GPT-6 Astra, 6.1 Sol, 6.2 and later always reason: `none` is refused
     return "none"
 
 
