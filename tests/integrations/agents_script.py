@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
-from agents import Usage
+from agents import SQLiteSession, Usage
 from agents.items import ModelResponse
 from agents.models.interface import Model
 from agents.models.openai_responses import Converter
@@ -15,6 +16,9 @@ from openai.types.responses import (
     ResponseOutputMessage,
     ResponseOutputText,
 )
+
+from autocompact import open_store
+from autocompact.integrations.openai_agents import AutocompactSession, StoreSession
 
 
 def count_tokens(system: str | None, items: list[Any], tools: list[Any]) -> int:
@@ -109,3 +113,31 @@ class ScriptedModel(Model):
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         """Not used by these tests."""
         raise NotImplementedError
+
+
+def stored_history() -> list[Any]:
+    """Eight stored turns of 10,000 characters each: 20,000 tokens by the estimate (under the
+    hard threshold of a 32,000 window), about 27,000 by the scripted model's own count."""
+    items: list[Any] = []
+    for n in range(8):
+        items += [
+            {"role": "user", "content": f"question {n} " + "q" * 5_000},
+            {"role": "assistant", "content": f"answer {n} " + "a" * 5_000},
+        ]
+    return items
+
+
+async def session_with_history(kind: str, path: Path, window: int, name: str) -> Any:
+    """An ``AutocompactSession`` over a ``SQLiteSession`` (``kind="wrapper"``) or a
+    ``StoreSession`` on a SQLite store under ``path`` (``"store"``), holding
+    :func:`stored_history`, stored without any compaction."""
+    if kind == "wrapper":
+        wrapped = AutocompactSession(
+            SQLiteSession(name), context_window=window, summarizer="offline"
+        )
+        await wrapped.underlying.add_items(stored_history())
+        return wrapped
+    store = open_store(f"sqlite:///{path / f'{name}.db'}")
+    stored = StoreSession(store, name, context_window=window, summarizer="offline")
+    await stored.add_items(stored_history())
+    return stored

@@ -21,15 +21,16 @@ from agents import (
 from agents.items import ModelResponse
 from pydantic import BaseModel, Field, create_model
 
-from autocompact import open_store
 from autocompact.integrations._openai_agents_convert import agent_tool_specs
-from autocompact.integrations.openai_agents import AutocompactSession, StoreSession
+from autocompact.integrations.openai_agents import AutocompactSession
 
 from .agents_script import (
     ScriptedModel,
     call_output,
     count_tokens,
     declarations_tokens,
+    session_with_history,
+    stored_history,
     text_output,
 )
 
@@ -54,18 +55,6 @@ def report_json() -> str:
     return json.dumps({f"field_{n}": "ok" for n in range(12)})
 
 
-def history() -> list[Any]:
-    """Eight stored turns of 10,000 characters each: 20,000 tokens by the estimate (under the
-    hard threshold), about 27,000 by the model's own count."""
-    items: list[Any] = []
-    for n in range(8):
-        items += [
-            {"role": "user", "content": f"question {n} " + "q" * 5_000},
-            {"role": "assistant", "content": f"answer {n} " + "a" * 5_000},
-        ]
-    return items
-
-
 def triage(model: ScriptedModel) -> Agent[Any]:
     """An agent with 3 handoffs to experts with long descriptions and a large output type."""
     experts = [Agent(name=f"expert_{n}", handoff_description=LONG, model=model) for n in range(3)]
@@ -79,17 +68,8 @@ def triage(model: ScriptedModel) -> Agent[Any]:
 
 
 async def session_for(kind: str, tmp_path: Path) -> Any:
-    """A session of ``kind`` holding :func:`history`, stored without any compaction."""
-    if kind == "wrapper":
-        wrapped = AutocompactSession(
-            SQLiteSession("d"), context_window=WINDOW, summarizer="offline"
-        )
-        await wrapped.underlying.add_items(history())
-        return wrapped
-    store = open_store(f"sqlite:///{tmp_path / 'd.db'}")
-    stored = StoreSession(store, "d", context_window=WINDOW, summarizer="offline")
-    await stored.add_items(history())
-    return stored
+    """A session of ``kind`` holding the stored history, stored without any compaction."""
+    return await session_with_history(kind, tmp_path, WINDOW, "d")
 
 
 @pytest.mark.parametrize("kind", ["wrapper", "store"])
@@ -103,7 +83,7 @@ async def test_handoffs_and_output_schema_are_counted(kind: str, tmp_path: Path)
     session = await session_for(kind, tmp_path)
     experts = [handoff(expert) for expert in agent.handoffs if isinstance(expert, Agent)]
     wire = declarations_tokens(experts, AgentOutputSchema(agent.output_type))
-    assert count_tokens("route the question", history(), []) + wire > WINDOW  # the premise
+    assert count_tokens("route the question", stored_history(), []) + wire > WINDOW  # the premise
     result = await Runner.run(
         agent, "next question", session=session, run_config=session.run_config()
     )

@@ -13,10 +13,15 @@ from agents.mcp import MCPServer
 from mcp.types import CallToolResult, GetPromptResult, ListPromptsResult, TextContent
 from mcp.types import Tool as MCPTool
 
-from autocompact import open_store
-from autocompact.integrations.openai_agents import AutocompactSession, StoreSession
+from autocompact.integrations.openai_agents import AutocompactSession
 
-from .agents_script import ScriptedModel, count_tokens, text_output
+from .agents_script import (
+    ScriptedModel,
+    count_tokens,
+    session_with_history,
+    stored_history,
+    text_output,
+)
 
 set_tracing_disabled(True)
 
@@ -72,30 +77,9 @@ class ListedTools(MCPServer):
         raise KeyError(name)
 
 
-def history() -> list[Any]:
-    """Eight stored turns of 10,000 characters each: 20,000 tokens by the estimate (under the
-    hard threshold), about 27,000 by the model's own count."""
-    items: list[Any] = []
-    for n in range(8):
-        items += [
-            {"role": "user", "content": f"question {n} " + "q" * 5_000},
-            {"role": "assistant", "content": f"answer {n} " + "a" * 5_000},
-        ]
-    return items
-
-
 async def session_for(kind: str, tmp_path: Path) -> Any:
-    """A session of ``kind`` holding :func:`history`, stored without any compaction."""
-    if kind == "wrapper":
-        wrapped = AutocompactSession(
-            SQLiteSession("m"), context_window=WINDOW, summarizer="offline"
-        )
-        await wrapped.underlying.add_items(history())
-        return wrapped
-    store = open_store(f"sqlite:///{tmp_path / 'm.db'}")
-    stored = StoreSession(store, "m", context_window=WINDOW, summarizer="offline")
-    await stored.add_items(history())
-    return stored
+    """A session of ``kind`` holding the stored history, stored without any compaction."""
+    return await session_with_history(kind, tmp_path, WINDOW, "m")
 
 
 @pytest.mark.parametrize("kind", ["wrapper", "store"])
@@ -108,7 +92,7 @@ async def test_mcp_tools_are_counted(kind: str, tmp_path: Path) -> None:
     agent = Agent(name="clerk", instructions="file it", model=model, mcp_servers=[server])
     session = await session_for(kind, tmp_path)
     listed = await agent.get_mcp_tools(_context())
-    assert count_tokens("file it", history(), listed) > WINDOW  # the premise
+    assert count_tokens("file it", stored_history(), listed) > WINDOW  # the premise
     result = await Runner.run(agent, "next", session=session, run_config=session.run_config())
     assert result.final_output == "done"
     assert model.requests[0]["tools"] == 12
