@@ -46,9 +46,9 @@ __all__ = [
 
 # Blocks the harness writes into the user's turn: never the user's words.
 _HARNESS_BLOCK = re.compile(
-    r"<(task-notification|system-reminder|local-command-stdout|local-command-stderr|"
-    r"command-name|command-message|command-args|bash-input|bash-stdout|bash-stderr|"
-    r"user-prompt-submit-hook)>.*?(?:</\1>|$)",
+    r"<(task-notification|system-reminder|local-command-caveat|local-command-stdout|"
+    r"local-command-stderr|command-name|command-message|command-args|bash-input|bash-stdout|"
+    r"bash-stderr|user-prompt-submit-hook)>.*?(?:</\1>|$)",
     re.S,
 )
 _HARNESS = re.compile(
