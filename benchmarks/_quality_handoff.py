@@ -35,7 +35,8 @@ normalised, whole tokens):
   its own after the tag);
 - **harness-free**: the summary holds no harness text (``<task-notification>``,
   ``<system-reminder>``, ``[Request interrupted``, ``STOP what you are doing``, the tool-rejection
-  sentence, ``<command-name>``, ``<local-command-``).
+  sentence, ``<command-name>``, a ``local-command-`` tag, the local-command caveat's "DO NOT
+  respond to these messages").
 
 Queued prompts (``queue-operation`` lines) are not read by ``autocompact.transcripts`` today, so
 a request made that way is not in the part for either summary's checks.
@@ -81,7 +82,8 @@ HARNESS = (
     "stop what you are doing",
     "doesn't want to proceed with this tool use",
     "<command-name>",
-    "<local-command-",
+    "local-command-",
+    "do not respond to these messages",  # the caveat Claude Code writes before a local command
 )
 _TAGGED = re.compile(
     r"<(task-notification|system-reminder|command-[\w-]+|local-command-[\w-]+)>.*?</\1>", re.S

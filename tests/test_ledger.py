@@ -156,6 +156,32 @@ def test_a_local_commands_caveat_is_no_rule_of_the_user() -> None:
     assert "respond to these messages" not in render_ledger(ledger, 16_000)
 
 
+def test_a_foreign_summarys_wrapper_and_headings_are_no_rules() -> None:
+    """Claude Code's summary of an earlier part opens and ends with its own sentences and is
+    cut into headed sections: neither is a rule of the user's; what the sections say is read."""
+    summary = (
+        "This session is being continued from a previous conversation that ran out of "
+        "context. The summary below covers the earlier portion of the conversation.\n\n"
+        "Summary:\n1. Primary Request and Intent:\nPort the billing worker to Go.\n\n"
+        "2. Pending Tasks:\n- Keep the retry budget at 7 attempts.\n\n"
+        "3. Current Work:\nRewriting the ledger export in cmd/export.go.\n\n"
+        "If you need specific details from before compaction (like exact code snippets, "
+        "error messages, or content you generated), read the full transcript at: "
+        "/home/u/.claude/projects/p/s.jsonl\nPlease continue the conversation from where we "
+        "left off without asking the user any further questions. Continue with the last task "
+        "that you were asked to work on."
+    )
+    history = [Message.user(summary), Message.model("Resuming the export.")]
+    ledger = build_ledger(history)
+    shown = render_ledger(ledger, 16_000)
+    for wrapper in ("summary below covers", "further questions", "full transcript", "last task"):
+        assert wrapper not in shown
+    for heading in ("Pending Tasks:", "Current Work:", "Primary Request and Intent:"):
+        assert heading not in shown
+    assert "7 attempts" in shown
+    assert "cmd/export.go" in shown
+
+
 def _run(cid: str, command: str, output: str, *, error: bool) -> list[Message]:
     call = FunctionCallPart(id=cid, name="Bash", arguments={"command": command})
     result = FunctionResponsePart(id=cid, name="Bash", response=output, is_error=error)

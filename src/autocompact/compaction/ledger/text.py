@@ -55,7 +55,10 @@ _HARNESS = re.compile(
     r"^\s*(?:\[Request interrupted|\[Tool output cleared|\[Image #|<command-|<local-command|"
     r"<system-reminder>|</?task-notification|<task-id>|<output-file>|<status>|<summary>|"
     r"Caveat: |<bash-(?:input|stdout|stderr)>|This session continues|"
-    r"This session is being continued|The user doesn't want to proceed|"
+    r"This session is being continued|The summary below covers the earlier portion|"
+    r"If you need specific details from before compaction|"
+    r"Please continue the conversation from where we left off|"
+    r"Continue with the last task that you were asked|The user doesn't want to proceed|"
     r"The tool use was rejected|STOP what you are doing|To tell you how to proceed|"
     r"Read the output file to retrieve|Tool ran without output|No response requested|"
     r"Acknowledged\.|Got it\.|Continue(?: from where you left off)?\.?$|/[\w:-]+\s*$)",
@@ -79,8 +82,8 @@ def drop_harness_blocks(text: str) -> str:
 # is stripped); only those try the pattern. ``/`` opens a slash command.
 _HARNESS_HEADS = frozenset(
     """[re [to [im <co <lo <sy <ta </t <ou <st <su cav <ba thi the sto to  rea too no ack got
-    con""".split()  # noqa: SIM905
-) | {"to "}
+    con ple""".split()  # noqa: SIM905
+) | {"to ", "if "}
 
 
 def is_harness(sentence: str) -> bool:
