@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autocompact.compaction.ledger import build_ledger, parse_ledger, render_ledger
-from autocompact.compaction.ledger.text import fact_of, shorten
+from autocompact.compaction.ledger.text import fact_of, shorten, stale_tokens
 from autocompact.content import FunctionCallPart, FunctionResponsePart, Message
 
 # Plain chat around the items: common words, no values, nothing specific.
@@ -180,6 +180,15 @@ def test_a_foreign_summarys_wrapper_and_headings_are_no_rules() -> None:
         assert heading not in shown
     assert "7 attempts" in shown
     assert "cmd/export.go" in shown
+
+
+def test_a_word_of_grammar_is_never_a_stale_value() -> None:
+    """An old value read whole where its sentences were not split holds a capitalised ``The``
+    that reads as a name: as a stale token it would hide every kept sentence that says "the"."""
+    old = 'a P1 epic titled "Unified parity." The epic has 3 subtasks.'
+    stale = stale_tokens(old, "a P2 epic")
+    assert "p1" in stale
+    assert "the" not in stale
 
 
 def _run(cid: str, command: str, output: str, *, error: bool) -> list[Message]:

@@ -553,13 +553,16 @@ _TOKEN_EDGE = "()[]{}<>,;:!?.\u2026`\"'"
 
 def stale_tokens(old: str, new: str) -> set[str]:
     """The specific tokens of an old value the new one no longer has (at least 3 characters or
-    not only digits, so a stray ``2`` never hides a sentence)."""
+    not only digits, so a stray ``2`` never hides a sentence; never a word of grammar, so a
+    capitalised ``The`` read as a name where a sentence was not split never hides every
+    sentence that says "the")."""
     keep = {t.lower() for t in specific_tokens(new)}
-    return {
+    stale = {
         t.lower()
         for t in specific_tokens(old)
         if t.lower() not in keep and (len(t) >= 3 or not t.isdigit())
     }
+    return stale - _GRAMMAR
 
 
 def carries_stale(text: str, stale: set[str]) -> bool:
