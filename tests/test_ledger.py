@@ -158,13 +158,14 @@ def test_a_local_commands_caveat_is_no_rule_of_the_user() -> None:
 
 def test_a_foreign_summarys_wrapper_and_headings_are_no_rules() -> None:
     """Claude Code's summary of an earlier part opens and ends with its own sentences and is
-    cut into headed sections: neither is a rule of the user's; what the sections say is read."""
+    cut into headed sections: neither is a rule of the user's. What the sections say, indented
+    under their numbered headings as Markdown continues a list item, is read."""
     summary = (
         "This session is being continued from a previous conversation that ran out of "
         "context. The summary below covers the earlier portion of the conversation.\n\n"
-        "Summary:\n1. Primary Request and Intent:\nPort the billing worker to Go.\n\n"
-        "2. Pending Tasks:\n- Keep the retry budget at 7 attempts.\n\n"
-        "3. Current Work:\nRewriting the ledger export in cmd/export.go.\n\n"
+        "Summary:\n1. Primary Request and Intent:\n   Port the billing worker to Go.\n\n"
+        "2. Pending Tasks:\n   - Keep the retry budget at 7 attempts.\n\n"
+        "3. Current Work:\n   Rewriting the ledger export in cmd/export.go.\n\n"
         "If you need specific details from before compaction (like exact code snippets, "
         "error messages, or content you generated), read the full transcript at: "
         "/home/u/.claude/projects/p/s.jsonl\nPlease continue the conversation from where we "

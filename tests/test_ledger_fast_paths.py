@@ -8,9 +8,10 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from autocompact.compaction.ledger.code import drop_code
 from autocompact.compaction.ledger.goals import NAMED, has_name
 from autocompact.compaction.ledger.keys import named
-from autocompact.compaction.ledger.text import drop_code, hinted, specific_counts, specific_marks
+from autocompact.compaction.ledger.text import hinted, specific_counts, specific_marks
 from autocompact.compaction.ledger.tools import error_line, kind_of, result_line
 
 # Pieces of prose, code, output and commands, with blanks of every kind and letters outside
@@ -31,15 +32,42 @@ _CODE_FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
 _INDENTED = re.compile(r"^[ \t]+(?![-*•+>] |\d+[.)] )\S.*$", re.M)
 
 
+_TOP_ITEM = re.compile(r"^(?:\d{1,3}[.)]|[-*+•]) ", re.M)
+
+
 @settings(max_examples=500, deadline=None)
 @given(text=_TEXT)
 def test_drop_code_drops_what_the_two_substitutions_dropped(text: str) -> None:
     """A fence to the next one (or to the end) becomes a line break and an indented line that
-    is no list item is emptied, found with string searches: the text of the substitutions."""
+    is no list item is emptied, found with string searches: the text of the substitutions
+    (where no list item opens a line: the lines under one are read below)."""
     expected = _CODE_FENCE.sub("\n", text) if "```" in text else text
+    if _TOP_ITEM.search(expected) is not None and ("\n " in expected or "\n\t" in expected):
+        return
     if "\n " in expected or "\n\t" in expected:
         expected = _INDENTED.sub("", expected)
     assert drop_code(text) == expected
+
+
+def test_the_prose_under_a_list_item_is_read_and_code_below_it_is_not() -> None:
+    """Markdown continues a list item with the lines indented to its text: those are prose.
+    Deeper lines, fenced code, and an indented block under a paragraph stay code."""
+    text = (
+        "Summary:\n1. Current Work:\n   Porting the parser to Rust.\n   \n"
+        "   Two tests still fail.\n\n"
+        "2. Files:\n   - src/lib.rs\n       fn parse() {}\n"
+        "   ```rust\n   let x = 1;\n   ```\n"
+        "- Next: run the suite\n  then push.\n"
+        "The build printed:\n   Traceback (most recent call last):\n"
+        'Traceback (most recent call last):\n  File "a.py", line 3, in f\n    foo()\n'
+        "3. Tabs:\n\tnot prose"
+    )
+    kept = drop_code(text).split("\n")
+    for prose in ("Porting the parser to Rust.", "Two tests still fail.", "- src/lib.rs"):
+        assert prose in kept
+    assert "then push." in kept  # a bullet's text starts at its third character
+    for code in ("fn parse", "let x", "File ", "foo()", "not prose", "   Traceback"):
+        assert not any(code in line for line in kept), code
 
 
 # The patterns as they read any text (``\d``, ``\w`` and ``\b`` from the Unicode database).

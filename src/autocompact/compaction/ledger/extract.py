@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from autocompact.compaction.ledger import tools
+from autocompact.compaction.ledger.code import drop_code
 from autocompact.compaction.ledger.goals import (
     NAMED_GOAL,
     best,
@@ -57,7 +58,6 @@ from autocompact.compaction.ledger.text import (
     Fact,
     carries_stale,
     content_words,
-    drop_code,
     drop_harness_blocks,
     fact_of,
     form_of,

@@ -23,7 +23,6 @@ __all__ = [
     "Form",
     "carries_stale",
     "content_words",
-    "drop_code",
     "drop_harness_blocks",
     "each_specific_token",
     "fact_of",
@@ -92,43 +91,6 @@ def is_harness(sentence: str) -> bool:
     if head not in _HARNESS_HEADS and head[:1] != "/" and head.isascii():
         return False
     return _HARNESS.match(sentence) is not None
-
-
-# An indented line (not a list item) with the line break before it: the pattern opens with a
-# literal character, which ``re`` skips to in C (a line start, ``^`` in multi-line mode, is
-# tried at every character).
-_BREAK_INDENTED = re.compile(r"\n[ \t]+(?![-*•+>] |\d+[.)] )\S.*")
-
-
-def drop_code(text: str) -> str:
-    """``text`` without fenced code blocks and indented lines (pasted code, tracebacks, quoted
-    output): never statements, and the costliest text to read (C-level searches). A fence
-    runs to the next one, or to the end, and becomes a line break; an indented line is
-    emptied, its line break kept."""
-    if "```" in text:
-        text = _without_fences(text)
-    if "\n " in text or "\n\t" in text:  # (a first line is read after a line break put before it)
-        text = _BREAK_INDENTED.sub("\n", "\n" + text)[1:]
-    return text
-
-
-def _without_fences(text: str) -> str:
-    """``text`` with each fence to the next one (or to the end) made a line break, the fences
-    found with ``str.find`` (a lazy pattern would test for a fence at each character)."""
-    out = []
-    at = 0
-    start = text.find("```")
-    while start >= 0:
-        out.append(text[at:start])
-        out.append("\n")
-        end = text.find("```", start + 3)
-        if end < 0:
-            at = len(text)
-            break
-        at = end + 3
-        start = text.find("```", at)
-    out.append(text[at:])
-    return "".join(out)
 
 
 # -- closed classes ---------------------------------------------------------------------------
