@@ -183,6 +183,22 @@ def test_a_foreign_summarys_wrapper_and_headings_are_no_rules() -> None:
     assert "cmd/export.go" in shown
 
 
+def test_the_headings_of_a_pasted_playbook_are_no_rules() -> None:
+    """A Markdown document the user pastes (a playbook, a skill) heads its rules with ``#``
+    lines: the rules under them are read, the headings are not."""
+    playbook = (
+        "Release the mobile app this week.\n\n# Release Playbook\n\n## Freeze\n"
+        "Never merge feature branches after Thursday.\n\n### Step 2: Smoke Tests\n"
+        "Run the smoke suite on the Pixel 7 emulator before tagging."
+    )
+    ledger = build_ledger([Message.user(playbook), Message.model("Starting the freeze.")])
+    shown = render_ledger(ledger, 16_000)
+    assert "Never merge feature branches after Thursday." in shown
+    assert "Pixel 7" in shown
+    for heading in ("# Release Playbook", "## Freeze", "### Step 2"):
+        assert heading not in shown
+
+
 def test_a_word_of_grammar_is_never_a_stale_value() -> None:
     """An old value read whole where its sentences were not split holds a capitalised ``The``
     that reads as a name: as a stale token it would hide every kept sentence that says "the"."""

@@ -63,6 +63,7 @@ from autocompact.compaction.ledger.text import (
     form_of,
     has_specific,
     is_harness,
+    is_heading,
     norm,
     rare_count,
     specific_counts,
@@ -292,8 +293,8 @@ def _user_text(state: _State, text: str) -> None:
         named = subject is not None and subject.search(lower_lines[index]) is not None
         if named and not specific and marks.get(index + 1) and value_follows(line, lines, index):
             line, specific, taken = f"{line} {lines[index + 1]}", marks[index + 1], index + 1
-        if not opens and line.endswith(":"):
-            continue  # a heading ("Pending Tasks:"): what it introduces is said after it
+        if not opens and is_heading(line):
+            continue  # ("Pending Tasks:", "## Phase 2"): what it heads is said after it
         rare = 0
         if specific:  # a candidate whatever its words; its marks rank it
             state.said.append(

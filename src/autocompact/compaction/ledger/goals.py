@@ -22,6 +22,7 @@ from autocompact.compaction.ledger.text import (
     content_words,
     form_of,
     is_harness,
+    is_heading,
     norm,
     specific_tokens,
 )
@@ -85,7 +86,10 @@ def goal_index(
         for index, line in enumerate(lines)
         if len(line) >= 4 and not is_harness(line) and not (index in marks and code_like(line))
     ]
-    requests = [i for i in usable if not _limit(form_of(lines[i]))] or usable
+    # A rule or a heading is not the request (a message of headings alone still has a goal).
+    requests = [
+        i for i in usable if not _limit(form_of(lines[i])) and not is_heading(lines[i])
+    ] or usable
     chosen, chosen_score = -1, -1
     for index in requests:
         first = lower[index].split(". ", 1)[0]

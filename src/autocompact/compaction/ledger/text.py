@@ -30,6 +30,7 @@ __all__ = [
     "has_specific",
     "hinted",
     "is_harness",
+    "is_heading",
     "marked_tokens",
     "maybe_strong",
     "norm",
@@ -83,6 +84,15 @@ _HARNESS_HEADS = frozenset(
     """[re [to [im <co <lo <sy <ta </t <ou <st <su cav <ba thi the sto to  rea too no ack got
     con ple""".split()  # noqa: SIM905
 ) | {"to ", "if "}
+
+
+_ATX_HEADING = re.compile(r"#{1,6} ")
+
+
+def is_heading(sentence: str) -> bool:
+    """Whether a sentence heads what follows it (``Pending Tasks:``, ``## Phase 2``): it says
+    nothing on its own."""
+    return sentence.endswith(":") or _ATX_HEADING.match(sentence) is not None
 
 
 def is_harness(sentence: str) -> bool:
