@@ -183,6 +183,33 @@ def test_a_foreign_summarys_wrapper_and_headings_are_no_rules() -> None:
     assert "cmd/export.go" in shown
 
 
+def test_a_foreign_summary_quotes_the_user_and_states_the_work() -> None:
+    """In Claude Code's summary, the sections of the user's request and messages are the user's
+    words (the goal, the rules); the others are the work's state as a model wrote it: notes,
+    never the user's rules (the audit would append each one to every summary)."""
+    summary = (
+        "This session is being continued from a previous conversation that ran out of "
+        "context. The summary below covers the earlier portion of the conversation.\n\n"
+        "Analysis:\nGoing through the conversation in order.\n\nSummary:\n"
+        "1. Primary Request and Intent:\n   Migrate the invoices service to PostgreSQL 16.\n\n"
+        "2. Pending Tasks:\n   - Rewrite the nightly export in jobs/export.py.\n\n"
+        '3. All user messages:\n   - "Never drop the legacy invoices table."\n\n'
+        "4. Current Work:\n   Porting the schema in db/schema.sql.\n\n"
+        "Please continue the conversation from where we left off without asking the user any "
+        "further questions."
+    )
+    ledger = build_ledger([Message.user(summary), Message.model("Porting it.")])
+    assert ledger.goal is not None
+    assert "PostgreSQL 16" in ledger.goal.text
+    rules = " ".join(e.text for e in ledger.constraints)
+    assert "Never drop the legacy invoices table" in rules
+    assert "jobs/export.py" not in rules
+    assert "db/schema.sql" not in rules
+    notes = " ".join(e.text for e in ledger.notes)
+    assert "jobs/export.py" in notes
+    assert "db/schema.sql" in notes
+
+
 def test_the_headings_of_a_pasted_playbook_are_no_rules() -> None:
     """A Markdown document the user pastes (a playbook, a skill) heads its rules with ``#``
     lines: the rules under them are read, the headings are not."""

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from autocompact.compaction.ledger import tools
 from autocompact.compaction.ledger.code import drop_code
+from autocompact.compaction.ledger.foreign import is_foreign_summary, summary_sections
 from autocompact.compaction.ledger.goals import (
     NAMED_GOAL,
     best,
@@ -39,7 +40,7 @@ from autocompact.compaction.ledger.goals import (
     value_follows,
 )
 from autocompact.compaction.ledger.keys import KeyWords, rule_key
-from autocompact.compaction.ledger.model import Entry, Ledger
+from autocompact.compaction.ledger.model import Entry, Ledger, merged
 from autocompact.compaction.ledger.render import parse_ledger
 from autocompact.compaction.ledger.scan import scan
 from autocompact.compaction.ledger.sentences import sentence_list
@@ -102,7 +103,7 @@ _NAMED_HINT_ASCII = re.compile(r"[0-9/_@]")  # (the same, in a text in ASCII: a 
 class _Said:
     """One candidate sentence."""
 
-    __slots__ = ("names_goal", "opens_turn", "position", "rare", "specific", "text", "user")
+    __slots__ = ("names_goal", "note", "opens_turn", "position", "rare", "specific", "text", "user")
 
     def __init__(
         self,
@@ -113,8 +114,10 @@ class _Said:
         opens_turn: bool,
         specific: int,
         names_goal: bool = False,
+        note: bool = False,
     ) -> None:
         self.text = text
+        self.note = note  # the state of the work a summary states: a note or a fact at most
         self.position = position
         self.user = user
         self.opens_turn = opens_turn
@@ -209,6 +212,10 @@ def build_ledger(messages: Sequence[Message]) -> Ledger:
                 state.position = 0
                 state.goal_subject = subject_of(state.seeded.goal)
                 continue
+            if is_foreign_summary(text):
+                for own, piece in summary_sections(text):
+                    _user_text(state, piece, own=own)
+                continue
             _user_text(state, text)
             continue
         calls = message.function_calls
@@ -244,7 +251,9 @@ def _sample_counts(state: _State, messages: Sequence[Message]) -> None:
     state.known = GRAMMAR.union(state.common)
 
 
-def _user_text(state: _State, text: str) -> None:
+def _user_text(state: _State, text: str, *, own: bool = True) -> None:
+    """Read what the user said (``own``), or the state of the work a summary in the user's turn
+    states (not own: notes and facts at most)."""
     text = drop_code(drop_harness_blocks(text))
     if not text or text.isspace():  # (``not text.strip()``, without the copy)
         return
@@ -252,14 +261,14 @@ def _user_text(state: _State, text: str) -> None:
     if not lines:
         return
     marks, strong, lower_lines = scan(lines)
-    opens = True
+    opens = own
     taken = -1  # a sentence joined to the change of goal before it
     subject = state.goal_subject  # finds the goal's subject (a message naming none skips it)
     if subject is not None and subject.search(text.lower()) is None:
         subject = None
     goal = (
         goal_index(lines, lower_lines, marks, state.common)
-        if state.goal is None and state.seeded is None
+        if own and state.goal is None and state.seeded is None
         else -1
     )
     last = -1  # the last sentence read (the next step falls back on it), and its position
@@ -305,6 +314,7 @@ def _user_text(state: _State, text: str) -> None:
                     opens_turn=opens,
                     specific=specific,
                     names_goal=named,
+                    note=not own,
                 )
             )
         elif opens or index in strong:
@@ -317,7 +327,9 @@ def _user_text(state: _State, text: str) -> None:
                 state.rare_limit < 0 and len(content_words(lower_lines[index])) >= _MIN_CONTENT
             ):
                 state.said.append(
-                    _Said(line, position, user=True, opens_turn=opens, specific=specific)
+                    _Said(
+                        line, position, user=True, opens_turn=opens, specific=specific, note=not own
+                    )
                 )
                 state.said[-1].rare = rare
         opens = False
@@ -486,7 +498,7 @@ def _finish(state: _State) -> Ledger:
         form = form_of(item.text)
         score += 1.0 if form.negated else 0.0
         plain = not (item.specific or rare)
-        turn = item.opens_turn or item.names_goal
+        turn = (item.opens_turn or item.names_goal) and not item.note
         if plain and not (form.strong or (turn and form.directive)):
             continue
         if turn and form.directive and not (form.negated or form.bounded or form.first_person):
@@ -495,7 +507,7 @@ def _finish(state: _State) -> Ledger:
             score += 0.0 if plain else 2.0
             goals.append(Entry(item.text, score, item.position, mark=mark))
             subjects.add(goals[-1], template)
-        elif form.directive or form.first_person:
+        elif (form.directive or form.first_person) and not item.note:
             key = rule_key(item.text, template)
             old = rules.get(key)
             if old is not None and norm(old.text) != norm(item.text):
@@ -536,8 +548,8 @@ def _finish(state: _State) -> Ledger:
         facts=tuple(sorted(facts.values(), key=lambda e: e.position)),
         decisions=fresh(latest(decisions, _MAX_DECISIONS)),
         status=status_entries(state.todos, state.todo_position, state.done, seeded),
-        results=_merged(seeded.results, state.results.values()),
-        errors=_merged(seeded.errors, state.errors.values()),
+        results=merged(seeded.results, state.results.values()),
+        errors=merged(seeded.errors, state.errors.values()),
         files=_files(state, seeded),
         notes=fresh(best(notes, _MAX_NOTES)),
         actions=tuple(state.actions[-_MAX_ACTIONS:]),
@@ -574,13 +586,6 @@ def _specific_value(value: str, counts: Counter[str], rare_limit: int) -> bool:
         and len(value.split()) <= 6
         and any(counts.get(w, 0) <= rare_limit for w in _RARE_WORD.findall(value.lower()))
     )
-
-
-def _merged(old: Sequence[Entry], new: Iterable[Entry]) -> tuple[Entry, ...]:
-    out: dict[str, Entry] = {e.key or e.text: e for e in old}
-    for entry in new:
-        out[entry.key or entry.text] = entry
-    return tuple(sorted(out.values(), key=lambda e: e.position))
 
 
 def _files(state: _State, seeded: Ledger) -> tuple[Entry, ...]:

@@ -10,6 +10,7 @@ specific remaining sentences, and the next step. It is built by
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -29,6 +30,7 @@ __all__ = [
     "STATUS",
     "Entry",
     "Ledger",
+    "merged",
 ]
 
 GOAL, GOAL_NOW, CONSTRAINTS, FACTS, DECISIONS = "goal", "goal now", "rules", "facts", "decisions"
@@ -112,3 +114,12 @@ class Ledger:
             ACTIONS: self.actions,
             NEXT: (self.next_step,) if self.next_step else (),
         }
+
+
+def merged(old: Sequence[Entry], new: Iterable[Entry]) -> tuple[Entry, ...]:
+    """The entries of ``old`` and ``new`` by key (by text without one), a new one replacing an
+    old one of its key, in the order they were said."""
+    out: dict[str, Entry] = {e.key or e.text: e for e in old}
+    for entry in new:
+        out[entry.key or entry.text] = entry
+    return tuple(sorted(out.values(), key=lambda e: e.position))

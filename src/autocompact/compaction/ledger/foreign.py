@@ -1,0 +1,51 @@
+"""Claude Code's own summary of an earlier part, met in a history (a session the client compacted
+before it came through autocompact, a replayed log). Pure.
+
+It is a user message that opens with "This session is being continued from a previous
+conversation" and is cut into numbered sections after a ``Summary:`` line. Two of them hold
+what the user asked ("Primary Request and Intent", "All user messages"): those are the user's
+words. The others (concepts, files, errors, pending tasks, current work, next step) and the
+analysis before them are the state of the work as a model wrote it: notes and facts, never the
+user's rules or a change of goal.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["OPENING", "is_foreign_summary", "summary_sections"]
+
+OPENING = "This session is being continued from a previous conversation"
+_SUMMARY = re.compile(r"^Summary:[ \t]*$", re.M)
+_SECTION = re.compile(r"^\d{1,2}\. ([^\n]{3,80}?):[ \t]*$", re.M)
+_USERS = re.compile(r"\buser\b|\brequest\b", re.I)  # "All user messages", "Primary Request"
+
+
+def is_foreign_summary(text: str) -> bool:
+    """Whether a user message's text is Claude Code's summary of an earlier part."""
+    return text.lstrip().startswith(OPENING)
+
+
+def summary_sections(text: str) -> list[tuple[bool, str]]:
+    """The pieces of such a summary in order, each with whether it holds the user's own words
+    (a section titled for the user's messages or request) or the state of the work (the rest,
+    the analysis before ``Summary:`` included)."""
+    found = _SUMMARY.search(text)
+    start = found.end() if found is not None else 0
+    pieces: list[tuple[bool, str]] = []
+    at, users = 0, False
+    for section in _SECTION.finditer(text, start):
+        pieces.append((users, text[at : section.start()]))
+        at, users = section.end(), _USERS.search(section.group(1)) is not None
+    pieces.append((users, text[at:]))
+    return [(own, _dedented(piece)) for own, piece in pieces if piece.strip()]
+
+
+def _dedented(piece: str) -> str:
+    """A section's text with the indent of its first line taken off every line that has it
+    (Claude Code indents a section's prose under its numbered heading, which is not part of the
+    piece; what follows the last section, less indented, is left as it is)."""
+    lines = piece.split("\n")
+    first = next(line for line in lines if line.strip())
+    indent = len(first) - len(first.lstrip(" "))
+    return "\n".join(line[min(indent, len(line) - len(line.lstrip(" "))) :] for line in lines)
