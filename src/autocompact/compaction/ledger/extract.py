@@ -13,7 +13,9 @@ what the tools did; a second ranks the sentences once the session's word counts 
   that names the goal's subject, is a change of goal (:mod:`.goals`);
 - other specific sentences are notes, kept when room is left;
 - an assistant's first-person statement with something specific is a decision;
-- a successful commit or tracker close is finished work in the status (:mod:`.status`).
+- a successful commit or tracker close is finished work in the status (:mod:`.status`);
+- Claude Code's own summary in a user's turn is the user's words only where it quotes the
+  user; the rest is the work's state, notes and facts at most (:mod:`.foreign`).
 
 Linear in the history: each sentence is read once, and scored once.
 """
