@@ -13,10 +13,9 @@ __all__ = ["drop_code"]
 # tried at every character).
 _BREAK_INDENTED = re.compile(r"\n[ \t]+(?![-*•+>] |\d+[.)] )\S.*")
 
-
-# A list item at the start of a line ("1. …", "- …"), with the line break before it.
-_BREAK_ITEM = re.compile(r"\n(?:\d{1,3}[.)]|[-*+•]) ")
+# A list item's marker ("1. …", "- …"); with the line break before it, one that opens a line.
 _ITEM = re.compile(r"(?:\d{1,3}[.)]|[-*+•]) ")
+_BREAK_ITEM = re.compile("\n" + _ITEM.pattern)
 
 
 def drop_code(text: str) -> str:
