@@ -423,3 +423,57 @@ def test_the_ledger_reads_any_text(turns: list[tuple[str, str]]) -> None:
     for budget in (200, 2000, 20_000):
         assert len(render_ledger(ledger, budget)) <= budget
         parse_ledger(render_ledger(ledger, budget))
+
+
+def test_a_harness_asking_for_its_own_summary_states_no_rule_and_no_goal() -> None:
+    """Claude Code's /compact and Codex's checkpoint ask for a summary in a user turn (a
+    replayed side query, a pool of logs): what they ask is the summarizer's task, never the
+    user's rule or goal, nor what was added to it (a focus for that summary); the user's
+    request and rule before them are kept."""
+    requests = (
+        "Your task is to create a detailed summary of the conversation so far, with care for "
+        "each request.\n\nWrap your reasoning in <analysis> tags first.\n\n"
+        "1. Errors and fixes: List every error you met and how it was fixed.\n"
+        "2. Open work: Do not start on requests that were finished long ago.\n\n"
+        "<example>\n- [Concept 2]\n</example>\n\nAdditional Instructions:\n"
+        "Always squash the commits before merging to main.",
+        "You are performing a CONTEXT CHECKPOINT COMPACTION. Write a handoff note for the next "
+        "model.\n\nInclude:\n- Important constraints or user preferences\n"
+        "- What remains to be done\n\nBe brief, structured and exact.",
+    )
+    for request in requests:
+        history = [
+            Message.user(
+                "Add rate limiting to the upload endpoint in api/upload.py. Never touch the "
+                "billing module."
+            ),
+            Message.model("Adding a token bucket to api/upload.py."),
+            Message.user(request),
+        ]
+        ledger = build_ledger(history)
+        assert ledger.goal is not None
+        assert "rate limiting" in ledger.goal.text
+        rules = " ".join(e.text for e in ledger.constraints)
+        assert "billing module" in rules
+        said = " ".join(e.text for e in (*ledger.constraints, *ledger.goal_changes))
+        for word in ("error", "Concept", "finished", "squash", "handoff", "preferences", "brief"):
+            assert word not in said, (word, said)
+
+
+def test_codexs_summary_of_an_earlier_part_is_the_works_state() -> None:
+    """Codex resumes after its own compaction with the model's summary in a user turn, under
+    a fixed preamble: the preamble is no rule, and the summary is the work's state (notes and
+    facts) as Claude Code's is, not the user's rules."""
+    summary = (
+        "Another language model started to solve this problem and produced a summary of its "
+        "thinking process. Use this to build on the work that has already been done and avoid "
+        "duplicating work. Here is the summary produced by the other language model:\n"
+        "Moved the nightly export in jobs/export.py to the new queue. Always run the export "
+        "with --dry-run first on staging-eu-2."
+    )
+    ledger = build_ledger([Message.user(summary), Message.model("Checking the queue.")])
+    rules = " ".join(e.text for e in ledger.constraints)
+    assert "duplicating" not in rules
+    assert "dry-run" not in rules
+    kept = " ".join(e.text for e in (*ledger.notes, *ledger.facts))
+    assert "jobs/export.py" in kept

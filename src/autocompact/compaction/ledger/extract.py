@@ -26,9 +26,8 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from autocompact.compaction.ledger import tools
+from autocompact.compaction.ledger import foreign, tools
 from autocompact.compaction.ledger.code import drop_code
-from autocompact.compaction.ledger.foreign import is_foreign_summary, summary_sections
 from autocompact.compaction.ledger.goals import (
     NAMED_GOAL,
     best,
@@ -214,8 +213,8 @@ def build_ledger(messages: Sequence[Message]) -> Ledger:
                 state.position = 0
                 state.goal_subject = subject_of(state.seeded.goal)
                 continue
-            if is_foreign_summary(text):
-                for own, piece in summary_sections(text):
+            if foreign.is_foreign_summary(text):
+                for own, piece in foreign.summary_sections(text):
                     _user_text(state, piece, own=own)
                 continue
             _user_text(state, text)
@@ -257,8 +256,8 @@ def _user_text(state: _State, text: str, *, own: bool = True) -> None:
     """Read what the user said (``own``), or the state of the work a summary in the user's turn
     states (not own: notes and facts at most)."""
     text = drop_code(drop_harness_blocks(text))
-    if not text or text.isspace():  # (``not text.strip()``, without the copy)
-        return
+    if not text or text.isspace() or (own and foreign.is_summary_request(text)):
+        return  # nothing said, or an agent asking for its own summary (module foreign)
     lines = statements(unglued(sentence_list(text)))
     if not lines:
         return

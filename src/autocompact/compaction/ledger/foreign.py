@@ -1,29 +1,48 @@
-"""Claude Code's own summary of an earlier part, met in a history (a session the client compacted
-before it came through autocompact, a replayed log). Pure.
+"""An agent's own summary of an earlier part, or its request for one, met in a history (a session
+the client compacted before it came through autocompact, a replayed log). Pure.
 
-It is a user message that opens with "This session is being continued from a previous
-conversation" and is cut into numbered sections after a ``Summary:`` line. Two of them hold
-what the user asked ("Primary Request and Intent", "All user messages"): those are the user's
-words. The others (concepts, files, errors, pending tasks, current work, next step) and the
-analysis before them are the state of the work as a model wrote it: notes and facts, never the
-user's rules or a change of goal.
+Claude Code's summary is a user message that opens with "This session is being continued from a
+previous conversation" and is cut into numbered sections after a ``Summary:`` line. Two of them
+hold what the user asked ("Primary Request and Intent", "All user messages"): those are the
+user's words. The others (concepts, files, errors, pending tasks, current work, next step) and
+the analysis before them are the state of the work as a model wrote it: notes and facts, never
+the user's rules or a change of goal. Codex's summary, under its fixed preamble, has no sections:
+all of it is the work's state (Codex keeps the user's own messages beside it).
+
+The request for a summary (Claude Code's ``/compact`` prompt, Codex's checkpoint prompt, as a
+replayed side query holds it) is the summarizer's task: none of it is the user's rule or goal.
+What the user added to it (Claude Code's ``/compact <focus>``, a PreCompact hook's output, after
+an "Additional Instructions:" line) is a focus for that summary, which was written: it is let go
+with the rest (the hook's context comes back after the compaction, where a hook gives it).
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["OPENING", "is_foreign_summary", "summary_sections"]
+__all__ = ["OPENING", "is_foreign_summary", "is_summary_request", "summary_sections"]
 
 OPENING = "This session is being continued from a previous conversation"
+_CODEX = "Another language model started to solve this problem"  # its summary's preamble
+_REQUEST = re.compile(
+    r"\s*(?:your task is to create a detailed summary of the conversation so far"  # Claude Code
+    r"|you are performing a context checkpoint compaction)",  # Codex
+    re.IGNORECASE,
+)
 _SUMMARY = re.compile(r"^Summary:[ \t]*$", re.M)
 _SECTION = re.compile(r"^\d{1,2}\. ([^\n]{3,80}?):[ \t]*$", re.M)
 _USERS = re.compile(r"\buser\b|\brequest\b", re.I)  # "All user messages", "Primary Request"
 
 
 def is_foreign_summary(text: str) -> bool:
-    """Whether a user message's text is Claude Code's summary of an earlier part."""
-    return text.lstrip().startswith(OPENING)
+    """Whether a user message's text is Claude Code's or Codex's summary of an earlier part."""
+    return text.lstrip().startswith((OPENING, _CODEX))
+
+
+def is_summary_request(text: str) -> bool:
+    """Whether a user message's text (its harness blocks taken out) opens with an agent's
+    request for its own summary."""
+    return _REQUEST.match(text) is not None
 
 
 def summary_sections(text: str) -> list[tuple[bool, str]]:
