@@ -477,3 +477,39 @@ def test_codexs_summary_of_an_earlier_part_is_the_works_state() -> None:
     assert "dry-run" not in rules
     kept = " ".join(e.text for e in (*ledger.notes, *ledger.facts))
     assert "jobs/export.py" in kept
+
+
+def test_what_the_user_typed_after_a_slash_command_is_their_request() -> None:
+    """A custom command or skill run with arguments (``/ship:release cut the 2.4 release …``):
+    the arguments are the user's words, the request the expanded text then serves; the focus
+    typed after ``/compact`` is for that summary and is not read (as its request is not)."""
+    command = (
+        "<command-message>ship:release</command-message>\n"
+        "<command-name>/ship:release</command-name>\n"
+        "<command-args>cut the 2.4 release of the billing service from branch rel-24"
+        "</command-args>"
+    )
+    expanded = (
+        "# Release skill\n\nWork through the checklist for every release.\n\n"
+        "- [ ] **Changelog entries** — each one names its ticket, e.g. BILL-812.\n"
+        "- [ ] **Version bump** — pyproject.toml and the Helm chart carry one number.\n"
+        "- [ ] **Staging soak** — 30 minutes on staging-eu-2 before the tag."
+    )
+    compact = (
+        "<command-name>/compact</command-name>\n"
+        "<command-args>keep an eye on the flaky payment tests</command-args>"
+    )
+    history = [
+        Message.user(command),
+        Message.user(expanded),
+        Message.model("Starting with the changelog."),
+        Message.user(compact),
+        Message.model("Compacted."),
+    ]
+    ledger = build_ledger(history)
+    assert ledger.goal is not None
+    assert "2.4 release of the billing service" in ledger.goal.text
+    said = " ".join(
+        e.text for e in (*ledger.constraints, *ledger.goal_changes, *ledger.notes, *ledger.facts)
+    )
+    assert "flaky payment tests" not in said

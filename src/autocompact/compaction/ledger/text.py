@@ -65,12 +65,17 @@ _HARNESS = re.compile(
     re.IGNORECASE,
 )
 _REJECTED_SAID = re.compile(r"the user said:\s*(.+)\Z", re.S | re.IGNORECASE)
+_ARGS_TAG = re.compile(r"</?command-args>")
 
 
 def drop_harness_blocks(text: str) -> str:
     """``text`` without the harness's own blocks (task notifications, system reminders, command
-    echoes); a tool rejection keeps only what the user said with it."""
+    echoes); what the user typed after a slash command is theirs (the request a custom command
+    or skill serves), but not after ``/compact`` (a focus for that summary); a tool rejection
+    keeps only what the user said with it."""
     if "<" in text:
+        if "<command-args>" in text and "<command-name>/compact<" not in text:
+            text = _ARGS_TAG.sub("\n\n", text)
         text = _HARNESS_BLOCK.sub(" ", text)
     if "doesn't want to proceed" in text:
         said = _REJECTED_SAID.search(text)
