@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from autocompact.compaction.extractive import extractive_summary
 from autocompact.compaction.ledger import build_ledger, parse_ledger, render_ledger
 from autocompact.compaction.ledger.status import MAX_DONE, finished
@@ -201,6 +203,30 @@ def test_the_goal_is_the_request_of_the_first_message_not_its_greeting_or_a_rule
     goal = build_ledger(history).goal
     assert goal is not None
     assert "tools/snapshot.sh" in goal.text
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    [
+        "Map how the invoice exporter batches its writes. Things to find out:\n"
+        "1. Which queue `exporter/batch_writer.py` drains first\n"
+        "2. Where retries_total gets incremented\n"
+        "3. The lock order between the two workers",
+        "How does reconciliation handle a late bank feed? Cover:\n"
+        "- The timeout in `jobs/reconcile.rb`, the grace period and who sets RECONCILE_GRACE\n"
+        "- Whether the ledger rows stay locked meanwhile\n\n"
+        "Read every file you need.",
+    ],
+)
+def test_the_goal_is_the_request_a_list_details_not_an_item_of_the_list(
+    request_text: str,
+) -> None:
+    """A request that opens a message and is then detailed by a list under a heading ("Things
+    to find out:"): the goal is the request, not the list item richest in names."""
+    history = [Message.user(request_text), Message.model("Reading the code.")]
+    goal = build_ledger(history).goal
+    assert goal is not None
+    assert goal.text.startswith(request_text[:24]), goal.text
 
 
 def test_a_change_of_goal_inside_a_turn_takes_its_value_from_the_next_sentence() -> None:

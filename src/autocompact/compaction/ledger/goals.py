@@ -80,7 +80,9 @@ def goal_index(
     limit (a rule is not the request), the one with the most words of content that are not
     ``common`` in the session (of a statement of several sentences, its first counts), one more
     for naming something (a path, an identifier), the first of equals; -1 when none is
-    usable."""
+    usable. A request the message opens with and then details under a heading ("Explore the
+    project. I need to understand: 1. …") is chosen before the items of that list, when it
+    says enough (:data:`_OPENING_WORDS` such words)."""
     usable = [
         index
         for index, line in enumerate(lines)
@@ -90,14 +92,21 @@ def goal_index(
     requests = [
         i for i in usable if not _limit(form_of(lines[i])) and not is_heading(lines[i])
     ] or usable
+    heading = next((i for i in usable if is_heading(lines[i])), len(lines))
     chosen, chosen_score = -1, -1
     for index in requests:
         first = lower[index].split(". ", 1)[0]
         score = len(content_words(first) - common)
         score += 1 if index in marks and NAMED.search(lines[index]) is not None else 0
+        if index < heading and score >= _OPENING_WORDS:
+            score += _BEFORE_HEADING  # (a list's item scores less than any such request)
         if score > chosen_score:
             chosen, chosen_score = index, score
     return chosen
+
+
+_OPENING_WORDS = 3
+_BEFORE_HEADING = 1_000
 
 
 def _limit(form: Form) -> bool:
