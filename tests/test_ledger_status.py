@@ -278,3 +278,23 @@ def test_the_changed_goal_survives_every_round_until_newer_changes_replace_it() 
         summary = extractive_summary(next_round(summary, *turns), max_tokens=250)
     assert "payments/tax-report" in summary
     assert "payments/refund-api" not in summary
+
+
+def test_a_question_the_user_asks_is_no_rule() -> None:
+    """A question with a condition or a limit in it ("… when the bank feed is late?", "… over
+    ten minutes?") asks something: it is not a rule the audit would append to every summary.
+    A request worded as a question ("Could you …") keeps its rule."""
+    history = [
+        Message.user("Please migrate the nightly export to the queue in `jobs/export.py`."),
+        Message.model("Migrating."),
+        Message.user("What does the reconciliation job do when the bank feed is late?"),
+        Message.model("It waits for the feed."),
+        Message.user("Why does the CI build of `svc-ledger` take over ten minutes?"),
+        Message.model("The cache is cold."),
+        Message.user("Could you make sure the export never runs twice in one night?"),
+        Message.model("Added a lock."),
+    ]
+    rules = " ".join(e.text for e in build_ledger(history).constraints)
+    assert "bank feed" not in rules
+    assert "svc-ledger" not in rules
+    assert "never runs twice" in rules

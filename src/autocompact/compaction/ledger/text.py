@@ -129,6 +129,7 @@ _LIMIT = frozenset(
     """under below above over within before after until max min least most""".split()  # noqa: SIM905
 )
 _CONDITION = frozenset(["if", "unless", "when", "whenever", "until", "except", "otherwise"])
+_ASKING = frozenset(["what", "why", "how", "where", "which", "who", "whom", "whose"])
 _SOFT_LEAD = frozenset(["please", "also", "and", "so", "ok", "okay", "then", "now", "just", "oh"])
 FILLER = frozenset(
     """the a an that this these those our my your its really just very please also actually
@@ -172,6 +173,8 @@ def form_of(sentence: str) -> Form:
     while head < len(words) - 1 and words[head] in _SOFT_LEAD:
         head += 1
     first = words[head]
+    if first in _ASKING and sentence.rstrip().endswith("?"):
+        return Form(False, False, False, False, False)  # a question: asked, not a rule
     negated = not _NEGATION.isdisjoint(words) or "n't" in lower
     imperative = (
         first not in _OPENERS
