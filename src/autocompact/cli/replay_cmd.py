@@ -1,6 +1,7 @@
 """``autocompact replay FILE... [--window N] [--failure-rate P] [--seed S] [--json] [--plot PNG]``.
 
-Reads recorded transcripts (any format :mod:`autocompact.transcripts` reads, gzip'd or not), runs
+Reads recorded transcripts (any format :mod:`autocompact.transcripts` reads, gzip'd or not; a
+folder stands for those in it, :mod:`autocompact.cli.replay_files`), runs
 :func:`autocompact.replay.replay` on each and prints, per file, a chart of the prompt size per
 call (recorded and as each policy would have had it, with the warn / auto / hard lines and the
 compaction points), the estimation table and the policy table; then both tables over all files.
@@ -19,7 +20,13 @@ from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autocompact.errors import ConfigError, ContentError, MissingDependencyError
+from autocompact.cli.replay_files import transcript_paths
+from autocompact.errors import (
+    ConfigError,
+    ContentError,
+    MissingDependencyError,
+    TranscriptFormatError,
+)
 from autocompact.replay import (
     ESTIMATORS,
     POLICIES,
@@ -58,7 +65,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "70% rule would have done on the same growth."
         ),
     )
-    p.add_argument("files", nargs="+", metavar="FILE", help="transcript files")
+    p.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="transcript files, or folders of them (read with their subfolders)",
+    )
     p.add_argument(
         "--window",
         default=str(DEFAULT_WINDOW),
@@ -99,15 +111,17 @@ def _run(args: argparse.Namespace) -> int:
         failure_rate=_rate(args.failure_rate),
         seed=args.seed,
     )
-    paths = [Path(f) for f in args.files]
-    for path in paths:
-        if not path.is_file():
-            raise ConfigError(f"{path}: no such file", key="FILE")
+    paths, found = transcript_paths(args.files)
     plot = None
     if args.plot is not None:
         _require_matplotlib()
         plot = _plot_path(args.plot)
     reports = _replay_all(paths, options, show_progress=not args.json and len(paths) > 1)
+    if found and not reports:
+        raise ConfigError(
+            f"{', '.join(args.files)}: no file in it is a transcript autocompact reads",
+            key="FILE",
+        )
     if args.json:
         print(indented_json({"files": [r.as_json() for r in reports]}))
     else:
@@ -170,11 +184,11 @@ def _rate(value: float) -> float:
 
 
 def _replay_all(
-    paths: Sequence[Path], options: ReplayOptions, *, show_progress: bool
+    paths: Sequence[tuple[Path, bool]], options: ReplayOptions, *, show_progress: bool
 ) -> list[FileReport]:
     reports: list[FileReport] = []
     if not show_progress:
-        return [replay(_read(path), options) for path in paths]
+        return [r for path, named in paths if (r := _replay_one(path, named, options))]
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
@@ -187,11 +201,26 @@ def _replay_all(
     )
     with progress:
         task = progress.add_task("Replaying", total=len(paths))
-        for path in paths:
+        for path, named in paths:
             progress.update(task, description=f"Replaying {path.name}")
-            reports.append(replay(_read(path), options))
+            report = _replay_one(path, named, options)
+            if report is not None:
+                reports.append(report)
             progress.advance(task)
     return reports
+
+
+def _replay_one(path: Path, named: bool, options: ReplayOptions) -> FileReport | None:
+    """The replay of one file; None for a file found in a folder (not ``named``) that is no
+    transcript (a warning says which and why)."""
+    try:
+        transcript = _read(path)
+    except TranscriptFormatError as exc:
+        if named:
+            raise
+        print(f"Warning: {exc} (skipped)", file=sys.stderr)
+        return None
+    return replay(transcript, options)
 
 
 def _read(path: Path) -> Transcript:
