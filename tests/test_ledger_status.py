@@ -298,3 +298,24 @@ def test_a_question_the_user_asks_is_no_rule() -> None:
     assert "bank feed" not in rules
     assert "svc-ledger" not in rules
     assert "never runs twice" in rules
+
+
+def test_a_step_announced_before_a_tool_call_is_no_decision() -> None:
+    """ "Let me read `lib/web/render.ex`:" says what the next tool call does (the call and its
+    result are read on their own); a choice the model states is a decision."""
+    read = FunctionCallPart(id="r1", name="Read", arguments={"file_path": "lib/web/render.ex"})
+    history = [
+        Message.user(
+            "Make the CSV importer in `importer/csv_load.py` accept files without a header."
+        ),
+        Message.model("Let me read the loader in `importer/csv_load.py` and its tests first:"),
+        Message.model(read),
+        Message.user(FunctionResponsePart(id="r1", name="Read", response="def load(path): ...")),
+        Message.model(
+            "I'll switch `importer/csv_load.py` to `csv.reader` with header detection, so a "
+            "file without a header row loads too."
+        ),
+    ]
+    decisions = [e.text for e in build_ledger(history).decisions]
+    assert any("csv.reader" in d for d in decisions)
+    assert not any(d.endswith(":") for d in decisions), decisions

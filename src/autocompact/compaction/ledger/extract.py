@@ -349,7 +349,8 @@ def _assistant_text(state: _State, text: str, *, replied: bool) -> None:
     lines = sentence_list(drop_code(text))
     if replied and lines:
         state.last_reply = Entry(" ".join(lines)[:200], 0.0, state.tick())
-    read = [line for line in lines if 12 <= len(line) <= 300]
+    # (A sentence ending in a colon announces what follows, a tool call or a list: no item.)
+    read = [line for line in lines if 12 <= len(line) <= 300 and line[-1] != ":"]
     for line, specific in zip(read, specific_counts(read), strict=True):
         if specific:
             state.said.append(
