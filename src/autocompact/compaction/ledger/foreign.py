@@ -57,7 +57,30 @@ def summary_sections(text: str) -> list[tuple[bool, str]]:
         pieces.append((users, text[at : section.start()]))
         at, users = section.end(), _USERS.search(section.group(1)) is not None
     pieces.append((users, text[at:]))
-    return [(own, _dedented(piece)) for own, piece in pieces if piece.strip()]
+    out: list[tuple[bool, str]] = []
+    for own, piece in pieces:
+        if piece.strip():
+            out += _quoted(_dedented(piece)) if own else [(False, _dedented(piece))]
+    return out
+
+
+# A list item of the user's messages: a quote, the summarizer's comment in brackets after it, or
+# a comment alone ("- (interrupted the long compile)").
+_COMMENTED = re.compile(r'^([ \t]*[-*] )(?:(".*")[ \t]*)?\(([^()\n]*)\)[ \t]*$', re.M)
+
+
+def _quoted(piece: str) -> list[tuple[bool, str]]:
+    """A section of the user's words with the summarizer's comments on them (in brackets after
+    a quoted message) taken out as the work's state: ``- "check again" (asking to re-check the
+    tests)`` is the user's "check again", and the rest is what the model made of it."""
+    comments: list[str] = []
+
+    def own(found: re.Match[str]) -> str:
+        comments.append(found.group(1) + found.group(3))
+        return found.group(1) + found.group(2) if found.group(2) else ""
+
+    said = _COMMENTED.sub(own, piece)
+    return [(True, said), (False, "\n".join(comments))] if comments else [(True, piece)]
 
 
 def _dedented(piece: str) -> str:

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from itertools import accumulate, count
 from operator import add
 
+from autocompact.compaction.ledger.text import BARE_MARKS
+
 __all__ = ["scan"]
 
 # One class byte a character: ``#`` a digit or a symbol of code (``/_@#=`$\``), ``A`` a capital,
@@ -41,7 +43,9 @@ _MARKS = (
     re.compile(rb"\.(?<=a\.)(?=a)"),  # a dotted name
     re.compile(rb"-(?<=a-)(?=a)"),  # a hyphenated name
 )
-# Negation and modal words (a specific sentence is a candidate anyway, so it is not tested).
+# Negation and modal words (a specific sentence is a candidate anyway, so it is not tested),
+# found among the words as the sentence's form reads them: the marks next to them blanked.
+_BLANK = str.maketrans(dict.fromkeys(BARE_MARKS, " "))
 _STRONG = frozenset(
     """no not never none nothing without nor cannot must should shall only always need needs
     ought require requires""".split()  # noqa: SIM905
@@ -76,7 +80,7 @@ def scan(lines: Sequence[str]) -> tuple[dict[int, int], set[int], list[str]]:
             match = pattern.search(classes, ends[index] + 1)
     strong = {
         index
-        for index, line in enumerate(lower_lines)
+        for index, line in enumerate(lower.translate(_BLANK).split("\n"))
         if index not in marks and (not _STRONG.isdisjoint(line.split()) or "n't" in line)
     }
     return marks, strong, lower_lines

@@ -18,6 +18,7 @@ from itertools import repeat
 from typing import NamedTuple
 
 __all__ = [
+    "BARE_MARKS",
     "FILLER",
     "GRAMMAR",
     "Form",
@@ -32,7 +33,6 @@ __all__ = [
     "is_harness",
     "is_heading",
     "marked_tokens",
-    "maybe_strong",
     "norm",
     "rare_count",
     "shorten",
@@ -155,9 +155,13 @@ class Form(NamedTuple):
 _WORD = re.compile(r"[a-z][a-z']*")
 
 
+BARE_MARKS = ',.;:!?()"`*'
+"""The marks that may stand next to a word and are no part of it (Markdown's ``*`` included)."""
+
+
 def _bare(lower: str) -> str:
     """``lower`` with its punctuation blanked (C-level replaces)."""
-    for mark in ',.;:!?()"`':
+    for mark in BARE_MARKS:
         if mark in lower:
             lower = lower.replace(mark, " ")
     return lower
@@ -189,21 +193,9 @@ def form_of(sentence: str) -> Form:
     return Form(directive, negated, first_person, negated or modal, bounded)
 
 
-_STRONG_WORDS = frozenset(
-    """no not never none nothing without nor cannot must should shall only always need needs
-    ought require requires""".split()  # noqa: SIM905
-)
 _GRAMMAR = _OPENERS | FILLER | _NEGATION | _MODAL | _SOFT_LEAD
 GRAMMAR = _GRAMMAR
 """Closed classes of grammar and filler: words that carry no content."""
-
-
-def maybe_strong(lower: str) -> bool:
-    """Whether a lower-cased sentence may be a strong directive (negated or modal): a first
-    test, in C, before :func:`form_of`."""
-    if "n't" in lower:
-        return True
-    return not _STRONG_WORDS.isdisjoint(lower.replace(",", " ").replace(".", " ").split())
 
 
 def content_words(lower: str) -> set[str]:
