@@ -262,6 +262,27 @@ def test_an_error_is_fixed_when_a_later_run_succeeds() -> None:
     assert [r.text for r in ledger.results] == ["tests: `pytest -q` → 5 passed in 0.2s"]
 
 
+def test_a_chained_command_that_succeeds_fixes_the_errors_of_each_of_its_commands() -> None:
+    """A commit refused by a pre-commit hook, alone and chained after ``git add``, then
+    ``git add … && git commit …`` that goes through: every command of the chain succeeded, so
+    both the add's and the commit's errors are fixed (a text after the first line, a commit
+    message holding ``&&``, is no command)."""
+    hook = "Pre-commit validation failed:\n[FORMAT] Code is not formatted."
+    message = "-m \"$(cat <<'EOF'\nfeat: export\n\nRun it with make a && git push later\nEOF\n)\""
+    history = [Message.user("Commit the exporter.")]
+    history += _run("a", f"git add lib/export.ex && git commit {message}", hook, error=True)
+    history += _run("b", f"git commit {message}", hook, error=True)
+    history += _run("p", "git push", "fatal: no upstream branch", error=True)
+    history += _run(
+        "c",
+        f"git add lib/export.ex lib/fmt.ex && git commit {message}",
+        "[main 1a2b3c4] feat",
+        error=False,
+    )
+    errors = {e.key: e.mark for e in build_ledger(history).errors}
+    assert errors == {"cmd:git add": "fixed", "cmd:git commit": "fixed", "cmd:git push": "open"}
+
+
 def test_todos_give_the_status_and_the_next_step() -> None:
     """The latest todo list is the status; the first open item is the next step."""
     todos = [

@@ -396,9 +396,10 @@ def _response(state: _State, part: FunctionResponsePart) -> None:
         )
         state.open_errors.add(key)
     elif state.open_errors:  # (a fixed error stays fixed: only the open ones are read)
+        keys = tools.chain_keys(command) | {key} if command is not None else {key}
         for old_key in list(state.open_errors):
             error = state.errors[old_key]
-            if old_key == key or (kind and error.value == kind):
+            if old_key in keys or (kind and error.value == kind):
                 state.errors[old_key] = error._replace(mark="fixed")
                 state.open_errors.discard(old_key)
     work = finished(command, text) if command is not None and not part.is_error else []

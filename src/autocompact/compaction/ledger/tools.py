@@ -20,6 +20,7 @@ from autocompact.toolmedia import media_blocks, without_media
 __all__ = [
     "SOURCE_DIRS",
     "brief",
+    "chain_keys",
     "command_key",
     "command_of",
     "error_key",
@@ -212,6 +213,16 @@ def read_error_key(
 def command_key(command: str) -> str:
     """The key of a command's errors: its first two words, past ``cd`` and variables."""
     return "cmd:" + " ".join(_past_head(command).split(None, 2)[:2])
+
+
+def chain_keys(command: str) -> set[str]:
+    """The keys of the commands ``&&`` chains in ``command`` before its first quote or
+    substitution: when it succeeds, each of them did (a quoted text, a commit message, is no
+    command, even one that says ``&&``)."""
+    return {command_key(part) for part in _QUOTE.split(command, maxsplit=1)[0].split("&&")}
+
+
+_QUOTE = re.compile(r"[\"'`$<]")  # a quote, a substitution, a heredoc or a redirection
 
 
 def error_line(text: str) -> str:
