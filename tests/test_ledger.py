@@ -283,6 +283,30 @@ def test_a_chained_command_that_succeeds_fixes_the_errors_of_each_of_its_command
     assert errors == {"cmd:git add": "fixed", "cmd:git commit": "fixed", "cmd:git push": "open"}
 
 
+def test_the_project_root_is_where_most_files_are_not_a_scratch_file_outside_it() -> None:
+    """A background task's output read under /tmp (as Claude Code writes it) leaves the project's
+    files shown relative to the project, and is shown whole itself."""
+    root = "/home/dev/work/ledger-svc"
+    calls = [
+        ("Edit", f"{root}/src/ledger/post.py"),
+        ("Read", f"{root}/tests/test_post.py"),
+        ("Read", "/tmp/claude-1000/tasks/b7636e2.output"),
+        ("Write", f"{root}/src/ledger/close.py"),
+    ]
+    history = [Message.user("Close the ledger period in src/ledger/close.py.")]
+    for index, (tool, path) in enumerate(calls):
+        call = FunctionCallPart(id=f"f{index}", name=tool, arguments={"file_path": path})
+        done = FunctionResponsePart(id=f"f{index}", name=tool, response="ok")
+        history += [Message.model(call), Message.user(done)]
+    shown = [e.key for e in build_ledger(history).files]
+    assert shown == [
+        "src/ledger/post.py",
+        "tests/test_post.py",
+        "/tmp/claude-1000/tasks/b7636e2.output",
+        "src/ledger/close.py",
+    ], shown
+
+
 def test_todos_give_the_status_and_the_next_step() -> None:
     """The latest todo list is the status; the first open item is the next step."""
     todos = [

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -270,10 +271,14 @@ def todos_of(call: FunctionCallPart) -> list[tuple[str, str]] | None:
 
 
 def project_root(paths: Sequence[str]) -> str:
-    """The longest directory prefix shared by the absolute paths (``""`` when none)."""
+    """The longest directory prefix shared by the absolute paths under the top folder most of
+    them are in (``""`` when none): a scratch file elsewhere (a background task's output under
+    ``/tmp``) is not the project."""
     if not paths:
         return ""
-    root = posixpath.commonpath(paths)
+    tops = Counter(path.split("/", 2)[1] for path in paths)  # ("/home/…" → "home")
+    top = tops.most_common(1)[0][0]
+    root = posixpath.commonpath([path for path in paths if path.split("/", 2)[1] == top])
     if root in paths:  # a single file: its directory
         root = posixpath.dirname(root)
     if posixpath.basename(root) in SOURCE_DIRS:  # the project is the folder above src/
