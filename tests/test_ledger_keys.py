@@ -159,13 +159,16 @@ def test_an_update_phrase_reads_to_its_subject() -> None:
 
 
 def test_a_template_said_again_and_again_ranks_below_a_unique_item() -> None:
-    """Repeated small talk with numbers fills only the room the items leave."""
+    """Repeated small talk with numbers fills only the room the items leave: the item is kept
+    at every budget that holds it, the noise never before it nor all of it."""
     noise = [f"The kettle took {n} seconds to boil." for n in range(20, 29)]
     history = talk(*noise, "Keep the `reports/q3-final.xlsx` file out of git.", turns=40)
     ledger = build_ledger(history)
-    text = render_ledger(ledger, 300)
-    assert "reports/q3-final.xlsx" in text
-    assert "kettle" not in text
+    for budget in range(150, 400, 25):
+        text = render_ledger(ledger, budget)
+        assert "reports/q3-final.xlsx" in text
+        assert "kettle" not in text.split("reports/q3-final.xlsx")[0]
+        assert text.count("kettle") < len(noise)
 
 
 def test_items_survive_five_merged_rounds_until_superseded() -> None:

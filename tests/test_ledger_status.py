@@ -319,3 +319,25 @@ def test_a_step_announced_before_a_tool_call_is_no_decision() -> None:
     decisions = [e.text for e in build_ledger(history).decisions]
     assert any("csv.reader" in d for d in decisions)
     assert not any(d.endswith(":") for d in decisions), decisions
+
+
+def test_a_problem_the_user_reports_is_no_rule() -> None:
+    """ "X does not work", "it didn't load": a report of what goes wrong (the request to fix it),
+    not a rule; "Don't …" and "… must not …" still are."""
+    history = [
+        Message.user("Fix the export pipeline in `jobs/export.py`."),
+        Message.model("Looking."),
+        Message.user("The export still does not finish on the 2 GB files."),
+        Message.model("Checking the chunking."),
+        Message.user("Scrolling in the xterm.js pane doesn't work (maybe the outer page eats it)?"),
+        Message.model("Checking the pane."),
+        Message.user("The login form didn't accept the rotated API key yesterday."),
+        Message.model("Checking the form."),
+        Message.user("Don't retry the webhook. The worker must not hold the lock over 5 s."),
+        Message.model("Noted."),
+    ]
+    rules = " ".join(e.text for e in build_ledger(history).constraints)
+    for report in ("2 GB", "xterm.js", "rotated API key"):
+        assert report not in rules, rules
+    assert "Don't retry the webhook" in rules
+    assert "must not hold the lock" in rules

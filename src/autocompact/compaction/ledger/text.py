@@ -129,6 +129,7 @@ _LIMIT = frozenset(
     """under below above over within before after until max min least most""".split()  # noqa: SIM905
 )
 _CONDITION = frozenset(["if", "unless", "when", "whenever", "until", "except", "otherwise"])
+_REPORTED = re.compile(r"\b(?:does|did)(?: not\b|n't|nt\b)")  # the negation of a report
 _ASKING = frozenset(["what", "why", "how", "where", "which", "who", "whom", "whose"])
 _SOFT_LEAD = frozenset(["please", "also", "and", "so", "ok", "okay", "then", "now", "just", "oh"])
 FILLER = frozenset(
@@ -180,6 +181,9 @@ def form_of(sentence: str) -> Form:
     if first in _ASKING and sentence.rstrip().endswith("?"):
         return Form(False, False, False, False, False)  # a question: asked, not a rule
     negated = not _NEGATION.isdisjoint(words) or "n't" in lower
+    if negated and ("does" in lower or "did" in lower):  # "it does not start": told, not set
+        told = _REPORTED.sub(" ", lower)
+        negated = not _NEGATION.isdisjoint(_bare(told).split()) or "n't" in told
     imperative = (
         first not in _OPENERS
         and not sentence.rstrip().endswith("?")
