@@ -183,6 +183,27 @@ def test_an_item_marked_in_progress_shows_until_finished_work_names_it() -> None
     assert status == ["[IN PROGRESS] A11Y-6", "[DONE] closed A11Y-5"]
 
 
+def test_the_next_step_is_the_item_in_progress_since_the_latest_request() -> None:
+    """The model marked an item in progress after the user's latest request: that item is the
+    next step (the request it serves still named); a newer request is the next step again."""
+    history = [
+        Message.user("Work on the epic SHOP-12. Start with the first ready task."),
+        *shell("tk update SHOP-12.1 --status in_progress", ""),
+        *shell("tk close SHOP-12.1", "closed"),
+        *shell("tk update SHOP-12.2 --status=in_progress", ""),
+        *shell("pytest -q tests/test_cart.py", "3 passed"),
+    ]
+    step = build_ledger(history).next_step
+    assert step is not None
+    assert "SHOP-12.2" in step.text
+    assert "Start with the first ready task" in step.text
+    history.append(Message.user("Hold on, write the release notes for SHOP-12 first."))
+    step = build_ledger(history).next_step
+    assert step is not None
+    assert "release notes" in step.text
+    assert "SHOP-12.2" not in step.text
+
+
 # -- the goal as changed ----------------------------------------------------------------------
 
 _SMALL_TALK = (

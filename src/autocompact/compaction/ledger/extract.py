@@ -166,7 +166,7 @@ class _State:
         self.paths: dict[str, None] = {}  # each absolute path once, in the order first seen
         self.todos: list[tuple[str, str]] = []
         self.todo_position = 0
-        self.done: list[Entry] = []  # finished work the tools show
+        self.done: list[Entry] = []  # finished and started work the tools show
         self.errors: dict[str, Entry] = {}
         self.open_errors: set[str] = set()  # the keys of those still open
         self.results: dict[str, Entry] = {}
@@ -553,13 +553,14 @@ def _finish(state: _State) -> Ledger:
         status=status_entries(state.todos, state.todo_position, state.done, seeded),
         results=merged(seeded.results, state.results.values()),
         errors=merged(seeded.errors, state.errors.values()),
-        files=_files(state, seeded),
+        files=tools.file_entries(state.files, state.paths, seeded.files),
         notes=fresh(best(notes, _MAX_NOTES)),
         actions=tuple(state.actions[-_MAX_ACTIONS:]),
         next_step=next_step(
             facts,
             state.todos,
             state.todo_position,
+            state.done,
             Entry(state.last_user_line, 0.0, state.last_user_position)
             if state.last_user_line
             else None,
@@ -589,12 +590,3 @@ def _specific_value(value: str, counts: Counter[str], rare_limit: int) -> bool:
         and len(value.split()) <= 6
         and any(counts.get(w, 0) <= rare_limit for w in _RARE_WORD.findall(value.lower()))
     )
-
-
-def _files(state: _State, seeded: Ledger) -> tuple[Entry, ...]:
-    root = tools.project_root(list(state.paths))  # (the same root, each path read once)
-    out: dict[str, Entry] = {e.key: e for e in seeded.files}
-    for path, (action, position) in state.files.items():
-        shown = path[len(root) + 1 :] if root and path.startswith(root + "/") else path
-        out[shown] = Entry(f"{shown} ({action})", 0.0, position, shown, mark=action)
-    return tuple(sorted(out.values(), key=lambda e: e.position))

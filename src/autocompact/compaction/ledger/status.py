@@ -147,11 +147,13 @@ def next_step(
     facts: dict[str, Entry],
     todos: Sequence[tuple[str, str]],
     todo_position: int,
-    last_user: Entry | None,
-    last_reply: Entry | None,
+    done: Sequence[Entry],
+    user: Entry | None,
+    reply: Entry | None,
 ) -> Entry | None:
-    """An explicit ``next step: …`` fact, else the first open todo, else the latest user
-    request when no reply followed it, else the last reply."""
+    """An explicit ``next step: …`` fact, else the first open todo, else the item marked in
+    progress since the latest user request (``user``) and not finished since (from ``done``),
+    else that request when no reply followed it, else the last reply."""
     explicit = [e for k, e in facts.items() if _NEXT_KEY.search(k)]
     if explicit:
         latest = max(explicit, key=lambda e: e.position)
@@ -159,7 +161,12 @@ def next_step(
     pending = next(((m, t) for m, t in todos if m != DONE), None)
     if pending is not None:
         return Entry(f"Continue: {pending[1]}", 0.0, todo_position)
-    user, reply = last_user, last_reply
+    finished_ = [e for e in done if e.key == DONE]
+    working = [e for e in done if e.mark == PROGRESS and not _closed_later(e, finished_)]
+    if working and (user is None or working[-1].position > user.position):
+        item = working[-1].text.removeprefix(f"[{PROGRESS}] ")
+        asked = f" (the latest request: {user.text[:200]})" if user is not None else ""
+        return Entry(f"Continue {item}, in progress{asked}", 0.0, working[-1].position)
     if user is not None and (reply is None or user.position > reply.position):
         return Entry(f"Continue with the latest request: {user.text[:200]}", 0.0, user.position)
     if reply is not None:

@@ -11,10 +11,11 @@ from __future__ import annotations
 import posixpath
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from autocompact.compaction.clearing import read_target
+from autocompact.compaction.ledger.model import Entry
 from autocompact.content import FunctionCallPart, json_form
 from autocompact.toolmedia import media_blocks, without_media
 
@@ -27,6 +28,7 @@ __all__ = [
     "error_key",
     "error_line",
     "file_action",
+    "file_entries",
     "kind_of",
     "project_root",
     "read_error_key",
@@ -268,6 +270,20 @@ def todos_of(call: FunctionCallPart) -> list[tuple[str, str]] | None:
             mark = marks.get(str(todo.get("status", "")).lower(), "TODO")
             out.append((mark, " ".join(text.split())[:200]))
     return out
+
+
+def file_entries(
+    files: Mapping[str, tuple[str, int]], paths: Iterable[str], carried: Sequence[Entry]
+) -> tuple[Entry, ...]:
+    """The files section: each file with its last action (``files``: path → action and
+    position), relative to the project's root (found among the absolute ``paths``), after the
+    ``carried`` ones an earlier summary listed."""
+    root = project_root(list(paths))  # (the same root, each path read once)
+    out: dict[str, Entry] = {e.key: e for e in carried}
+    for path, (action, position) in files.items():
+        shown = path[len(root) + 1 :] if root and path.startswith(root + "/") else path
+        out[shown] = Entry(f"{shown} ({action})", 0.0, position, shown, mark=action)
+    return tuple(sorted(out.values(), key=lambda e: e.position))
 
 
 def project_root(paths: Sequence[str]) -> str:
