@@ -396,7 +396,7 @@ def _response(state: _State, part: FunctionResponsePart) -> None:
         )
         state.open_errors.add(key)
     elif state.open_errors:  # (a fixed error stays fixed: only the open ones are read)
-        keys = tools.chain_keys(command) | {key} if command is not None else {key}
+        keys = tools.chain_keys(command, key) if command is not None else {key}
         for old_key in list(state.open_errors):
             error = state.errors[old_key]
             if old_key in keys or (kind and error.value == kind):

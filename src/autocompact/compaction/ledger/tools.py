@@ -218,11 +218,13 @@ def command_key(command: str) -> str:
     return "cmd:" + " ".join(_past_head(command).split(None, 2)[:2])
 
 
-def chain_keys(command: str) -> set[str]:
-    """The keys of the commands ``&&`` chains in ``command`` before its first quote or
-    substitution: when it succeeds, each of them did (a quoted text, a commit message, is no
-    command, even one that says ``&&``)."""
-    return {command_key(part) for part in _QUOTE.split(command, maxsplit=1)[0].split("&&")}
+def chain_keys(command: str, key: str) -> set[str]:
+    """``key`` (the command's own) and the keys of the commands ``&&`` chains in ``command``
+    before its first quote or substitution: when it succeeds, each of them did (a quoted text,
+    a commit message, is no command, even one that says ``&&``)."""
+    if "&&" not in command:
+        return {key}
+    return {key, *(command_key(part) for part in _QUOTE.split(command, 1)[0].split("&&"))}
 
 
 _QUOTE = re.compile(r"[\"'`$<]")  # a quote, a substitution, a heredoc or a redirection
