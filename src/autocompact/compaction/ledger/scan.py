@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from itertools import accumulate, count
 from operator import add
 
-from autocompact.compaction.ledger.text import BARE_MARKS
+from autocompact.compaction.ledger.text import bare
 
 __all__ = ["scan"]
 
@@ -79,16 +79,7 @@ def scan(lines: Sequence[str]) -> tuple[dict[int, int], set[int], list[str]]:
             match = pattern.search(classes, ends[index] + 1)
     strong = {
         index
-        for index, line in enumerate(_blanked(lower).split("\n"))
+        for index, line in enumerate(bare(lower).split("\n"))
         if index not in marks and (not _STRONG.isdisjoint(line.split()) or "n't" in line)
     }
     return marks, strong, lower_lines
-
-
-def _blanked(lower: str) -> str:
-    """``lower`` with :data:`~autocompact.compaction.ledger.text.BARE_MARKS` blanked (a C-level
-    replace for each mark it holds: faster than ``str.translate`` on text outside ASCII)."""
-    for mark in BARE_MARKS:
-        if mark in lower:
-            lower = lower.replace(mark, " ")
-    return lower

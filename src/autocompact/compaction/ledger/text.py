@@ -18,10 +18,10 @@ from itertools import repeat
 from typing import NamedTuple
 
 __all__ = [
-    "BARE_MARKS",
     "FILLER",
     "GRAMMAR",
     "Form",
+    "bare",
     "carries_stale",
     "content_words",
     "drop_harness_blocks",
@@ -156,13 +156,14 @@ class Form(NamedTuple):
 _WORD = re.compile(r"[a-z][a-z']*")
 
 
-BARE_MARKS = ',.;:!?()"`*'
-"""The marks that may stand next to a word and are no part of it (Markdown's ``*`` included)."""
+# The marks that may stand next to a word and are no part of it (Markdown's ``*`` included).
+_BARE_MARKS = ',.;:!?()"`*'
 
 
-def _bare(lower: str) -> str:
-    """``lower`` with its punctuation blanked (C-level replaces)."""
-    for mark in BARE_MARKS:
+def bare(lower: str) -> str:
+    """``lower`` with its punctuation blanked (C-level replaces: faster than ``str.translate``
+    on text outside ASCII)."""
+    for mark in _BARE_MARKS:
         if mark in lower:
             lower = lower.replace(mark, " ")
     return lower
@@ -171,7 +172,7 @@ def _bare(lower: str) -> str:
 def form_of(sentence: str) -> Form:
     """The form of ``sentence`` (see :class:`Form`)."""
     lower = sentence.lower()
-    words = _bare(lower).split()
+    words = bare(lower).split()
     if not words:
         return Form(False, False, False, False, False)
     head = 0
@@ -183,7 +184,7 @@ def form_of(sentence: str) -> Form:
     negated = not _NEGATION.isdisjoint(words) or "n't" in lower
     if negated and ("does" in lower or "did" in lower):  # "it does not start": told, not set
         told = _REPORTED.sub(" ", lower)
-        negated = not _NEGATION.isdisjoint(_bare(told).split()) or "n't" in told
+        negated = not _NEGATION.isdisjoint(bare(told).split()) or "n't" in told
     imperative = (
         first not in _OPENERS
         and not sentence.rstrip().endswith("?")
@@ -204,14 +205,14 @@ GRAMMAR = _GRAMMAR
 
 def content_words(lower: str) -> set[str]:
     """The words of a lower-cased sentence that carry content (not grammar, not filler)."""
-    return set(_bare(lower).split()) - _GRAMMAR
+    return set(bare(lower).split()) - _GRAMMAR
 
 
 def rare_count(lower: str, known: frozenset[str]) -> int:
     """How many distinct words of a lower-cased sentence are not ``known`` (``len(content_words
     (lower) - common)`` with ``known`` the common words and :data:`GRAMMAR`): most sentences
     have none, told by one C-level pass over its words without building a set."""
-    words = _bare(lower).split()
+    words = bare(lower).split()
     if known.issuperset(words):
         return 0
     return len(set(words) - known)
@@ -506,7 +507,7 @@ def template_key(sentence: str) -> str:
     a word that is not all letters (a number, a path, an identifier, a price)."""
     words = [
         w
-        for w in _bare(sentence.lower()).split()
+        for w in bare(sentence.lower()).split()
         if w.replace("'", "").isalpha() and w not in FILLER
     ]
     return "rule:" + " ".join(words)
