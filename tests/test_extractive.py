@@ -302,10 +302,46 @@ _PLAIN_BREAK = re.compile(r"[.!?][ \t]+")
 _PLAIN_OPENS = re.compile(r"[A-Z`\"'(\[]")
 
 
+def plain_unmarked(line: str) -> str:
+    """``line`` without the emphasis that opens its text (after list or quote marks and blanks,
+    or a list number) and the emphasis closing it, written out char by char."""
+    for k in range(len(line) + 1):
+        lead = line[:k]
+        marks_only = all(c in "-*\u2022> \t" for c in lead)
+        digits = lead.lstrip(" \t")
+        number = digits.rstrip(" ")
+        numbered = (
+            1 <= len(number) - 1 <= 3
+            and number[-1] in ".)"
+            and all(c.isdecimal() for c in number[:-1])
+            and digits.endswith(" ")
+        )
+        if k and not (line[k - 1] in "-*\u2022> \t.)" or line[k - 1].isdecimal()):
+            return line  # no longer a lead
+        if not (marks_only or numbered) or lead.endswith("*"):
+            continue
+        run = len(line[k:]) - len(line[k:].lstrip("*"))
+        if not 1 <= run <= 3 or k + run >= len(line) or line[k + run].isspace():
+            continue
+        rest = line[k + run :]
+        for i in range(1, len(rest)):
+            after = rest[i + run : i + run + 1]
+            if (
+                rest[i : i + run] == "*" * run
+                and not rest[i - 1].isspace()
+                and rest[i - 1] != "*"
+                and not (after and (after.isalnum() or after in "_*"))
+            ):
+                return ("" if numbered and not marks_only else lead) + rest[:i] + rest[i + run :]
+        return line
+    return line
+
+
 def plain_sentences(text: str) -> list[str]:
-    """The sentences of ``text`` as the first extractive summarizer split them."""
+    """The sentences of ``text`` as the first extractive summarizer split them, with the
+    emphasis that opens a line's text taken out (:func:`plain_unmarked`)."""
     out: list[str] = []
-    for raw_line in text.splitlines():
+    for raw_line in map(plain_unmarked, text.splitlines()):
         start = 0
         ends = [m.end() for m in _PLAIN_BREAK.finditer(raw_line)]
         for end in (*ends, len(raw_line)):
@@ -329,6 +365,7 @@ TEXT = st.lists(
             *("[Request interrupted", "Acknowledged. ", "Continue.", "q" * 300, "w " * 300),
             *("\r", "\x0b", "e.g. ", "3. ", "! ", "? ", ". ", "ack\u212anowledged. ", "\u0663"),
             *("The port is 5433. ", "x = 1 ", "key : v ", "lives in ", "ＡＢ ", "what most "),
+            *("**", "***", "- **", "2) *", "*a* ", "**Label**: ", "**k**_"),
         ]
     ),
     max_size=80,

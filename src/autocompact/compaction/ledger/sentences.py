@@ -40,7 +40,9 @@ def sentence_list(text: str) -> list[str]:
     to the 800 characters read and trimmed, its blanks collapsed when it may hold others than
     single spaces (all of it over the lines at once, in C: ``map``)."""
     marked = text
-    if _breaks(text):  # (else no sentence end: each line is one sentence)
+    if "*" in text:  # Markdown's emphasis around a list item's label
+        marked = _unmarked(text)
+    if _breaks(marked):  # (else no sentence end: each line is one sentence)
         for end, mark in _ENDS:
             marked = end.sub(mark, marked)
     pieces = (
@@ -64,6 +66,39 @@ def sentence_list(text: str) -> list[str]:
     if lines and max(map(len, lines)) > _MAX_SENTENCE:
         lines = [line[:_MAX_SENTENCE] for line in lines]
     return lines
+
+
+# Markdown's emphasis (``*``, ``**``, ``***``) around the start of a line's text: after a line
+# break and the marks of a list or a quote (or a list number, which goes with it), the emphasis
+# before what can open a word, the text, and the same emphasis closing it on that line, after a
+# mark and before what is no part of a word.
+_BREAKS = "\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029"  # where str.splitlines ends a line
+_LEAD_EMPHASIS = (
+    r"(?:(?P<lead>(?:[-*\u2022> \t]*[-\u2022> \t])?)|[ \t]*\d{1,3}[.)] +)"
+    rf"(?P<open>\*{{1,3}})(?=[^\s*])(?P<text>[^{_BREAKS}]*?)(?<=[^\s*])(?P=open)(?![\w*])"
+)
+# After "\n" (``re`` skips to it in C), or after any line break (a text that has others). Four
+# groups, in this order: :func:`_unmarked` reads them by place.
+_AFTER_NEWLINE = re.compile(r"(?P<brk>\n)" + _LEAD_EMPHASIS)
+_AFTER_BREAK = re.compile(rf"(?P<brk>[{_BREAKS}])" + _LEAD_EMPHASIS)
+
+
+def _unmarked(text: str) -> str:
+    """``text`` without the emphasis around the start of a line's text (``- **Credo error**: …``
+    reads ``Credo error: …``, not ``Credo error**: …``), nor a list number before it (``3.
+    **Task**: …``). Emphasis inside a line, and emphasis that closes nothing on its line, are
+    left as they are."""
+    other = any(mark in text for mark in _LINE_BREAKS[1:]) or (
+        not text.isascii() and any(mark in text for mark in ("\x85", "\u2028", "\u2029"))
+    )
+    # Split at each match, in C: the text between matches and the groups of each (a break, the
+    # marks before the text, the emphasis, the text), the emphasis dropped, then joined (a list
+    # number is in no group: it goes; an unmatched ``lead`` is None, left out with the blanks).
+    parts = (_AFTER_BREAK if other else _AFTER_NEWLINE).split("\n" + text)
+    if len(parts) == 1:
+        return text
+    del parts[3::5]
+    return "".join(filter(None, parts))[1:]
 
 
 _LINE_BREAKS = ("\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e")  # str.splitlines, in ASCII
