@@ -647,3 +647,53 @@ def test_a_summarys_bold_labels_leave_no_marks_in_the_ledger() -> None:
     assert "Credo error: Function body nested too deep at line 152 of lib/a.ex." in shown
     assert "`lib/billing/worker.ex` (NEW) holds the retry loop." in shown
     assert "Retry budget: 7 attempts." in shown
+
+
+def test_the_goal_said_again_is_no_change_of_goal() -> None:
+    """A user who repeats the request, or a summary that quotes it under a goal stating it, says
+    the goal again: that is no change of goal (and no rule either)."""
+    history = [
+        Message.user("Port the billing-7 worker to Go."),
+        Message.model("Porting it."),
+        Message.user("Port the billing-7 worker to Go!"),
+        Message.model("Still on it."),
+        Message.user("Now move the ledger-3 export to Rust as well."),
+        Message.model("ok"),
+    ]
+    ledger = build_ledger(history)
+    assert ledger.goal is not None
+    assert "billing-7" in ledger.goal.text
+    changes = [e.text for e in ledger.goal_changes]
+    assert changes == ["Now move the ledger-3 export to Rust as well."]
+    assert not any("billing-7" in e.text for e in ledger.constraints)
+
+
+@pytest.mark.parametrize(
+    ("goal", "change", "again"),
+    [
+        (
+            'The user requested "Implement spotter-gqc" — the full epic.',
+            '"Implement spotter-gqc"',
+            True,
+        ),
+        (
+            "Websearch how to set up credo fast",
+            "**Arguments**: websearch how to set up credo fast",
+            True,
+        ),
+        (
+            "Port the worker to Go",
+            "Port the worker to Go and rewrite the invoice API in Rust",
+            False,
+        ),
+        ("Port the worker to Go", "Port the exporter to Go", False),
+        ("Implement spotter-gqc", "Implement spotter", False),
+    ],
+)
+def test_says_again_reads_words_not_marks(goal: str, change: str, again: bool) -> None:
+    """The goal's words holding the change's, in order, or making most of it: marks, quotes
+    and case aside; a word is matched whole (``spotter`` is no ``spotter-gqc``)."""
+    from autocompact.compaction.ledger.goals import says_again
+    from autocompact.compaction.ledger.model import Entry
+
+    assert says_again(Entry(goal, 0.0, 1), Entry(change, 0.0, 2)) is again

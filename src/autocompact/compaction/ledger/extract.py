@@ -37,6 +37,7 @@ from autocompact.compaction.ledger.goals import (
     has_name,
     latest,
     names,
+    says_again,
     subject_of,
     value_follows,
 )
@@ -525,6 +526,8 @@ def _finish(state: _State) -> Ledger:
             notes.append(Entry(item.text, score, item.position))
             if not subjects.outdated(notes[-1], stale, template):
                 subjects.add(notes[-1], template)
+    goal = state.goal or seeded.goal
+    goals = [e for e in goals if not says_again(goal, e)]  # the goal said again: no change
     recent_goals = goal_changes(goals, _RECENT_GOALS)
     # A directive that opened a turn and is not a recent goal is a rule; a change of the goal
     # that newer changes replaced is gone.
@@ -545,7 +548,7 @@ def _finish(state: _State) -> Ledger:
         return tuple(e for e in entries if id(e) not in gone and not carries_stale(e.text, stale))
 
     return Ledger(
-        goal=state.goal or seeded.goal,
+        goal=goal,
         goal_changes=fresh(recent_goals),
         constraints=fresh(sorted(rules.values(), key=lambda e: e.position)),
         facts=tuple(sorted(facts.values(), key=lambda e: e.position)),

@@ -19,6 +19,7 @@ from autocompact.compaction.ledger.model import Entry
 from autocompact.compaction.ledger.text import (
     GRAMMAR,
     Form,
+    bare,
     content_words,
     form_of,
     is_harness,
@@ -37,6 +38,7 @@ __all__ = [
     "has_name",
     "latest",
     "names",
+    "says_again",
     "subject_of",
     "subject_words",
     "value_follows",
@@ -157,6 +159,24 @@ def goal_changes(goals: Sequence[Entry], count: int) -> tuple[Entry, ...]:
     others = [e for e in goals if e not in chosen]
     rest = best(others, count - len(chosen)) if len(chosen) < count else ()
     return tuple(sorted((*chosen, *rest), key=lambda e: e.position))
+
+
+def says_again(goal: Entry | None, change: Entry) -> bool:
+    """Whether a change of goal only says the goal again: its words are all in the goal, in
+    order (a summary quoting the user's first request, ``"Implement X"``, under a goal that
+    reads ``The user requested "Implement X" — …``), or the goal's are, and make most of it (a
+    skill's ``Arguments: <the goal>``). Marks and case aside."""
+    if goal is None:
+        return False
+    said, now = _word_line(goal.text), _word_line(change.text)
+    if not now.strip():
+        return False
+    return now in said or (said in now and 4 * len(said) >= 3 * len(now))
+
+
+def _word_line(text: str) -> str:
+    """``text``'s words, lower-cased, one blank between and around them."""
+    return " " + " ".join(bare(text.lower()).split()) + " "
 
 
 def latest(entries: Sequence[Entry], count: int) -> tuple[Entry, ...]:
