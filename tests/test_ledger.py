@@ -697,3 +697,44 @@ def test_says_again_reads_words_not_marks(goal: str, change: str, again: bool) -
     from autocompact.compaction.ledger.model import Entry
 
     assert says_again(Entry(goal, 0.0, 1), Entry(change, 0.0, 2)) is again
+
+
+def test_what_the_model_will_look_up_is_no_decision_and_no_fact() -> None:
+    """ "Let me verify the port is 5433." states no port, and "Let me check X" decides nothing:
+    neither is kept; a choice the model states in the same words is still a decision."""
+    history = [
+        Message.user("Fix the billing-7 export."),
+        Message.model(
+            "Let me verify the port is 5433. Let me check `config/app.toml` for the timeout. "
+            "I'll first look at jobs/export.py to see the retry loop. "
+            "Let me switch the cache to Redis 7 because memcached drops keys."
+        ),
+        Message.user("ok go"),
+        Message.model("Done: the export runs on port 5432 now."),
+    ]
+    ledger = build_ledger(history)
+    assert [e.text for e in ledger.decisions] == [
+        "Let me switch the cache to Redis 7 because memcached drops keys."
+    ]
+    assert not any("5433" in e.text for e in ledger.facts)
+    assert "5433" not in render_ledger(ledger, 16_000)
+
+
+@pytest.mark.parametrize(
+    ("sentence", "lookup"),
+    [
+        ("Let me check the render function for `@show_debug`.", True),
+        ("Let me also verify the not_found path works.", True),
+        ("I'll start by reading lib/app.ex.", True),
+        ("Now I'll double-check the migration in priv/repo.", True),
+        ("Let me rewrite it with proper SQLite handling in lib/repo.ex.", False),
+        ("I'll add a flash display inline in lib/live.ex.", False),
+        ("Checking the port shows 5432.", False),
+        ("Let me see-saw the value in lib/x.ex.", False),
+    ],
+)
+def test_a_lookup_is_told_by_its_verb(sentence: str, lookup: bool) -> None:
+    """The verbs of looking something up after "let me", "I'll" and the like, and no other."""
+    from autocompact.compaction.ledger.text import is_lookup
+
+    assert is_lookup(sentence) is lookup

@@ -67,6 +67,7 @@ from autocompact.compaction.ledger.text import (
     has_specific,
     is_harness,
     is_heading,
+    is_lookup,
     norm,
     rare_count,
     specific_counts,
@@ -350,8 +351,9 @@ def _assistant_text(state: _State, text: str, *, replied: bool) -> None:
     lines = sentence_list(drop_code(text))
     if replied and lines:
         state.last_reply = Entry(" ".join(lines)[:200], 0.0, state.tick())
-    # (A sentence ending in a colon announces what follows, a tool call or a list: no item.)
-    read = [line for line in lines if 12 <= len(line) <= 300 and line[-1] != ":"]
+    # (A sentence ending in a colon announces what follows, a tool call or a list; one that
+    # says what will be looked up states nothing yet: neither is an item.)
+    read = [s for s in lines if 12 <= len(s) <= 300 and s[-1] != ":" and not is_lookup(s)]
     for line, specific in zip(read, specific_counts(read), strict=True):
         if specific:
             state.said.append(

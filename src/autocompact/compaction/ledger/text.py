@@ -32,6 +32,7 @@ __all__ = [
     "hinted",
     "is_harness",
     "is_heading",
+    "is_lookup",
     "marked_tokens",
     "norm",
     "rare_count",
@@ -129,6 +130,18 @@ _LIMIT = frozenset(
     """under below above over within before after until max min least most""".split()  # noqa: SIM905
 )
 _CONDITION = frozenset(["if", "unless", "when", "whenever", "until", "except", "otherwise"])
+# The model saying it will look something up: a check to make, not a decision and not a fact
+# ("Let me verify the port is 5433." states no port). The verbs of looking, a closed class.
+_LOOKUP = re.compile(
+    r"(?:let me|let's|let us|i'll|i will|we'll|we will|i'm going to|i need to|now i'll)\s+"
+    r"(?:(?:also|first|now|quickly|just|then|briefly|start by|begin by|go ahead and)\s+)*"
+    r"(?:(?:double-|re-?)?check|look|read|see|verify|trace|understand|explore|examine|inspect|"
+    r"investigate|search|find out|review|confirm|view|study|grep|help you understand|"
+    r"conduct (?:a |an )?(?:\w+ )?(?:exploration|investigation|review|search)|"
+    r"(?:checking|reading|looking|exploring|understanding|examining|reviewing))(?![\w-])",
+    re.IGNORECASE,
+)
+_LOOKUP_OPENS = frozenset("LlIiWwNn")  # (what _LOOKUP can open with: most sentences are not)
 _REPORTED = re.compile(r"\b(?:does|did)(?: not\b|n't|nt\b)")  # the negation of a report
 _ASKING = frozenset(["what", "why", "how", "where", "which", "who", "whom", "whose"])
 _SOFT_LEAD = frozenset(["please", "also", "and", "so", "ok", "okay", "then", "now", "just", "oh"])
@@ -167,6 +180,12 @@ def bare(lower: str) -> str:
         if mark in lower:
             lower = lower.replace(mark, " ")
     return lower
+
+
+def is_lookup(sentence: str) -> bool:
+    """Whether ``sentence`` is the model saying it will look something up (``Let me check …``,
+    ``I'll verify …``): no decision, and what it names is yet to be found, no fact."""
+    return sentence[:1] in _LOOKUP_OPENS and _LOOKUP.match(sentence) is not None
 
 
 def form_of(sentence: str) -> Form:
