@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import cache
 from itertools import repeat
 
 __all__ = ["sentence_list", "sentences"]
@@ -80,7 +81,12 @@ _LEAD_EMPHASIS = (
 # After "\n" (``re`` skips to it in C), or after any line break (a text that has others). Four
 # groups, in this order: :func:`_unmarked` reads them by place.
 _AFTER_NEWLINE = re.compile(r"(?P<brk>\n)" + _LEAD_EMPHASIS)
-_AFTER_BREAK = re.compile(rf"(?P<brk>[{_BREAKS}])" + _LEAD_EMPHASIS)
+
+
+@cache
+def _after_break() -> re.Pattern[str]:
+    """The same after any line break (compiled when first needed: few texts have others)."""
+    return re.compile(rf"(?P<brk>[{_BREAKS}])" + _LEAD_EMPHASIS)
 
 
 def _unmarked(text: str) -> str:
@@ -94,7 +100,7 @@ def _unmarked(text: str) -> str:
     # Split at each match, in C: the text between matches and the groups of each (a break, the
     # marks before the text, the emphasis, the text), the emphasis dropped, then joined (a list
     # number is in no group: it goes; an unmatched ``lead`` is None, left out with the blanks).
-    parts = (_AFTER_BREAK if other else _AFTER_NEWLINE).split("\n" + text)
+    parts = (_after_break() if other else _AFTER_NEWLINE).split("\n" + text)
     if len(parts) == 1:
         return text
     del parts[3::5]

@@ -131,17 +131,32 @@ _LIMIT = frozenset(
 )
 _CONDITION = frozenset(["if", "unless", "when", "whenever", "until", "except", "otherwise"])
 # The model saying it will look something up: a check to make, not a decision and not a fact
-# ("Let me verify the port is 5433." states no port). The verbs of looking, a closed class.
-_LOOKUP = re.compile(
-    r"(?:let me|let's|let us|i'll|i will|we'll|we will|i'm going to|i need to|now i'll)\s+"
-    r"(?:(?:also|first|now|quickly|just|then|briefly|start by|begin by|go ahead and)\s+)*"
-    r"(?:(?:double-|re-?)?check|look|read|see|verify|trace|understand|explore|examine|inspect|"
-    r"investigate|search|find out|review|confirm|view|study|grep|help you understand|"
-    r"conduct (?:a |an )?(?:\w+ )?(?:exploration|investigation|review|search)|"
-    r"(?:checking|reading|looking|exploring|understanding|examining|reviewing))(?![\w-])",
-    re.IGNORECASE,
+# ("Let me verify the port is 5433." states no port). Closed classes: how the model announces
+# what it does next, the words it may put before the verb, the verbs of looking.
+_LOOKUP_LEADS = frozenset(
+    [
+        "let me",
+        "let's",
+        "let us",
+        "i'll",
+        "i will",
+        "we'll",
+        "we will",
+        "i'm going to",
+        "i need to",
+        "now i'll",
+    ]
 )
-_LOOKUP_OPENS = frozenset("LlIiWwNn")  # (what _LOOKUP can open with: most sentences are not)
+_LOOKUP_BEFORE = frozenset(
+    """also first now quickly just then briefly start begin by go ahead and""".split()  # noqa: SIM905
+)
+_LOOKUP_VERBS = frozenset(
+    """check double-check re-check recheck look read see verify trace understand explore
+    examine inspect investigate search review confirm view study grep checking reading looking
+    exploring understanding examining reviewing""".split()  # noqa: SIM905
+)
+_LOOKUP_NOUNS = frozenset(["exploration", "investigation", "review", "search"])  # conduct a …
+_LOOKUP_OPENS = frozenset("LlIiWwNn")  # (what a lead opens with: most sentences open otherwise)
 _REPORTED = re.compile(r"\b(?:does|did)(?: not\b|n't|nt\b)")  # the negation of a report
 _ASKING = frozenset(["what", "why", "how", "where", "which", "who", "whom", "whose"])
 _SOFT_LEAD = frozenset(["please", "also", "and", "so", "ok", "okay", "then", "now", "just", "oh"])
@@ -185,7 +200,22 @@ def bare(lower: str) -> str:
 def is_lookup(sentence: str) -> bool:
     """Whether ``sentence`` is the model saying it will look something up (``Let me check …``,
     ``I'll verify …``): no decision, and what it names is yet to be found, no fact."""
-    return sentence[:1] in _LOOKUP_OPENS and _LOOKUP.match(sentence) is not None
+    if sentence[:1] not in _LOOKUP_OPENS:
+        return False
+    words = [w.strip(",.;:!?") for w in sentence[:160].lower().replace("\u2019", "'").split()]
+    lead = next((n for n in (1, 2, 3) if " ".join(words[:n]) in _LOOKUP_LEADS), 0)
+    if not lead:
+        return False
+    at = lead
+    while at < len(words) - 1 and words[at] in _LOOKUP_BEFORE:
+        at += 1
+    verb, after = words[at] if at < len(words) else "", words[at + 1 : at + 4]
+    return (
+        verb in _LOOKUP_VERBS
+        or (verb == "find" and after[:1] == ["out"])
+        or (verb == "help" and after[:2] == ["you", "understand"])
+        or (verb == "conduct" and not _LOOKUP_NOUNS.isdisjoint(after))
+    )
 
 
 def form_of(sentence: str) -> Form:
