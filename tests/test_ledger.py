@@ -688,6 +688,10 @@ def test_the_goal_said_again_is_no_change_of_goal() -> None:
         ),
         ("Port the worker to Go", "Port the exporter to Go", False),
         ("Implement spotter-gqc", "Implement spotter", False),
+        ("Set up credo fast. Maybe igniter?", "Parse `set up credo fast", True),
+        ("Set up credo fast. Maybe igniter?", "Arguments: set up credo fast", True),
+        ("Deploy billing worker to production", "Deploy billing worker to staging", False),
+        ("Deploy billing worker to production", "Then deploy the billing worker", False),
     ],
 )
 def test_says_again_reads_words_not_marks(goal: str, change: str, again: bool) -> None:
@@ -742,3 +746,24 @@ def test_a_lookup_is_told_by_its_verb(sentence: str, lookup: bool) -> None:
     from autocompact.compaction.ledger.text import is_lookup
 
     assert is_lookup(sentence) is lookup
+
+
+def test_the_request_before_the_goals_sentence_is_kept_with_it() -> None:
+    """Of a first request in a few sentences, the goal's sentence (the one naming the most) may
+    say how; the requests before it naming the same thing say what, and stay with it (none of
+    them a change of goal). A rule, small talk or a request about something else before it is
+    not joined to it."""
+    what = "Work on ticket ops-12."
+    how = "Run tk show ops-12 to see its details and tk ready to list its subtasks."
+    then = "Start with the first ready one."
+
+    def goal_of(request: str) -> tuple[str, tuple[str, ...]]:
+        ledger = build_ledger([Message.user(request), Message.model("Looking."), *chat()[1:]])
+        assert ledger.goal is not None
+        return ledger.goal.text, tuple(e.text for e in ledger.goal_changes)
+
+    assert goal_of(f"{what} {how} {then}") == (f"{what} {how}", ())
+    assert goal_of(f"{how} {then}") == (how, ())
+    assert goal_of(f"Never restart db-3. {how}")[0] == how
+    assert goal_of(f"Thanks for the help so far. {how}")[0] == how  # no request
+    assert goal_of(f"Bump lib-9 to v2. {how}")[0] == how  # a request for something else

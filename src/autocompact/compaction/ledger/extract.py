@@ -37,6 +37,7 @@ from autocompact.compaction.ledger.goals import (
     has_name,
     latest,
     names,
+    request_text,
     says_again,
     subject_of,
     value_follows,
@@ -292,7 +293,7 @@ def _user_text(state: _State, text: str, *, own: bool = True) -> None:
             last, last_position = index, position
             continue
         if index == goal:
-            state.goal = Entry(line, 100.0, position)
+            state.goal = Entry(request_text(lines, index), 100.0, position)
             state.goal_subject = subject_of(state.goal)
             opens = False
             continue

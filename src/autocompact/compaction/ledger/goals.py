@@ -38,6 +38,7 @@ __all__ = [
     "has_name",
     "latest",
     "names",
+    "request_text",
     "says_again",
     "subject_of",
     "subject_words",
@@ -109,6 +110,31 @@ def goal_index(
 
 _OPENING_WORDS = 3
 _BEFORE_HEADING = 1_000
+_SHORT_SENTENCES = 4  # a request said whole in the goal: at most so many sentences
+_SHORT_REQUEST = 300  # and characters
+
+
+def request_text(lines: Sequence[str], index: int) -> str:
+    """The goal's text: sentence ``index`` of the first message (:func:`goal_index`), with the
+    sentences before it that ask for the same thing: a request (no rule, no heading) naming
+    what it names (in ``Work on bead X. Run bd show X to see its details and bd ready to find
+    its subtasks.``, the first says what, the one chosen how), when they are short."""
+    named = {token.lower() for token in specific_tokens(lines[index])}
+    before = [
+        line
+        for line in lines[:index]
+        if len(line) >= 4
+        and not is_harness(line)
+        and not is_heading(line)
+        and not {token.lower() for token in specific_tokens(line)}.isdisjoint(named)
+        and (form := form_of(line)).directive
+        and not _limit(form)
+    ]
+    if before and len(before) < _SHORT_SENTENCES:
+        whole = " ".join((*before, lines[index]))
+        if len(whole) <= _SHORT_REQUEST:
+            return whole
+    return lines[index]
 
 
 def _limit(form: Form) -> bool:
@@ -164,14 +190,21 @@ def goal_changes(goals: Sequence[Entry], count: int) -> tuple[Entry, ...]:
 def says_again(goal: Entry | None, change: Entry) -> bool:
     """Whether a change of goal only says the goal again: its words are all in the goal, in
     order (a summary quoting the user's first request, ``"Implement X"``, under a goal that
-    reads ``The user requested "Implement X" — …``), or the goal's are, and make most of it (a
-    skill's ``Arguments: <the goal>``). Marks and case aside."""
+    reads ``The user requested "Implement X" — …``), or the goal's are, and make most of it.
+    What leads to a quote of it is read past: a label (a skill's ``Arguments: <the goal>``)
+    or a word or two before a quote mark (``Parse `<the goal>```). Marks and case aside."""
     if goal is None:
         return False
-    said, now = _word_line(goal.text), _word_line(change.text)
-    if not now.strip():
-        return False
-    return now in said or (said in now and 4 * len(said) >= 3 * len(now))
+    said = _word_line(goal.text)
+    for text in dict.fromkeys((change.text, _QUOTE_LEAD.sub("", change.text, count=1))):
+        now = _word_line(text)
+        if now.strip() and (now in said or (said in now and 4 * len(said) >= 3 * len(now))):
+            return True
+    return False
+
+
+# What leads to a quote: a label (``Arguments:``), or a word or two before a quote mark.
+_QUOTE_LEAD = re.compile(r"^(?:[A-Za-z][\w ]{0,40}?:\s+|\w+(?: \w+)?\s+(?=[`\"']))")
 
 
 def _word_line(text: str) -> str:
