@@ -704,13 +704,15 @@ def test_says_again_reads_words_not_marks(goal: str, change: str, again: bool) -
 
 
 def test_what_the_model_will_look_up_is_no_decision_and_no_fact() -> None:
-    """ "Let me verify the port is 5433." states no port, and "Let me check X" decides nothing:
-    neither is kept; a choice the model states in the same words is still a decision."""
+    """ "Let me verify the port is 5433." states no port, "Now update the timeout to 90s." sets
+    none yet, and "Let me check X" decides nothing: none is kept; a choice the model states in
+    the same words is still a decision."""
     history = [
         Message.user("Fix the billing-7 export."),
         Message.model(
             "Let me verify the port is 5433. Let me check `config/app.toml` for the timeout. "
             "I'll first look at jobs/export.py to see the retry loop. "
+            "Now update the timeout in jobs/export.py to 90s. "
             "Let me switch the cache to Redis 7 because memcached drops keys."
         ),
         Message.user("ok go"),
@@ -720,8 +722,9 @@ def test_what_the_model_will_look_up_is_no_decision_and_no_fact() -> None:
     assert [e.text for e in ledger.decisions] == [
         "Let me switch the cache to Redis 7 because memcached drops keys."
     ]
-    assert not any("5433" in e.text for e in ledger.facts)
+    assert not any("5433" in e.text or "90s" in e.text for e in ledger.facts)
     assert "5433" not in render_ledger(ledger, 16_000)
+    assert "90s" not in render_ledger(ledger, 16_000)
 
 
 @pytest.mark.parametrize(
@@ -735,6 +738,11 @@ def test_what_the_model_will_look_up_is_no_decision_and_no_fact() -> None:
         ("Let me find out why lib/a.ex fails.", True),
         ("I'll conduct a thorough exploration of lib/.", True),
         ("Let me find the fix in lib/a.ex.", False),
+        ("Now update lib/renderer_test.exs to cover ids.", True),
+        ("Now I need to check where lib/x.ex is used.", True),
+        ("Now the tests in lib/ pass.", False),
+        ("Now updated lib/a.ex to v2.", False),
+        ("Update lib/a.ex to v2.", False),
         ("Let me rewrite it with proper SQLite handling in lib/repo.ex.", False),
         ("I'll add a flash display inline in lib/live.ex.", False),
         ("Checking the port shows 5432.", False),
@@ -742,10 +750,11 @@ def test_what_the_model_will_look_up_is_no_decision_and_no_fact() -> None:
     ],
 )
 def test_a_lookup_is_told_by_its_verb(sentence: str, lookup: bool) -> None:
-    """The verbs of looking something up after "let me", "I'll" and the like, and no other."""
-    from autocompact.compaction.ledger.text import is_lookup
+    """The verbs of looking something up after "let me", "I'll" and the like, and no other; a
+    bare verb of looking or changing after "now" (a step the model tells itself)."""
+    from autocompact.compaction.ledger.text import is_announcement
 
-    assert is_lookup(sentence) is lookup
+    assert is_announcement(sentence) is lookup
 
 
 def test_the_request_before_the_goals_sentence_is_kept_with_it() -> None:

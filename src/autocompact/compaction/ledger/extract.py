@@ -66,9 +66,9 @@ from autocompact.compaction.ledger.text import (
     fact_of,
     form_of,
     has_specific,
+    is_announcement,
     is_harness,
     is_heading,
-    is_lookup,
     norm,
     rare_count,
     specific_counts,
@@ -353,8 +353,8 @@ def _assistant_text(state: _State, text: str, *, replied: bool) -> None:
     if replied and lines:
         state.last_reply = Entry(" ".join(lines)[:200], 0.0, state.tick())
     # (A sentence ending in a colon announces what follows, a tool call or a list; one that
-    # says what will be looked up states nothing yet: neither is an item.)
-    read = [s for s in lines if 12 <= len(s) <= 300 and s[-1] != ":" and not is_lookup(s)]
+    # announces a step to take states nothing yet: neither is an item.)
+    read = [s for s in lines if 12 <= len(s) <= 300 and s[-1] != ":" and not is_announcement(s)]
     for line, specific in zip(read, specific_counts(read), strict=True):
         if specific:
             state.said.append(

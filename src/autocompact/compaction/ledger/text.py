@@ -30,9 +30,9 @@ __all__ = [
     "form_of",
     "has_specific",
     "hinted",
+    "is_announcement",
     "is_harness",
     "is_heading",
-    "is_lookup",
     "marked_tokens",
     "norm",
     "rare_count",
@@ -144,7 +144,6 @@ _LOOKUP_LEADS = frozenset(
         "we will",
         "i'm going to",
         "i need to",
-        "now i'll",
     ]
 )
 _LOOKUP_BEFORE = frozenset(
@@ -156,7 +155,8 @@ _LOOKUP_VERBS = frozenset(
     exploring understanding examining reviewing""".split()  # noqa: SIM905
 )
 _LOOKUP_NOUNS = frozenset(["exploration", "investigation", "review", "search"])  # conduct a …
-_LOOKUP_OPENS = frozenset("LlIiWwNn")  # (what a lead opens with: most sentences open otherwise)
+_STEP_ADVERBS = frozenset(["now", "next", "then", "first", "so"])  # before an announcement
+_LOOKUP_OPENS = frozenset("LlIiWwNnTtFfSs")  # (what those open with: most sentences do not)
 _REPORTED = re.compile(r"\b(?:does|did)(?: not\b|n't|nt\b)")  # the negation of a report
 _ASKING = frozenset(["what", "why", "how", "where", "which", "who", "whom", "whose"])
 _SOFT_LEAD = frozenset(["please", "also", "and", "so", "ok", "okay", "then", "now", "just", "oh"])
@@ -197,16 +197,21 @@ def bare(lower: str) -> str:
     return lower
 
 
-def is_lookup(sentence: str) -> bool:
-    """Whether ``sentence`` is the model saying it will look something up (``Let me check …``,
-    ``I'll verify …``): no decision, and what it names is yet to be found, no fact."""
+def is_announcement(sentence: str) -> bool:
+    """Whether ``sentence`` is the model announcing a step yet to take: looking something up
+    (``Let me check …``, ``I'll verify …``), or telling itself what to change next (``Now
+    update the test to cover …``). No decision, and what it names is yet to be found or done:
+    no fact."""
     if sentence[:1] not in _LOOKUP_OPENS:
         return False
     words = [w.strip(",.;:!?") for w in sentence[:160].lower().replace("\u2019", "'").split()]
-    lead = next((n for n in (1, 2, 3) if " ".join(words[:n]) in _LOOKUP_LEADS), 0)
-    if not lead:
-        return False
-    at = lead
+    at = 0
+    while at < len(words) - 1 and words[at] in _STEP_ADVERBS:
+        at += 1
+    lead = next((n for n in (1, 2, 3) if " ".join(words[at : at + n]) in _LOOKUP_LEADS), 0)
+    if not lead:  # a bare verb after "now": a step told to itself (a look-up, or a change)
+        return at > 0 and (words[at] in _LOOKUP_VERBS or words[at] in _SET_VERBS)
+    at += lead
     while at < len(words) - 1 and words[at] in _LOOKUP_BEFORE:
         at += 1
     verb, after = words[at] if at < len(words) else "", words[at + 1 : at + 4]
@@ -422,8 +427,9 @@ _IS_FACT = re.compile(
     r"stays|remains|equals|=|moved to|changed to|goes to|lives in|runs on)\s+"
     r"(?:now\s+|still\s+|set to\s+|at\s+)?(?P<value>\S.*)$"
 )
+_SET_VERBS = frozenset("set change move bump raise lower switch update make pin".split())  # noqa: SIM905
 _SET_FACT = re.compile(
-    r"^(?:please\s+)?(?:[A-Za-z]+\s+)?(?:set|change|move|bump|raise|lower|switch|update|make|pin|"
+    rf"^(?:please\s+)?(?:[A-Za-z]+\s+)?(?:{'|'.join(sorted(_SET_VERBS))}|"
     r"changed|moved|bumped|raised|lowered|switched|updated|made|pinned)\s+"
     r"(?P<key>[^.!?]{2,60}?)\s+(?:to|=)\s+(?P<value>\S.*)$",
     re.IGNORECASE,
