@@ -367,10 +367,18 @@ def test_a_fact_has_one_key_however_it_is_worded(sentence: str, key: str, value:
 
 
 @pytest.mark.parametrize(
-    "sentence", ["It is fine.", "This is great.", "Change of plan: build the JSON exporter now."]
+    "sentence",
+    [
+        "It is fine.",
+        "This is great.",
+        "Change of plan: build the JSON exporter now.",
+        "const pushSelection = () => {",
+        "Status: —",
+    ],
 )
 def test_not_every_is_or_colon_is_a_fact(sentence: str) -> None:
-    """A pronoun is no key; a statement after a label is no value."""
+    """A pronoun is no key; a statement after a label is no value, nor are marks alone (a line
+    of code outside a fence)."""
     assert fact_of(sentence) is None
 
 

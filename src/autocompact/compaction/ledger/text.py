@@ -439,6 +439,7 @@ _USE_FACT = re.compile(
     re.IGNORECASE,
 )
 _COLON_FACT = re.compile(r"^(?P<key>[A-Za-z`\"'][^:=.!?]{1,80}?)\s*(?::|=)\s+(?P<value>\S.*)$")
+_HAS_ALNUM = re.compile(r"[^\W_]")  # a letter or a digit
 _NOT_KEY = frozenset(
     """i we you it this that there he she they what which who how why""".split()  # noqa: SIM905
 )
@@ -477,8 +478,8 @@ def fact_of(sentence: str) -> Fact | None:
             value = match.group("value").strip()
             if pattern is _COLON_FACT and _statement(value):
                 continue
-            if key and value:
-                return Fact(key, value)
+            if key and value and _HAS_ALNUM.search(value):
+                return Fact(key, value)  # (a value of marks alone is code: ``x = () => {``)
     return None
 
 
