@@ -374,11 +374,12 @@ def test_a_fact_has_one_key_however_it_is_worded(sentence: str, key: str, value:
         "Change of plan: build the JSON exporter now.",
         "const pushSelection = () => {",
         "Status: —",
+        "Almost done — this is a first-time test env build.",
     ],
 )
 def test_not_every_is_or_colon_is_a_fact(sentence: str) -> None:
-    """A pronoun is no key; a statement after a label is no value, nor are marks alone (a line
-    of code outside a fence)."""
+    """A pronoun is no key (nor one after a dash: that is a clause of its own); a statement
+    after a label is no value, nor are marks alone (a line of code outside a fence)."""
     assert fact_of(sentence) is None
 
 

@@ -510,9 +510,14 @@ _TRAILING = re.compile(r"[\s,:;-]+(?:it|they|this|that)?[\s,:;-]*$", re.IGNORECA
 
 
 def _subject(raw_key: str) -> str:
-    """A key read past what leads to it: a trailing pronoun (``the relay, it is …``) goes, and
-    a key of more than eight words keeps its last clause, at most its last six words (``a small
-    fix to what I said about the relay: it is …`` → ``said about the relay``)."""
+    """A key read past what leads to it: what a dash or a semicolon ends is another clause
+    (``almost done — this is …``: the key is ``this``, no key), a trailing pronoun (``the relay,
+    it is …``) goes, and a key of more than eight words keeps its last clause, at most its last
+    six words (``a small fix to what I said about the relay: it is …`` → ``said about the
+    relay``)."""
+    for clause in (" \u2014 ", " \u2013 ", "; "):  # a clause of its own: its subject is next
+        if clause in raw_key:
+            raw_key = raw_key.rsplit(clause, 1)[1]
     key = _TRAILING.sub("", raw_key) or raw_key
     words = key.split()
     if len(words) <= 8:
