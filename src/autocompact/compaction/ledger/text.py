@@ -130,9 +130,10 @@ _LIMIT = frozenset(
     """under below above over within before after until max min least most""".split()  # noqa: SIM905
 )
 _CONDITION = frozenset(["if", "unless", "when", "whenever", "until", "except", "otherwise"])
-# The model saying it will look something up: a check to make, not a decision and not a fact
-# ("Let me verify the port is 5433." states no port). Closed classes: how the model announces
-# what it does next, the words it may put before the verb, the verbs of looking.
+# The model announcing a step yet to take (:func:`is_announcement`): not a decision and not a
+# fact ("Let me verify the port is 5433." states no port). Closed classes: how the model
+# announces what it does next, the words it may put before the verb, the verbs of looking, the
+# adverbs before a step it tells itself ("Now update …").
 _LOOKUP_LEADS = frozenset(
     [
         "let me",
