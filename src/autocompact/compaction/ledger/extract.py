@@ -354,9 +354,9 @@ def _assistant_text(state: _State, text: str, *, replied: bool) -> None:
         state.last_reply = Entry(" ".join(lines)[:200], 0.0, state.tick())
     # (A sentence ending in a colon announces what follows, a tool call or a list; one that
     # announces a step to take states nothing yet: neither is an item.)
-    read = [s for s in lines if 12 <= len(s) <= 300 and s[-1] != ":" and not is_announcement(s)]
+    read = [line for line in lines if 12 <= len(line) <= 300 and line[-1] != ":"]
     for line, specific in zip(read, specific_counts(read), strict=True):
-        if specific:
+        if specific and not is_announcement(line):
             state.said.append(
                 _Said(line, state.tick(), user=False, opens_turn=False, specific=specific)
             )

@@ -157,7 +157,20 @@ _LOOKUP_VERBS = frozenset(
 )
 _LOOKUP_NOUNS = frozenset(["exploration", "investigation", "review", "search"])  # conduct a …
 _STEP_ADVERBS = frozenset(["now", "next", "then", "first", "so"])  # before an announcement
-_LOOKUP_OPENS = frozenset("LlIiWwNnTtFfSs")  # (what those open with: most sentences do not)
+# (What those open with, lower-cased: most sentences do not, and are passed over in C.)
+_LOOKUP_OPENS = (
+    "let",
+    "i'",
+    "i\u2019",
+    "i will",
+    "i need",
+    "we",
+    "now",
+    "next",
+    "then",
+    "first",
+    "so",
+)
 _REPORTED = re.compile(r"\b(?:does|did)(?: not\b|n't|nt\b)")  # the negation of a report
 _ASKING = frozenset(["what", "why", "how", "where", "which", "who", "whom", "whose"])
 _SOFT_LEAD = frozenset(["please", "also", "and", "so", "ok", "okay", "then", "now", "just", "oh"])
@@ -203,7 +216,7 @@ def is_announcement(sentence: str) -> bool:
     (``Let me check …``, ``I'll verify …``), or telling itself what to change next (``Now
     update the test to cover …``). No decision, and what it names is yet to be found or done:
     no fact."""
-    if sentence[:1] not in _LOOKUP_OPENS:
+    if not sentence[:8].lower().startswith(_LOOKUP_OPENS):
         return False
     words = [w.strip(",.;:!?") for w in sentence[:160].lower().replace("\u2019", "'").split()]
     at = 0
