@@ -529,9 +529,9 @@ def _subject(raw_key: str) -> str:
     it is …``) goes, and a key of more than eight words keeps its last clause, at most its last
     six words (``a small fix to what I said about the relay: it is …`` → ``said about the
     relay``)."""
-    for clause in (" \u2014 ", " \u2013 ", "; "):  # a clause of its own: its subject is next
-        if clause in raw_key:
-            raw_key = raw_key.rsplit(clause, 1)[1]
+    for separator in (" \u2014 ", " \u2013 ", "; "):  # a clause of its own: its subject next
+        if separator in raw_key:
+            raw_key = raw_key.rsplit(separator, 1)[1]
     key = _TRAILING.sub("", raw_key) or raw_key
     words = key.split()
     if len(words) <= 8:
