@@ -761,7 +761,7 @@ def test_what_the_model_will_look_up_is_no_decision_and_no_fact() -> None:
 def test_a_lookup_is_told_by_its_verb(sentence: str, lookup: bool) -> None:
     """The verbs of looking something up after "let me", "I'll" and the like, and no other; a
     bare verb of looking or changing after "now" (a step the model tells itself)."""
-    from autocompact.compaction.ledger.text import is_announcement
+    from autocompact.compaction.ledger.announcements import is_announcement
 
     assert is_announcement(sentence) is lookup
 

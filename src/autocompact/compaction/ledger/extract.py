@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from autocompact.compaction.ledger import foreign, tools
+from autocompact.compaction.ledger.announcements import is_announcement
 from autocompact.compaction.ledger.code import drop_code
 from autocompact.compaction.ledger.goals import (
     NAMED_GOAL,
@@ -66,7 +67,6 @@ from autocompact.compaction.ledger.text import (
     fact_of,
     form_of,
     has_specific,
-    is_announcement,
     is_harness,
     is_heading,
     norm,

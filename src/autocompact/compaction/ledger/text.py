@@ -17,6 +17,8 @@ from functools import lru_cache
 from itertools import repeat
 from typing import NamedTuple
 
+from autocompact.compaction.ledger.announcements import SET_VERBS
+
 __all__ = [
     "FILLER",
     "GRAMMAR",
@@ -30,7 +32,6 @@ __all__ = [
     "form_of",
     "has_specific",
     "hinted",
-    "is_announcement",
     "is_harness",
     "is_heading",
     "marked_tokens",
@@ -130,47 +131,6 @@ _LIMIT = frozenset(
     """under below above over within before after until max min least most""".split()  # noqa: SIM905
 )
 _CONDITION = frozenset(["if", "unless", "when", "whenever", "until", "except", "otherwise"])
-# The model announcing a step yet to take (:func:`is_announcement`): not a decision and not a
-# fact ("Let me verify the port is 5433." states no port). Closed classes: how the model
-# announces what it does next, the words it may put before the verb, the verbs of looking, the
-# adverbs before a step it tells itself ("Now update …").
-_LOOKUP_LEADS = frozenset(
-    [
-        "let me",
-        "let's",
-        "let us",
-        "i'll",
-        "i will",
-        "we'll",
-        "we will",
-        "i'm going to",
-        "i need to",
-    ]
-)
-_LOOKUP_BEFORE = frozenset(
-    """also first now quickly just then briefly start begin by go ahead and""".split()  # noqa: SIM905
-)
-_LOOKUP_VERBS = frozenset(
-    """check double-check re-check recheck look read see verify trace understand explore
-    examine inspect investigate search review confirm view study grep checking reading looking
-    exploring understanding examining reviewing""".split()  # noqa: SIM905
-)
-_LOOKUP_NOUNS = frozenset(["exploration", "investigation", "review", "search"])  # conduct a …
-_STEP_ADVERBS = frozenset(["now", "next", "then", "first", "so"])  # before an announcement
-# (What those open with, lower-cased: most sentences do not, and are passed over in C.)
-_LOOKUP_OPENS = (
-    "let",
-    "i'",
-    "i\u2019",
-    "i will",
-    "i need",
-    "we",
-    "now",
-    "next",
-    "then",
-    "first",
-    "so",
-)
 _REPORTED = re.compile(r"\b(?:does|did)(?: not\b|n't|nt\b)")  # the negation of a report
 _ASKING = frozenset(["what", "why", "how", "where", "which", "who", "whom", "whose"])
 _SOFT_LEAD = frozenset(["please", "also", "and", "so", "ok", "okay", "then", "now", "just", "oh"])
@@ -209,32 +169,6 @@ def bare(lower: str) -> str:
         if mark in lower:
             lower = lower.replace(mark, " ")
     return lower
-
-
-def is_announcement(sentence: str) -> bool:
-    """Whether ``sentence`` is the model announcing a step yet to take: looking something up
-    (``Let me check …``, ``I'll verify …``), or telling itself what to change next (``Now
-    update the test to cover …``). No decision, and what it names is yet to be found or done:
-    no fact."""
-    if not sentence[:8].lower().startswith(_LOOKUP_OPENS):
-        return False
-    words = [w.strip(",.;:!?") for w in sentence[:160].lower().replace("\u2019", "'").split()]
-    at = 0
-    while at < len(words) - 1 and words[at] in _STEP_ADVERBS:
-        at += 1
-    lead = next((n for n in (1, 2, 3) if " ".join(words[at : at + n]) in _LOOKUP_LEADS), 0)
-    if not lead:  # a bare verb after "now": a step told to itself (a look-up, or a change)
-        return at > 0 and (words[at] in _LOOKUP_VERBS or words[at] in _SET_VERBS)
-    at += lead
-    while at < len(words) - 1 and words[at] in _LOOKUP_BEFORE:
-        at += 1
-    verb, after = words[at] if at < len(words) else "", words[at + 1 : at + 4]
-    return (
-        verb in _LOOKUP_VERBS
-        or (verb == "find" and after[:1] == ["out"])
-        or (verb == "help" and after[:2] == ["you", "understand"])
-        or (verb == "conduct" and not _LOOKUP_NOUNS.isdisjoint(after))
-    )
 
 
 def form_of(sentence: str) -> Form:
@@ -441,9 +375,8 @@ _IS_FACT = re.compile(
     r"stays|remains|equals|=|moved to|changed to|goes to|lives in|runs on)\s+"
     r"(?:now\s+|still\s+|set to\s+|at\s+)?(?P<value>\S.*)$"
 )
-_SET_VERBS = frozenset("set change move bump raise lower switch update make pin".split())  # noqa: SIM905
 _SET_FACT = re.compile(
-    rf"^(?:please\s+)?(?:[A-Za-z]+\s+)?(?:{'|'.join(sorted(_SET_VERBS))}|"
+    rf"^(?:please\s+)?(?:[A-Za-z]+\s+)?(?:{'|'.join(sorted(SET_VERBS))}|"
     r"changed|moved|bumped|raised|lowered|switched|updated|made|pinned)\s+"
     r"(?P<key>[^.!?]{2,60}?)\s+(?:to|=)\s+(?P<value>\S.*)$",
     re.IGNORECASE,
