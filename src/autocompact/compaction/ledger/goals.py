@@ -18,6 +18,7 @@ from autocompact.compaction.ledger import tools
 from autocompact.compaction.ledger.model import Entry
 from autocompact.compaction.ledger.text import (
     GRAMMAR,
+    LABEL,
     Form,
     bare,
     content_words,
@@ -196,15 +197,16 @@ def says_again(goal: Entry | None, change: Entry) -> bool:
     if goal is None:
         return False
     said = _word_line(goal.text)
-    for text in dict.fromkeys((change.text, _QUOTE_LEAD.sub("", change.text, count=1))):
+    lead = LABEL.match(change.text) or _QUOTE_LEAD.match(change.text)
+    for text in dict.fromkeys((change.text, change.text[lead.end() :] if lead else "")):
         now = _word_line(text)
         if now.strip() and (now in said or (said in now and 4 * len(said) >= 3 * len(now))):
             return True
     return False
 
 
-# What leads to a quote: a label (``Arguments:``), or a word or two before a quote mark.
-_QUOTE_LEAD = re.compile(r"^(?:[A-Za-z][\w ]{0,40}?:\s+|\w+(?: \w+)?\s+(?=[`\"']))")
+# What leads to a quote without a label: a word or two before a quote mark.
+_QUOTE_LEAD = re.compile(r"^\w+(?: \w+)?\s+(?=[`\"'])")
 
 
 def _word_line(text: str) -> str:

@@ -22,6 +22,7 @@ from autocompact.compaction.ledger.announcements import SET_VERBS
 __all__ = [
     "FILLER",
     "GRAMMAR",
+    "LABEL",
     "Form",
     "bare",
     "carries_stale",
@@ -369,7 +370,8 @@ def norm(text: str) -> str:
 
 # -- statements ---------------------------------------------------------------------------------
 
-_LABEL = re.compile(r"^[A-Za-z][\w ]{0,40}?:\s+(?=\S)")
+LABEL = re.compile(r"^[A-Za-z][\w ]{0,40}?:\s+(?=\S)")
+"""A label that leads a statement (``Update: …``, ``Arguments: …``): up to its blanks."""
 _IS_FACT = re.compile(
     r"^(?P<key>[A-Za-z$`\"'][^.!?]{1,80}?)\s+(?:is|are|was|were|will be|should be|becomes|"
     r"stays|remains|equals|=|moved to|changed to|goes to|lives in|runs on)\s+"
@@ -505,7 +507,7 @@ def _statement(value: str) -> bool:
 
 
 def _bodies(text: str) -> tuple[str, ...]:
-    label = _LABEL.match(text) if ":" in text else None
+    label = LABEL.match(text) if ":" in text else None
     return (text[label.end() :], text) if label else (text,)
 
 
@@ -525,7 +527,7 @@ def shorten(sentence: str) -> str:
     """``sentence`` without its label and filler words: every identifier, number, negation and
     condition stays."""
     text = sentence
-    label = _LABEL.match(text)
+    label = LABEL.match(text)
     if label and len(text[label.end() :].split()) >= 3:
         text = text[label.end() :]
     kept = [w for w in text.split() if w.lower().strip(",;") not in FILLER]
