@@ -204,6 +204,52 @@ def test_the_next_step_is_the_item_in_progress_since_the_latest_request() -> Non
     assert "SHOP-12.2" not in step.text
 
 
+def test_the_last_reply_as_next_step_is_its_words_on_whole_words() -> None:
+    """A report that ends the part is quoted by its words: not its opening interjection, its
+    Markdown headings or its table rows, and cut after a whole word, marked "…"."""
+    report = (
+        "Splendid! The exporter now writes one Parquet file per tenant.\n\n"
+        "## Outcome of the migration\n\n"
+        "| tenant | rows |\n|--------|------|\n| north-7 | 10412 |\n\n"
+        "### 2. Throughput\n\n"
+        "Each tenant's file is flushed after 50000 rows, so memory stays below 300 MB while "
+        "the biggest tenant exports; the schema registry pins version 14 of the record layout "
+        "and the nightly job reads that version back before it publishes anything downstream."
+    )
+    history = [Message.user("Port the exporter to Parquet."), Message.model(report)]
+    step = build_ledger(history).next_step
+    assert step is not None
+    said = step.text.removeprefix("Carry on after the last reply: ")
+    assert said.startswith("The exporter now writes one Parquet file per tenant.")
+    for layout in ("Splendid", "#", "|", "---", "Outcome of the migration", "Throughput"):
+        assert layout not in said, (layout, said)
+    assert said.endswith(" …")
+    last_word = said.removesuffix(" …").rsplit(" ", 1)[-1]
+    assert f" {last_word} " in report, said  # a whole word of the report, not a piece of one
+    assert len(said) <= 200
+
+
+def test_a_long_latest_request_as_next_step_is_cut_after_a_whole_word() -> None:
+    """A latest request of more than 200 characters is quoted up to a whole word."""
+    request = (
+        "Now rename every `ledger_v1` table to `ledger_v2` in the reporting schema, keep "
+        "read-only views under the old names for the dashboards that still query them, "
+        "update the nightly aggregation job and its fixtures, and tell me which dashboards "
+        "break if we drop the views next quarter."
+    )
+    history = [
+        Message.user("Clean up the reporting schema."),
+        Message.model("Done: the unused indexes are gone."),
+        Message.user(request),
+    ]
+    step = build_ledger(history).next_step
+    assert step is not None
+    asked = step.text.removeprefix("Continue with the latest request: ")
+    assert asked.endswith(" …")
+    assert request.startswith(asked.removesuffix(" …"))
+    assert request[len(asked) - 2] == " ", asked  # cut at a space: the last word is whole
+
+
 # -- the goal as changed ----------------------------------------------------------------------
 
 _SMALL_TALK = (

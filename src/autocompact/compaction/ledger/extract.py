@@ -54,6 +54,7 @@ from autocompact.compaction.ledger.status import (
     PROGRESS,
     finished,
     next_step,
+    reply_text,
     started,
     status_entries,
 )
@@ -351,7 +352,7 @@ def _whole_words(line: str) -> str:
 def _assistant_text(state: _State, text: str, *, replied: bool) -> None:
     lines = sentence_list(drop_code(text))
     if replied and lines:
-        state.last_reply = Entry(" ".join(lines)[:200], 0.0, state.tick())
+        state.last_reply = Entry(reply_text(lines), 0.0, state.tick())
     # (A sentence ending in a colon announces what follows, a tool call or a list; one that
     # announces a step to take states nothing yet: neither is an item.)
     read = [line for line in lines if 12 <= len(line) <= 300 and line[-1] != ":"]

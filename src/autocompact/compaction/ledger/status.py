@@ -17,7 +17,17 @@ from collections.abc import Sequence
 
 from autocompact.compaction.ledger.model import Entry, Ledger
 
-__all__ = ["DONE", "MAX_DONE", "PROGRESS", "finished", "next_step", "started", "status_entries"]
+__all__ = [
+    "DONE",
+    "MAX_DONE",
+    "PROGRESS",
+    "finished",
+    "next_step",
+    "reply_text",
+    "started",
+    "status_entries",
+    "whole_words",
+]
 
 DONE = "DONE"
 PROGRESS = "IN PROGRESS"
@@ -33,6 +43,13 @@ _ID = re.compile(r"^#?[A-Za-z0-9][\w.#/-]*$")
 _MAX_IDS = 8
 _NEXT_KEY = re.compile(r"\bnext\b")
 _PRINTERS = frozenset({"echo", "printf", "grep", "rg"})  # they print or search the words
+_SAID = 200
+"""Characters of a request or a reply the next step quotes."""
+# Lines of a reply that are Markdown's layout, not its words: a heading (``## Results``), a
+# table's row (``| id | task |``), and an interjection that opens it (``Perfect!``).
+_LAYOUT = re.compile(r"#{1,6}(?:[ \t]|$)|\||[A-Z][a-z]+!$")
+# A numbered heading (``### 1. Results``), which the sentence splitter cuts after its number.
+_NUMBERED_HEADING = re.compile(r"#{1,6}[ \t]+\d{1,3}[.)]$")
 
 
 def finished(command: str, output: str) -> list[tuple[str, str]]:
@@ -165,10 +182,34 @@ def next_step(
     working = [e for e in done if e.mark == PROGRESS and not _closed_later(e, finished_)]
     if working and (user is None or working[-1].position > user.position):
         item = working[-1].text.removeprefix(f"[{PROGRESS}] ")
-        asked = f" (the latest request: {user.text[:200]})" if user is not None else ""
+        asked = "" if user is None else f" (the latest request: {whole_words(user.text, _SAID)})"
         return Entry(f"Continue {item}, in progress{asked}", 0.0, working[-1].position)
     if user is not None and (reply is None or user.position > reply.position):
-        return Entry(f"Continue with the latest request: {user.text[:200]}", 0.0, user.position)
+        asked = whole_words(user.text, _SAID)
+        return Entry(f"Continue with the latest request: {asked}", 0.0, user.position)
     if reply is not None:
         return Entry(f"Carry on after the last reply: {reply.text}", 0.0, reply.position)
     return None
+
+
+def reply_text(lines: Sequence[str]) -> str:
+    """What the next step quotes of a reply made of ``lines`` (its sentences): its words without
+    Markdown's headings, tables and an opening interjection (all of it when that is all it
+    holds), at most :data:`_SAID` characters ended on a whole word."""
+    words = []
+    heading = False  # the line before was a numbered heading's number: this is its title
+    for line in lines:
+        if not (heading or _LAYOUT.match(line)):
+            words.append(line)
+        heading = _NUMBERED_HEADING.match(line) is not None
+    words = words or list(lines)
+    return whole_words(" ".join(words), _SAID)
+
+
+def whole_words(text: str, limit: int) -> str:
+    """``text``, or, when it is longer than ``limit`` characters, its words that fit in
+    ``limit`` with " …" after them (a text without a space in them is cut at ``limit``)."""
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit - 1)
+    return (text[:cut] if cut > 0 else text[: limit - 2]) + " …"
