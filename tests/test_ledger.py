@@ -262,6 +262,50 @@ def test_an_error_is_fixed_when_a_later_run_succeeds() -> None:
     assert [r.text for r in ledger.results] == ["tests: `pytest -q` → 5 passed in 0.2s"]
 
 
+def test_a_runner_named_only_in_a_quoted_argument_is_no_result() -> None:
+    """A tracker's title or a commit message that names a linter or a test runner runs none:
+    its output does not replace the latest lint or test result (a quoted program, or a shell's
+    quoted command, is still read)."""
+    history = [Message.user("Check the suite, then plan the quality tooling as beads.")]
+    history += _run("a", 'sh -c "mix test --max-failures 1"', "41 tests, 0 failures", error=False)
+    history += _run("b", '"./node_modules/.bin/eslint" src', "All checks passed", error=False)
+    history += _run(
+        "c",
+        'bd create --title="Install quality tools and configure Credo" --type=task',
+        "Created issue: spotter-0p7.1 (2 dependencies passed validation)",
+        error=False,
+    )
+    history += _run(
+        "d", "git commit -m 'tests: cover the mix test alias'", "1 file changed", error=False
+    )
+    assert [r.text for r in build_ledger(history).results] == [
+        'tests: `sh -c "mix test --max-failures 1"` → 41 tests, 0 failures',
+        'lint: `"./node_modules/.bin/eslint" src` → All checks passed',
+    ]
+
+
+def test_long_commands_and_output_lines_are_cut_after_a_whole_word() -> None:
+    """A command, an error line or a result line too long to quote whole is quoted up to a whole
+    word, marked "…" (the snapshot promises no item cut mid-word); a long command leaves its
+    result room."""
+    title = " ".join(f"segment{n}" for n in range(30))
+    failing = "pytest -q tests/test_export.py " + " ".join(f"--deselect=case{n}" for n in range(40))
+    history = [Message.user("Track the exporter rewrite and run its tests.")]
+    history += _run("a", f'tk new --title="{title}" --kind=task', "ok", error=False)
+    history += _run("b", failing, "E   " + " ".join(["mismatch"] * 80), error=True)
+    history += _run("c", failing, "9 passed in 0.3s", error=False)
+    ledger = build_ledger(history)
+    quoted = [e.text for e in (*ledger.actions, *ledger.errors, *ledger.results)]
+    assert len(quoted) == 3, quoted
+    words = {*title.split(), *failing.split(), "mismatch", "E"}
+    assert quoted[-1].endswith(" …` → 9 passed in 0.3s"), quoted[-1]
+    for text in quoted:
+        assert " …" in text, text
+        for cut in text.split(" …")[:-1]:  # each quote cut ends on a whole word
+            last = cut.rsplit(" ", 1)[-1].strip('`"=')
+            assert last in words or last.split("=")[-1].strip('"') in words, (last, text)
+
+
 def test_a_chained_command_that_succeeds_fixes_the_errors_of_each_of_its_commands() -> None:
     """A commit refused by a pre-commit hook, alone and chained after ``git add``, then
     ``git add … && git commit …`` that goes through: every command of the chain succeeded, so

@@ -75,6 +75,7 @@ from autocompact.compaction.ledger.text import (
     specific_counts,
     specific_tokens,
     stale_tokens,
+    whole_words,
 )
 from autocompact.content import FunctionCallPart, FunctionResponsePart, Message, TextPart
 
@@ -299,7 +300,7 @@ def _user_text(state: _State, text: str, *, own: bool = True) -> None:
             opens = False
             continue
         if len(line) >= _MAX_CANDIDATE:  # the splitter read no further: end on a whole word
-            line = _whole_words(line)
+            line = whole_words(line, _MAX_CANDIDATE - 1)
         last, last_position = index, position
         specific = marks.get(index, 0)
         if specific and code_like(line):
@@ -340,13 +341,8 @@ def _user_text(state: _State, text: str, *, own: bool = True) -> None:
         opens = False
     if last >= 0:
         line = lines[last]
-        state.last_user_line = _whole_words(line) if len(line) >= _MAX_CANDIDATE else line
+        state.last_user_line = whole_words(line, _MAX_CANDIDATE - 1)
         state.last_user_position = last_position
-
-
-def _whole_words(line: str) -> str:
-    """A sentence the splitter cut, ended on a whole word."""
-    return line[: line.rfind(" ")] + " …" if " " in line else line
 
 
 def _assistant_text(state: _State, text: str, *, replied: bool) -> None:
@@ -413,11 +409,12 @@ def _response(state: _State, part: FunctionResponsePart) -> None:
     for item in started(command) if command is not None and not part.is_error else ():
         state.done.append(Entry(f"[{PROGRESS}] {item}", 15.0, position, mark=PROGRESS))
         work.append(("", item))
-    if kind:
+    if kind and command is not None:
         line = tools.result_line(text, part.is_error)
-        state.results[kind] = Entry(f"{kind}: `{command}` → {line}"[:300], 50.0, position, kind)
+        said = whole_words(f"{kind}: `{whole_words(command, 120)}` → {line}", 300)
+        state.results[kind] = Entry(said, 50.0, position, kind)
     elif command is not None and not work:
-        state.actions.append(Entry(f"ran `{command[:120]}`", 5.0, position))
+        state.actions.append(Entry(f"ran `{whole_words(command, 120)}`", 5.0, position))
         del state.actions[: -_MAX_ACTIONS * 2]
 
 

@@ -16,6 +16,7 @@ import re
 from collections.abc import Sequence
 
 from autocompact.compaction.ledger.model import Entry, Ledger
+from autocompact.compaction.ledger.text import whole_words
 
 __all__ = [
     "DONE",
@@ -26,7 +27,6 @@ __all__ = [
     "reply_text",
     "started",
     "status_entries",
-    "whole_words",
 ]
 
 DONE = "DONE"
@@ -66,12 +66,12 @@ def finished(command: str, output: str) -> list[tuple[str, str]]:
                 out.append((f"commit:{subject}", f"committed: {subject}"))
     lower = command.lower()
     if not any(verb in lower for verb in _CLOSING):
-        return [(key, text[:200]) for key, text in out]  # no closing subcommand in any segment
+        return [(key, whole_words(text, 200)) for key, text in out]  # no closing subcommand
     for segment in _SEGMENTS.split(command):
         ids = _closed_ids(segment.split())
         if ids:
             out.append((f"closed:{' '.join(ids)}", f"closed {', '.join(ids)}"))
-    return [(key, text[:200]) for key, text in out]
+    return [(key, whole_words(text, 200)) for key, text in out]
 
 
 def started(command: str) -> list[str]:
@@ -204,12 +204,3 @@ def reply_text(lines: Sequence[str]) -> str:
         heading = _NUMBERED_HEADING.match(line) is not None
     words = words or list(lines)
     return whole_words(" ".join(words), _SAID)
-
-
-def whole_words(text: str, limit: int) -> str:
-    """``text``, or, when it is longer than ``limit`` characters, its words that fit in
-    ``limit`` with " …" after them (a text without a space in them is cut at ``limit``)."""
-    if len(text) <= limit:
-        return text
-    cut = text.rfind(" ", 0, limit - 1)
-    return (text[:cut] if cut > 0 else text[: limit - 2]) + " …"

@@ -45,6 +45,7 @@ __all__ = [
     "specific_tokens",
     "stale_tokens",
     "template_key",
+    "whole_words",
 ]
 
 # Blocks the harness writes into the user's turn: never the user's words.
@@ -557,3 +558,12 @@ def carries_stale(text: str, stale: set[str]) -> bool:
     if not stale:
         return False
     return not stale.isdisjoint(map(str.strip, text.lower().split(), repeat(_TOKEN_EDGE)))
+
+
+def whole_words(text: str, limit: int) -> str:
+    """``text``, or, when it is longer than ``limit`` characters, its words that fit in
+    ``limit`` with " …" after them (a text without a space in them is cut at ``limit``)."""
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit - 1)
+    return (text[:cut] if cut > 0 else text[: limit - 2]) + " …"

@@ -16,6 +16,7 @@ from typing import Any
 
 from autocompact.compaction.clearing import read_target
 from autocompact.compaction.ledger.model import Entry
+from autocompact.compaction.ledger.text import whole_words
 from autocompact.content import FunctionCallPart, json_form
 from autocompact.toolmedia import media_blocks, without_media
 
@@ -108,6 +109,11 @@ def _in_ascii(pattern: re.Pattern[str]) -> re.Pattern[str]:
 _ERROR_LINE_ASCII = _in_ascii(_ERROR_LINE)
 _RESULT_LINE_ASCII = _in_ascii(_RESULT_LINE)
 _KINDS_ASCII = tuple((kind, _in_ascii(pattern)) for kind, pattern in _KINDS)
+# A quoted argument (after an option's "=" or a word and a blank: a quoted program that opens
+# the command or follows "&&", ";", "|" or "(" is no argument), to the end of what is read when
+# its quote does not close there; and a shell handed its command in quotes.
+_QUOTED = re.compile(r"(?:(?<=[^&;|(\s]\s)|(?<==))(?:\"[^\"]*(?:\"|$)|'[^']*(?:'|$))")
+_SHELL_C = re.compile(r"(?:ba|z|da)?sh\s+-\w*c\b")
 _COMMAND_HEAD = re.compile(r"^(?:(?:cd\s+\S+|\w+=\S*|export\s+\S+)\s*(?:&&|;)?\s*)*")
 
 
@@ -180,7 +186,7 @@ def brief(call: FunctionCallPart | None, name: str) -> str:
         return name
     command = command_of(call)
     if command is not None:
-        return f"{call.name} `{command[:120]}`"
+        return f"{call.name} `{whole_words(command, 120)}`"
     action = file_action(call)
     if action is not None:
         return f"{call.name} {action[1]}"
@@ -188,8 +194,12 @@ def brief(call: FunctionCallPart | None, name: str) -> str:
 
 
 def kind_of(command: str) -> str:
-    """``tests``, ``lint`` or ``build`` for a run of that kind, else ``""``."""
+    """``tests``, ``lint`` or ``build`` for a run of that kind, else ``""``: a runner named
+    outside quotes (``bd create --title="Configure Credo"`` and ``git commit -m "fix lint"``
+    run none), or inside the quotes of ``sh -c``."""
     lower = _past_head(command.lower())[:80]  # the runner, not its arguments
+    if ('"' in lower or "'" in lower) and not _SHELL_C.match(lower):
+        lower = _QUOTED.sub(" ", lower)
     for kind, pattern in _KINDS_ASCII if lower.isascii() else _KINDS:
         if pattern.search(lower):
             return kind
@@ -242,10 +252,10 @@ def error_line(text: str) -> str:
         if _EXIT_CODE.match(line):
             continue
         if error.search(line):
-            return line[:300]
+            return whole_words(line, 300)
         if first is None:
             first = line
-    return first[:300] if first is not None else "failed"
+    return whole_words(first, 300) if first is not None else "failed"
 
 
 def result_line(text: str, failed: bool) -> str:
@@ -254,7 +264,7 @@ def result_line(text: str, failed: bool) -> str:
     result = _RESULT_LINE_ASCII if tail.isascii() else _RESULT_LINE
     for line in reversed(tail.splitlines()):
         if result.search(line):
-            return " ".join(line.split())[:200]
+            return whole_words(" ".join(line.split()), 200)
     return "failed" if failed else "succeeded"
 
 
@@ -270,7 +280,7 @@ def todos_of(call: FunctionCallPart) -> list[tuple[str, str]] | None:
             text = todo.get("content") or todo.get("text") or todo.get("title") or ""
             text = text if isinstance(text, str) else json_form(text)
             mark = marks.get(str(todo.get("status", "")).lower(), "TODO")
-            out.append((mark, " ".join(text.split())[:200]))
+            out.append((mark, whole_words(" ".join(text.split()), 200)))
     return out
 
 
