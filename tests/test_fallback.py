@@ -185,6 +185,29 @@ def test_message_larger_than_the_window_is_refused_before_sending() -> None:
     assert session.history == ()
 
 
+def test_a_short_first_turn_teaches_no_scale_that_refuses_a_normal_message() -> None:
+    """A chat template's tokens per message dwarf a greeting: "hi" counted as 9 tokens (a ratio
+    of 9 to its plain estimate) must not make a 1,900-token paste "larger than the 8K window".
+    A sample under the calibration's minimum teaches no ratio; a real one still does."""
+    from autocompact.testing import FakeTokenizer
+
+    paste = "word " * 1_500  # about 1,900 tokens on the provider's count
+    for first in ("hi", "Please read this log and find the failing test. " * 60):
+        fake = FakeProvider(context_window=8_192, tokenizer=FakeTokenizer(per_message=8))
+        session = ChatSession(fake, context_window=8_192)
+        session.send(first)
+        session.send(paste)
+        assert len(fake.requests) == 2, first
+        assert session.history[-2].text == paste
+    # A ratio learned from a real sample is still used to refuse what cannot fit.
+    fake = FakeProvider(context_window=8_192, tokenizer=FakeTokenizer(factor=2.0))
+    session = ChatSession(fake, context_window=8_192)
+    session.send("Please read this log and find the failing test. " * 60)
+    with pytest.raises(MessageTooLargeError):
+        session.send("word " * 5_000)  # 6,250 plain tokens: 12,500 on this provider's count
+    assert len(fake.requests) == 1
+
+
 def test_check_message_fits_names_the_history_index() -> None:
     """check_message_fits names the history message when given an index."""
     with pytest.raises(MessageTooLargeError, match="history message 3"):

@@ -33,6 +33,7 @@ from autocompact.engine.config import EngineConfig
 from autocompact.engine.state import ConversationState, adopt
 from autocompact.errors import SessionStoreError
 from autocompact.estimation import (
+    MIN_CALIBRATION_TOKENS,
     content_stats,
     estimate_content_tokens,
     estimate_stats_tokens,
@@ -258,7 +259,8 @@ class CompactionSteps:
                 state.calibration, counted, usage.prompt_tokens, image_token_estimate=image
             )
             plain = estimate_stats_tokens(counted, image)
-            state.last_ratio = usage.prompt_tokens / plain if plain > 0 else None
+            if plain >= MIN_CALIBRATION_TOKENS:  # a smaller sample teaches no ratio (note 100)
+                state.last_ratio = usage.prompt_tokens / plain
             state.scale_floor = None  # a real count supersedes what a rejection implied
             left_out = 0
             if trim is not None:
