@@ -411,6 +411,31 @@ def test_a_failed_turn_says_the_message_was_not_kept(chat_env: ChatEnv) -> None:
     assert [m.text for m in saved.history] == ["first", "one", "third", "three"]
 
 
+def test_a_failed_turn_after_a_compaction_says_the_compaction_is_kept(chat_env: ChatEnv) -> None:
+    """The send that failed had been preceded by a compaction, which stays (its history is the
+    conversation now): the chat says so rather than "the history is as it was before it"."""
+    chat_env.script(
+        [
+            {"text": "ok1", "purpose": "chat"},
+            {"text": "ok2", "purpose": "chat"},
+            {"error": "provider", "purpose": "chat"},
+        ]
+    )
+    big = [words(6_700), words(6_700), words(9_000)]
+    result = chat_env.run(["chat", "--provider", "fake", "--window", "32k"], big)
+    assert result.code == 0, result.err
+    failed = result.blocks()[3]
+    assert "Compressed" in failed
+    assert "Error:" in failed
+    assert "Your message was not added to the conversation" in failed
+    assert "the compaction made before sending it is kept" in failed
+    assert "as it was" not in failed
+    (summary,) = SessionStore(chat_env.sessions).list()
+    saved = SessionStore(chat_env.sessions).open(summary.header.id)
+    assert len(saved.history) < 4  # the compacted history, without the message that failed
+    assert big[2] not in [m.text for m in saved.history]
+
+
 @pytest.mark.parametrize("rescue", [False, True], ids=["reply-crossed-hard", "after-a-rescue"])
 def test_critical_tip_says_a_rescue_ran_only_when_one_did(chat_env: ChatEnv, rescue: bool) -> None:
     """The critical tip says a forced compaction already ran before the send only when one did;

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import io
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol, TextIO
 
 from rich.console import Console
@@ -23,7 +23,7 @@ from autocompact.chat import ChatSession
 from autocompact.cli.render import TipScheduler, describe_event, footer_text
 from autocompact.cli.slash import REGISTRY, ChatContext, CommandResult, SlashRegistry
 from autocompact.cli.stream_view import MarkdownStream
-from autocompact.compaction import CompressionTrigger
+from autocompact.compaction import CompressionInfo, CompressionStatus, CompressionTrigger
 from autocompact.errors import AutocompactError
 from autocompact.events import (
     CompactionFailed,
@@ -34,6 +34,7 @@ from autocompact.events import (
 )
 from autocompact.providers.base import FinishReason, StreamDone, TextDelta, ThinkingDelta
 from autocompact.textsafe import clean_input, for_terminal
+from autocompact.tips import format_tokens
 
 __all__ = ["LineSource", "Persist", "PipedInput", "Repl", "TerminalInput"]
 
@@ -65,6 +66,20 @@ _REPLACED_NOTE = (
 
 
 _NOT_KEPT = "Your message was not added to the conversation; the history is as it was before it."
+
+
+def _kept(infos: Sequence[CompressionInfo]) -> str:
+    """What stays of a turn that did not finish: the compactions made before its send (their
+    new history is installed and saved), said after "the history is as it was" would be untrue.
+    Empty when there were none."""
+    done = [i for i in infos if i.status is CompressionStatus.COMPRESSED]
+    if not done:
+        return ""
+    sizes = ", ".join(
+        f"{format_tokens(i.original_token_count)} → {format_tokens(i.new_token_count)}"
+        for i in done
+    )
+    return f"; the compaction made before sending it is kept ({sizes} tokens)"
 
 
 class PipedInput:
@@ -258,11 +273,20 @@ class Repl:
         try:
             self._stream(text)
         except KeyboardInterrupt:
-            self.console.print(Text("\nCancelled; the conversation is as it was.", style="yellow"))
+            kept = _kept(self.ctx.session.compactions[before:])
+            said = (
+                f"Cancelled: your message was not added{kept}."
+                if kept
+                else "Cancelled; the conversation is as it was."
+            )
+            self.console.print(Text(f"\n{said}", style="yellow"))
         except AutocompactError as exc:  # provider errors included: the chat goes on
             self.console.print(Text(f"Error: {for_terminal(str(exc))}", style="red"))
-            # A turn is committed only when its reply ends: say what became of the message.
-            self.console.print(Text(_NOT_KEPT, style="yellow"))
+            # A turn is committed only when its reply ends: say what became of the message (and
+            # of a compaction made before its send, which stays).
+            kept = _kept(self.ctx.session.compactions[before:])
+            said = f"Your message was not added to the conversation{kept}." if kept else _NOT_KEPT
+            self.console.print(Text(said, style="yellow"))
         self._report_notices()
         self.persist()
         forced = (CompressionTrigger.HARD, CompressionTrigger.REACTIVE)
