@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from autocompact import (
+    ConfigError,
     ContentError,
     DocumentPart,
     FunctionCallPart,
@@ -185,3 +186,47 @@ def test_message_parts_that_are_no_sequence_of_parts(parts: Any) -> None:
     Each is a ContentError naming Message.parts."""
     with pytest.raises(ContentError, match=r"Message\.parts must be a sequence of parts"):
         Message(role="user", parts=parts)
+
+
+@pytest.mark.parametrize(
+    ("message", "said"),
+    [
+        (Message(role="model", parts=(TextPart(text="I decided for you."),)), "role 'model'"),
+        ("", "empty message"),
+        ("  \n\t", "empty message"),
+        (Message(role="user", parts=()), "empty message"),
+    ],
+    ids=["model-role", "empty", "blank", "no-parts"],
+)
+def test_a_session_sends_only_a_user_turn_with_something_in_it(message: Any, said: str) -> None:
+    """A model message passed to send() was appended as a second model turn in a row, and an
+    empty one was sent as an empty user turn (which providers refuse or answer with nothing).
+    Each is a ContentError before anything is sent, on every send method, and the history is
+    as it was."""
+    import asyncio
+
+    fake = FakeProvider()
+    session = ChatSession(fake, context_window=100_000)
+    session.send("hello")
+    before = session.history
+    for send in (session.send, lambda m: list(session.send_stream(m))):
+        with pytest.raises(ContentError, match=said):
+            send(message)
+    assert session.history == before
+    assert len(fake.requests) == 1
+    with pytest.raises(ConfigError, match="turn_id must be a str"):
+        session.send("hi", turn_id=5)  # type: ignore[arg-type]
+
+    async def run() -> None:
+        asession = AsyncChatSession(FakeProvider(), context_window=100_000)
+
+        async def stream(m: Any) -> None:
+            async for _ in asession.send_stream(m):
+                pass
+
+        for send in (asession.send, stream):
+            with pytest.raises(ContentError, match=said):
+                await send(message)
+        assert asession.history == ()
+
+    asyncio.run(run())

@@ -66,7 +66,7 @@ from autocompact.providers.base import (
 )
 from autocompact.sessions.stores.binding import run_step
 from autocompact.thresholds import DEFAULT_IMAGE_TOKEN_ESTIMATE
-from autocompact.validation import check_count
+from autocompact.validation import check_count, check_optional_str, check_user_turn
 
 if TYPE_CHECKING:
     from autocompact.sessions.stores.aio import AsyncSessionStore
@@ -221,6 +221,8 @@ class ChatSession(_ChatBase):
         """
         msg = as_message(message)
         self._require("complete", "complete", "ChatSession.send")
+        check_user_turn(msg, "ChatSession.send")
+        check_optional_str(turn_id, "turn_id")
         with self._lock:
             return self._drive(self.turn_flow(msg, turn_id))
 
@@ -228,6 +230,7 @@ class ChatSession(_ChatBase):
         """Send a message and yield the reply as it streams; the last event is a StreamDone."""
         msg = as_message(message)
         self._require("stream", "complete", "ChatSession.send_stream")
+        check_user_turn(msg, "ChatSession.send_stream")
         with self._lock:
             flow = self.turn_flow(msg)
             try:
@@ -345,6 +348,8 @@ class AsyncChatSession(_ChatBase):
         see :meth:`ChatSession.send`)."""
         msg = as_message(message)
         self._require("acomplete", "acomplete", "AsyncChatSession.send")
+        check_user_turn(msg, "AsyncChatSession.send")
+        check_optional_str(turn_id, "turn_id")
         async with self._serialized():
             return await self._drive(self.turn_flow(msg, turn_id))
 
@@ -352,6 +357,7 @@ class AsyncChatSession(_ChatBase):
         """Send a message and yield the reply as it streams; the last event is a StreamDone."""
         msg = as_message(message)
         self._require("astream", "acomplete", "AsyncChatSession.send_stream")
+        check_user_turn(msg, "AsyncChatSession.send_stream")
         async with self._serialized():
             flow = self.turn_flow(msg)
             try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NoReturn, get_args
 
-from autocompact.content import CharStats, FunctionResponsePart, Message, Part
+from autocompact.content import CharStats, FunctionResponsePart, Message, Part, TextPart
 from autocompact.errors import ConfigError, ContentError
 from autocompact.jsonsafe import is_array
 
@@ -29,6 +29,7 @@ __all__ = [
     "check_outgoing",
     "check_share",
     "check_tool_pairs",
+    "check_user_turn",
     "explain_bad_items",
     "message_list",
     "scan_history",
@@ -307,4 +308,23 @@ def check_outgoing(history: Sequence[Message], message: Message, *, name: str = 
         raise ContentError(
             f"{name} does not answer the tool calls the model made in its last reply: {listed}; "
             "send a FunctionResponsePart for each with the next message"
+        )
+
+
+def check_user_turn(message: Message, caller: str) -> None:
+    """A message a chat session sends as the user's turn: the user's role, and something in it.
+
+    Raises:
+        ContentError: a model message (the model's turns come back from the provider), or one
+            with no part but blank text (a provider refuses an empty turn, or answers nothing).
+    """
+    if message.role != "user":
+        raise ContentError(
+            f"{caller} sends the user's turn, got a message with role {message.role!r}: pass a "
+            "str or a user Message (the model's messages come back from the provider; to start "
+            "from an earlier conversation, pass it as history=)"
+        )
+    if all(isinstance(part, TextPart) and not part.text.strip() for part in message.parts):
+        raise ContentError(
+            f"{caller} got an empty message: send text, an image, a document or tool results"
         )
