@@ -197,8 +197,9 @@ class ChatSession(_ChatBase):
         clear_tool_outputs: clear old tool output (no model call) before summarizing on
             automatic triggers; when that alone gets below the auto threshold, no summary runs.
         calibration: what an earlier run learned about this model's tokenizer (saved with a
-            session); the session keeps learning from every reported prompt size and uses it
-            to raise, never lower, cold estimates.
+            session); the session keeps learning from every reported prompt size and sizes
+            cold estimates with it: raised only until it has learned from two reports, then
+            either way within 0.5-2.0 (a lowering with a 3 % margin).
         keep_share: the share of the history kept verbatim by a compaction (0: summary only).
         summary_target_tokens: the summary's target size (``None``: the summarizer's default).
 
