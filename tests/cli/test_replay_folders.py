@@ -98,3 +98,16 @@ def test_a_folder_without_a_transcript_is_an_error_that_names_it(
     err = capsys.readouterr().err
     assert str(folder) in err
     assert message in err
+
+
+def test_an_unterminated_string_is_not_at_at_a_column(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """json's "Unterminated string starting at" is followed by one "at column N" (it read
+    "starting at at column 7")."""
+    path = tmp_path / "cut.jsonl"
+    path.write_text('{"a": "xyz')
+    assert cli_main.main(["replay", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "not valid JSON (Unterminated string starting at column 7)" in err
+    assert "at at" not in err
