@@ -241,3 +241,22 @@ def test_chat_store_redacts_the_api_keys_in_the_environment(
     assert "key " in stored  # the message itself was kept
     if address.startswith("sqlite"):
         assert secret.encode() not in (chat_env.cwd.parent / "shared.db").read_bytes()
+
+
+def test_import_names_each_session_file_it_cannot_read_and_exits_1(chat_env: ChatEnv) -> None:
+    """sessions import warns about each unreadable file (the file and why) and exits 1, as
+    sessions list does (it printed "1 imported, 0 skipped" and exited 0)."""
+    assert chat_env.run(["chat", "--provider", "fake"], ["hi"]).code == 0
+    (good,) = chat_env.sessions.glob("*.jsonl")
+    newer = chat_env.sessions / "20000101-000002-newer.jsonl"
+    newer.write_text(good.read_text().replace('"schema":1', '"schema":2'))
+    foreign = chat_env.sessions / "20000101-000003-foreign.jsonl"
+    foreign.write_text('{"hello": 1}\n')
+    result = chat_env.run(["sessions", "import", "--store", sqlite_address(chat_env)])
+    assert result.code == 1
+    assert f"{good.stem}: 1 turns imported" in result.out
+    assert "1 imported, 0 skipped, 2 file(s) could not be read (named above)" in result.out
+    warnings = [line for line in result.err.splitlines() if line.startswith("Warning: ")]
+    assert len(warnings) == 2
+    assert any(str(newer) in w and "schema version 2 is newer" in w for w in warnings)
+    assert any(str(foreign) in w and "not an autocompact session" in w for w in warnings)
