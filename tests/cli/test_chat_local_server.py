@@ -211,3 +211,27 @@ def test_a_server_notice_is_shown_once(
     assert result.code == 0, result.err
     assert "Note: vllm at http://127.0.0.1" in result.out
     assert (result.out + result.err).count("sends no token usage") == 1
+
+
+@pytest.mark.parametrize(
+    ("key", "named"),
+    [
+        ("sk-bad\nnewline", "a line break at character 7 of 14"),
+        ("clé-é", "'é' (U+00E9, not ASCII) at character 3 of 5"),
+        ("sk-trailing ", "a space at character 12 of 12"),
+    ],
+    ids=["newline", "non-ascii", "trailing-space"],
+)
+def test_a_key_that_cannot_be_sent_is_named_before_anything_is_sent(
+    chat_env: ChatEnv, server: _Server, key: str, named: str
+) -> None:
+    """A key an HTTP header cannot carry is refused at start, naming the variable and the
+    character (never the key), exit 2, nothing sent (a line break was reported as "could not
+    reach the server", a non-ASCII letter as a malformed response)."""
+    chat_env.monkeypatch.setenv("OPENAI_COMPATIBLE_API_KEY", key)
+    result = chat_env.run([*_local(chat_env, server), "--window", "8k"], ["hi there"])
+    assert result.code == 2
+    assert f"Error: OPENAI_COMPATIBLE_API_KEY holds {named}" in result.err
+    assert "printable ASCII" in result.err
+    assert key.strip() not in result.err + result.out
+    assert server.requests == []

@@ -29,6 +29,7 @@ __all__ = [
     "SERVER_KINDS",
     "Choice",
     "build_provider",
+    "check_api_key",
     "choose",
 ]
 
@@ -178,6 +179,7 @@ def build_provider(
             "e.g. --model llama3.1), or model.name in a settings file",
             key="--model",
         )
+    check_api_key(choice.provider, env)
     provider: Provider = get_provider(
         f"{choice.provider}:{model}", base_url=choice.base_url, env=env
     )
@@ -203,3 +205,38 @@ def build_provider(
 
 
 _SERVER_QUERIES = ("vllm", "ollama", "llamacpp", "lmstudio")
+
+_CHARACTER_NAMES = {"\n": "a line break", "\r": "a carriage return", "\t": "a tab", " ": "a space"}
+
+
+def check_api_key(provider: str, env: Mapping[str, str]) -> None:
+    """Refuse the API key ``provider`` would read from ``env`` when it cannot be sent: a key
+    travels in an HTTP header, which takes visible ASCII only. A line break in it failed the
+    first request as "could not reach the server", a non-ASCII letter as a malformed response.
+
+    Raises:
+        ConfigError: naming the variable, the first character that cannot be sent and where it
+            is (never the key), and what to do.
+    """
+    from autocompact.providers.registry import api_key_variables
+
+    variable = next((n for n in api_key_variables(provider) if env.get(n)), None)
+    if variable is None:
+        return
+    key = env[variable]
+    bad = next((i for i, c in enumerate(key) if not "!" <= c <= "~"), None)
+    if bad is None:
+        return
+    char = key[bad]
+    shown = _CHARACTER_NAMES.get(char) or (
+        f"the character U+{ord(char):04X}"
+        if not char.isprintable()
+        else f"{char!r} (U+{ord(char):04X}, not ASCII)"
+    )
+    raise ConfigError(
+        f"{variable} holds {shown} at character {bad + 1} of {len(key)}: an API key is sent in "
+        "an HTTP header, which takes printable ASCII without spaces only; set "
+        f"{variable} to the key alone, copied again from the provider's console (a key read "
+        "from a file often ends in a line break)",
+        key=variable,
+    )
