@@ -117,6 +117,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument("--no-save", action="store_true", help="do not save this session")
     p.add_argument(
+        "--timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        default=DEFAULT_TIMEOUT,
+        help="how long each try of a request waits for the server to answer, or to go on "
+        f"streaming (default {DEFAULT_TIMEOUT:.0f}); a request that times out is tried 3 times, "
+        "then the turn fails; Ctrl-C cancels a turn at any time",
+    )
+    p.add_argument(
         "--store",
         metavar="ADDRESS",
         help="keep the session in sqlite:///path/sessions.db or postgresql://user@host/db, "
@@ -133,6 +142,24 @@ def _positive_int(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, got {text!r}")
+    return value
+
+
+DEFAULT_TIMEOUT = 600.0
+"""``--timeout``: the OpenAI and Anthropic SDKs' own default, given to every provider (the
+Gemini SDK has none) so that the chat can say how long it waits."""
+
+
+def _seconds(text: str) -> float:
+    """``--timeout``: a number of seconds above 0 (``nan`` and ``inf`` are not)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < 1e9:  # (false for nan too)
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seconds above 0, e.g. 120, got {text!r}"
+        )
     return value
 
 
@@ -256,6 +283,7 @@ def _chat(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
         shared_store=shared[0] if shared else None,
         session_id=shared[1] if shared else saved.id if saved is not None else None,
         on_clear=saver.clear,
+        timeout=None if choice.provider == "fake" else choice.timeout,
     )
 
     def persist(session: ChatSession, new_compactions: list[object]) -> None:

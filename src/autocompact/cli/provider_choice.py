@@ -75,6 +75,8 @@ class Choice:
     system: str | None
     provider_origin: str = "--provider"
     """Where ``provider`` was given, as an error names it."""
+    timeout: float | None = None
+    """Seconds each request waits for the server (``--timeout``; ``None``: the SDK's)."""
 
 
 def choose(
@@ -146,6 +148,7 @@ def choose(
         window_source=source,
         system=system or None,
         provider_origin=origin,
+        timeout=getattr(args, "timeout", None),
     )
 
 
@@ -181,7 +184,7 @@ def build_provider(
         )
     check_api_key(choice.provider, env)
     provider: Provider = get_provider(
-        f"{choice.provider}:{model}", base_url=choice.base_url, env=env
+        f"{choice.provider}:{model}", base_url=choice.base_url, env=env, timeout=choice.timeout
     )
     server = None
     if choice.window is None and choice.provider in SERVER_KINDS:
