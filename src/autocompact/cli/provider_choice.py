@@ -164,7 +164,13 @@ def build_provider(
         if script:
             for reply, purpose in load_fake_script(Path(script)):
                 fake.enqueue(reply, purpose=purpose)
-        return fake, window, source, None
+        assumed = (
+            None
+            if choice.window
+            else f"no window given: assuming {ASSUMED_WINDOW:,} tokens for the fake provider; "
+            "pass --window N (e.g. --window 32k) to try the ladder on another size"
+        )
+        return fake, window, source, assumed
     from autocompact.limits import query_server_limits, resolve_limits
     from autocompact.providers import get_provider
     from autocompact.providers.registry import PROVIDER_NAMES
