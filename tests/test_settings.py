@@ -44,11 +44,14 @@ def test_project_file_overrides_user_file(tmp_path: Path) -> None:
 
 
 def test_removed_percentage_setting_warns_once_and_is_ignored(tmp_path: Path) -> None:
-    """contextPercentageThreshold = 0.5 gives the exact notice once and changes nothing."""
+    """contextPercentageThreshold = 0.5 gives the exact notice once, naming every file that
+    holds the key (it named none), and changes nothing."""
     a = write(tmp_path / "a.json", {"chatCompression": {"contextPercentageThreshold": 0.5}})
     b = write(tmp_path / "b.json", {"chatCompression": {"contextPercentageThreshold": 0.3}})
     settings = load_settings([a, b])
-    assert settings.warnings == (REMOVED_PERCENTAGE_WARNING,)
+    assert settings.warnings == (
+        f"{REMOVED_PERCENTAGE_WARNING} The value is ignored; remove the key from {a}, {b}.",
+    )
     assert REMOVED_PERCENTAGE_WARNING == (
         "chatCompression.contextPercentageThreshold has been removed and is now controlled by "
         "internal thresholds."

@@ -73,8 +73,9 @@ def _reference(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         try:
             value = jsonsafe.loads(line)
         except json.JSONDecodeError as exc:
+            problem = exc.msg.removesuffix(" at")  # ("Unterminated string starting at")
             raise TranscriptFormatError(
-                f"not valid JSON ({exc.msg} at column {exc.colno})", path=str(path), line=number
+                f"not valid JSON ({problem} at column {exc.colno})", path=str(path), line=number
             ) from None
         if not isinstance(value, dict):
             raise TranscriptFormatError(

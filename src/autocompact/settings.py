@@ -11,7 +11,8 @@ Shape (every key optional)::
 
 ``chatCompression.contextPercentageThreshold`` was removed: a file that still has it loads, the
 value is ignored, and :attr:`Settings.warnings` carries the one-line notice the CLI prints once to
-stderr. The ladder has no other knob: no environment variable overrides it.
+stderr (SPEC §8's sentence, then the files that hold the key). The ladder has no other knob: no
+environment variable overrides it.
 
 This module reads only the paths it is given; the CLI decides where they are.
 """
@@ -107,8 +108,9 @@ def load_settings(paths: Sequence[Path], *, base: Settings | None = None) -> Set
                 f"{path}: cannot read the settings file: {exc}", file=str(path)
             ) from exc
         except json.JSONDecodeError as exc:
-            raise ConfigError(
-                f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg}); fix the file or "
+            problem = exc.msg.removesuffix(" at")  # "Unterminated string starting at": the
+            raise ConfigError(  # place is the line and column before it
+                f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({problem}); fix the file or "
                 "remove it",
                 file=str(path),
             ) from exc
@@ -143,7 +145,7 @@ def parse_settings(
 
     compression = data.get("chatCompression", {})
     if "contextPercentageThreshold" in compression:
-        warn(REMOVED_PERCENTAGE_WARNING)
+        _removed_percentage(warnings, file)
     if "imageTokenEstimate" in compression:
         settings = replace(
             settings,
@@ -183,6 +185,18 @@ def parse_settings(
         except ConfigError as exc:
             raise ConfigError(f"{file}: {exc}", file=file, key="model.contextWindow") from exc
     return replace(settings, warnings=tuple(warnings), **updates)
+
+
+def _removed_percentage(warnings: list[str], file: str) -> None:
+    """The removed key's notice: its one sentence, then the files that hold it, once however
+    many do."""
+    for i, text in enumerate(warnings):
+        if text.startswith(REMOVED_PERCENTAGE_WARNING):
+            warnings[i] = f"{text.removesuffix('.')}, {file}."
+            return
+    text = f"{REMOVED_PERCENTAGE_WARNING} The value is ignored; remove the key from {file}."
+    warnings.append(text)
+    logger.warning(text)
 
 
 def check_base_url(value: str, name: str) -> str:

@@ -123,7 +123,10 @@ def parse_window(value: object, *, name: str = "window", minimum: int = 0) -> in
         number = int(value)
     elif isinstance(value, float):
         if not math.isfinite(value) or value != int(value):
-            raise ConfigError(f"{name} must be a whole number of tokens, got {value!r}", key=name)
+            raise ConfigError(
+                f"{name} must be a whole number of tokens such as 131072, got {value!r}",
+                key=name,
+            )
         if value > MAX_CONTEXT_WINDOW:
             raise _too_large(name, value)
         number = int(value)
@@ -183,7 +186,10 @@ def _parse_window_text(text: str, name: str) -> int:
     if math.isfinite(total) and total > MAX_CONTEXT_WINDOW:
         raise _too_large(name, text.strip())
     if not math.isfinite(total) or total != int(total):
-        raise ConfigError(f"{name} {text!r} is not a whole number of tokens", key=name)
+        raise ConfigError(
+            f"{name} {text!r} is not a whole number of tokens: write it like 131072, 128k or 1m",
+            key=name,
+        )
     return int(total)
 
 

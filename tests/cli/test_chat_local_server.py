@@ -211,3 +211,104 @@ def test_a_server_notice_is_shown_once(
     assert result.code == 0, result.err
     assert "Note: vllm at http://127.0.0.1" in result.out
     assert (result.out + result.err).count("sends no token usage") == 1
+
+
+@pytest.mark.parametrize(
+    ("key", "named"),
+    [
+        ("sk-bad\nnewline", "a line break at character 7 of 14"),
+        ("clé-é", "'é' (U+00E9, not ASCII) at character 3 of 5"),
+        ("sk-trailing ", "a space at character 12 of 12"),
+    ],
+    ids=["newline", "non-ascii", "trailing-space"],
+)
+def test_a_key_that_cannot_be_sent_is_named_before_anything_is_sent(
+    chat_env: ChatEnv, server: _Server, key: str, named: str
+) -> None:
+    """A key an HTTP header cannot carry is refused at start, naming the variable and the
+    character (never the key), exit 2, nothing sent (a line break was reported as "could not
+    reach the server", a non-ASCII letter as a malformed response)."""
+    chat_env.monkeypatch.setenv("OPENAI_COMPATIBLE_API_KEY", key)
+    result = chat_env.run([*_local(chat_env, server), "--window", "8k"], ["hi there"])
+    assert result.code == 2
+    assert f"Error: OPENAI_COMPATIBLE_API_KEY holds {named}" in result.err
+    assert "printable ASCII" in result.err
+    assert key.strip() not in result.err + result.out
+    assert server.requests == []
+
+
+class _Silent(ThreadingHTTPServer):
+    """A server that takes every request and answers none until the test ends."""
+
+    daemon_threads = True
+    released: threading.Event
+    posts: int
+
+
+class _SilentHandler(BaseHTTPRequestHandler):
+    server: _Silent
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Keep the test output clean."""
+
+    def do_POST(self) -> None:
+        self.server.posts += 1
+        self.server.released.wait()
+
+
+class _AtOnce:
+    """A ``threading.Timer`` that runs its function when started (the waiting notice, shown
+    without waiting for it)."""
+
+    def __init__(self, interval: float, function: Any) -> None:
+        self.function = function
+        self.daemon = False
+
+    def start(self) -> None:
+        self.function()
+
+    def cancel(self) -> None:
+        """Nothing is pending."""
+
+
+def test_a_server_that_never_answers_is_waited_for_as_long_as_it_says(
+    chat_env: ChatEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the server is silent the chat says how long it waits and that Ctrl-C cancels;
+    --timeout bounds each try, and after the tries the turn fails and the chat goes on (it
+    waited silently for the SDK's 10 minutes, three times over)."""
+    from autocompact.cli import repl
+
+    monkeypatch.setattr(repl, "_Timer", _AtOnce)
+    srv = _Silent(("127.0.0.1", 0), _SilentHandler)
+    srv.released, srv.posts = threading.Event(), 0
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        chat_env.monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+        base_url = f"http://127.0.0.1:{srv.server_address[1]}/v1"
+        args = ["chat", "--provider", "openai-compatible", "--base-url", base_url, "--model", "m"]
+        result = chat_env.run([*args, "--window", "8k", "--timeout", "0.2"], ["hi", "/context"])
+    finally:
+        srv.released.set()
+        srv.shutdown()
+        srv.server_close()
+    assert result.code == 0, result.err
+    assert (
+        "Still waiting for the server (15 s so far). Each try waits up to 0.2 s (--timeout) and "
+        "a request that times out is tried 3 times; Ctrl-C cancels this turn."
+    ) in result.out
+    assert "Error: the request timed out" in result.out
+    assert "The server sent nothing for 0.2 s, 3 times" in result.out
+    assert "Your message was not added to the conversation" in result.out
+    assert "Current           0 of 8K" in result.out  # the chat went on, the history as it was
+    assert srv.posts == 3
+
+
+def test_timeout_must_be_a_number_of_seconds(chat_env: ChatEnv) -> None:
+    """--timeout nan, 0 or text is a usage error that says what to write."""
+    for bad in ("nan", "0", "soon"):
+        with pytest.raises(SystemExit) as exit_info:
+            chat_env.run(["chat", "--provider", "fake", "--timeout", bad])
+        assert exit_info.value.code == 2
+        assert "expected a number of seconds above 0, e.g. 120" in chat_env.capsys.readouterr().err

@@ -460,3 +460,18 @@ def test_critical_tip_says_a_rescue_ran_only_when_one_did(chat_env: ChatEnv, res
         assert "already ran" not in t3
         assert "A forced compaction runs before the next send" in t3
     assert "Compacting the conversation (hard," in t4
+
+
+def test_fake_without_a_window_says_the_window_is_assumed(chat_env: ChatEnv) -> None:
+    """--provider fake without --window says at start that it assumes 128,000 tokens and how
+    to set another (it said so only in /context); with --window it says nothing of it."""
+    result = chat_env.run(["chat", "--provider", "fake"], ["hi"])
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    assert "window 128K (assumed)" in lines[0]
+    assert lines[1] == (
+        "Warning: no window given: assuming 128,000 tokens for the fake provider; pass "
+        "--window N (e.g. --window 32k) to try the ladder on another size"
+    )
+    configured = chat_env.run(["chat", "--provider", "fake", "--window", "32k"], ["hi"])
+    assert "assuming" not in configured.out

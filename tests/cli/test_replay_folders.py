@@ -98,3 +98,59 @@ def test_a_folder_without_a_transcript_is_an_error_that_names_it(
     err = capsys.readouterr().err
     assert str(folder) in err
     assert message in err
+
+
+def test_a_damaged_transcript_in_a_folder_is_named_counted_and_fails_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Claude Code log with one corrupt line is a transcript that cannot be read, not a file
+    that is none: it is named, the totals line says it was left out, and the exit status is 1
+    (it was skipped as "no transcript", exit 0, and the totals left it out silently)."""
+    folder = tmp_path / "proj"
+    _claude_code_log(folder / "a.jsonl", 4)
+    _claude_code_log(folder / "b.jsonl", 3)
+    damaged = _claude_code_log(folder / "c.jsonl", 3)
+    lines = damaged.read_text().splitlines()
+    lines[2] = lines[2][:25]  # a line cut short, as by a crash
+    damaged.write_text("\n".join(lines) + "\n")
+    code = cli_main.main(["replay", str(folder)])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert f"{damaged}:3: not valid JSON" in err
+    assert "a transcript that cannot be read: left out" in err
+    assert "1 transcript could not be read and was left out (named above)" in err
+    totals = next(line for line in out.splitlines() if line.startswith("All "))
+    assert "All 2 files (1 transcript could not be read and was left out)" in totals
+
+
+def test_an_unterminated_string_is_not_at_at_a_column(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """json's "Unterminated string starting at" is followed by one "at column N" (it read
+    "starting at at column 7")."""
+    path = tmp_path / "cut.jsonl"
+    path.write_text('{"a": "xyz')
+    assert cli_main.main(["replay", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "not valid JSON (Unterminated string starting at column 7)" in err
+    assert "at at" not in err
+
+
+@pytest.mark.parametrize(
+    ("args", "advice"),
+    [
+        (["thresholds", "nan"], "write it like 131072, 128k or 1m"),
+        (["replay", "x.jsonl", "--window", "inf"], "write it like 131072, 128k or 1m"),
+        (["replay", "x.jsonl", "--failure-rate", "nan"], "a number from 0 to 1, e.g. 0.3"),
+    ],
+    ids=["thresholds-nan", "replay-window-inf", "failure-rate-nan"],
+)
+def test_nan_and_inf_are_refused_saying_what_to_write(
+    args: list[str], advice: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """nan and inf are refused with an example of what to write (the errors said only what
+    was wrong)."""
+    assert cli_main.main(args) == 2
+    err = capsys.readouterr().err
+    assert advice in err
+    assert "Traceback" not in err

@@ -235,3 +235,27 @@ def test_unknown_id(chat_env: ChatEnv) -> None:
     result = chat_env.run(["sessions", "show", "nope"])
     assert result.code == 2
     assert "no saved session with id 'nope'" in result.err
+
+
+def test_export_original_reads_the_session_files_too(chat_env: ChatEnv) -> None:
+    """export --original without --store gives every turn as sent, the summarized ones
+    included, as --store on the sessions directory does (it printed the compacted history)."""
+    result = chat_env.run(
+        ["chat", "--provider", "fake", "--window", "32k"],
+        ["first question", "log " * 5_000, "/compress"],
+    )
+    assert result.code == 0, result.err
+    (path,) = chat_env.sessions.glob("*.jsonl")
+
+    def texts(out: str) -> list[str]:
+        return [json.loads(x)["parts"][0]["text"][:14] for x in out.splitlines()]
+
+    live = chat_env.run(["sessions", "export", path.stem])
+    assert texts(live.out)[0] != "first question"  # the summary
+    original = chat_env.run(["sessions", "export", path.stem[:15], "--original"])
+    assert original.code == 0, original.err
+    assert texts(original.out) == ["first question", "OK.", "log log log lo", "OK."]
+    stored = chat_env.run(
+        ["sessions", "export", path.stem, "--original", "--store", str(chat_env.sessions)]
+    )
+    assert original.out == stored.out

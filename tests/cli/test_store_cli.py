@@ -241,3 +241,72 @@ def test_chat_store_redacts_the_api_keys_in_the_environment(
     assert "key " in stored  # the message itself was kept
     if address.startswith("sqlite"):
         assert secret.encode() not in (chat_env.cwd.parent / "shared.db").read_bytes()
+
+
+def test_resuming_a_stored_session_keeps_its_provider_and_configured_window(
+    chat_env: ChatEnv, address: str
+) -> None:
+    """chat --store … --continue (and --resume ID) take the provider, model, system
+    instruction and configured window from the stored session, as the JSONL files do (it said
+    "no provider is configured", and with --provider the window was 128K assumed)."""
+    args = ["chat", "--provider", "fake", "--window", "32k", "--system", "be brief"]
+    first = chat_env.run([*args, "--store", address], ["hello"])
+    assert first.code == 0, first.err
+    sid = only_id(chat_env, address)
+    continued = chat_env.run(["chat", "--store", address, "--continue"], ["/context"])
+    assert continued.code == 0, continued.err
+    assert continued.out.startswith(
+        "autocompact chat · fake/fake-model · window 32K (configured) ·"
+    )
+    assert "Window            32,000 tokens" in continued.out
+    resumed = chat_env.run(["chat", "--store", address, "--resume", sid], ["again"])
+    assert resumed.code == 0, resumed.err
+    assert "window 32K (configured)" in resumed.out
+    from autocompact.sessions.stores import open_store
+
+    store = open_store(address)
+    assert [m.text for m in store.load(sid).history] == ["hello", "OK.", "again", "OK."]
+    assert store.load(sid).meta["window_source"] == "configured"
+
+
+def test_resume_in_a_store_takes_a_unique_prefix_and_names_an_ambiguous_one(
+    chat_env: ChatEnv,
+) -> None:
+    """--store … --resume PREFIX resumes the one session it starts (it said "no session");
+    a prefix of two names both, exit 2, as sessions show does."""
+    from autocompact import Message
+
+    address = sqlite_address(chat_env)
+    store = SqliteStore(chat_env.cwd.parent / "shared.db")
+    for sid in ("20261207-201111-aaaaaa", "20261207-201111-bbbbbb", "20261208-090000-cccccc"):
+        store.ensure(sid, {"provider": "fake", "context_window": 32_000})
+        store.append_turn(sid, "t0", (Message.user(f"in {sid}"), Message.model("OK.")))
+    store.close()
+    result = chat_env.run(["chat", "--store", address, "--resume", "20261208"], ["more"])
+    assert result.code == 0, result.err
+    resumed = SqliteStore(chat_env.cwd.parent / "shared.db")
+    history = resumed.load("20261208-090000-cccccc").history
+    assert [m.text for m in history] == ["in 20261208-090000-cccccc", "OK.", "more", "OK."]
+    ambiguous = chat_env.run(["chat", "--store", address, "--resume", "20261207-201111"], [])
+    assert ambiguous.code == 2
+    assert "matches 2 sessions" in ambiguous.err
+    assert "20261207-201111-aaaaaa, 20261207-201111-bbbbbb" in ambiguous.err
+
+
+def test_import_names_each_session_file_it_cannot_read_and_exits_1(chat_env: ChatEnv) -> None:
+    """sessions import warns about each unreadable file (the file and why) and exits 1, as
+    sessions list does (it printed "1 imported, 0 skipped" and exited 0)."""
+    assert chat_env.run(["chat", "--provider", "fake"], ["hi"]).code == 0
+    (good,) = chat_env.sessions.glob("*.jsonl")
+    newer = chat_env.sessions / "20000101-000002-newer.jsonl"
+    newer.write_text(good.read_text().replace('"schema":1', '"schema":2'))
+    foreign = chat_env.sessions / "20000101-000003-foreign.jsonl"
+    foreign.write_text('{"hello": 1}\n')
+    result = chat_env.run(["sessions", "import", "--store", sqlite_address(chat_env)])
+    assert result.code == 1
+    assert f"{good.stem}: 1 turns imported" in result.out
+    assert "1 imported, 0 skipped, 2 file(s) could not be read (named above)" in result.out
+    warnings = [line for line in result.err.splitlines() if line.startswith("Warning: ")]
+    assert len(warnings) == 2
+    assert any(str(newer) in w and "schema version 2 is newer" in w for w in warnings)
+    assert any(str(foreign) in w and "not an autocompact session" in w for w in warnings)

@@ -190,3 +190,37 @@ def test_sqlite_files_are_private(tmp_path: Path) -> None:
     store: SessionStore = SqliteStore(tmp_path / "d" / "s.db")
     store.ensure("s", META)
     assert (tmp_path / "d" / "s.db").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_new_sqlite_file_in_a_folder_that_cannot_be_written_says_so(tmp_path: Path) -> None:
+    """A store to be created in a folder nobody may write to: the error names the folder and
+    says it cannot be written (it said the database "is read-only" and to "open it without
+    ?mode=ro", which was never given, for a file that did not exist yet)."""
+    import os
+    import shutil
+    import subprocess
+
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    if os.geteuid() != 0:
+        folder.chmod(0o500)
+    elif (
+        shutil.which("chattr") is None
+        or subprocess.run(
+            ["chattr", "+i", str(folder)], capture_output=True, check=False
+        ).returncode
+    ):
+        pytest.skip("cannot make a folder read-only here (root without chattr)")
+    try:
+        with pytest.raises(SessionStoreError) as caught:
+            SqliteStore(folder / "s.db").ensure("s", META)
+    finally:
+        if os.geteuid() != 0:
+            folder.chmod(0o700)
+        else:
+            subprocess.run(["chattr", "-i", str(folder)], capture_output=True, check=False)
+    message = str(caught.value)
+    assert f"cannot create the SQLite database {folder / 's.db'}" in message
+    assert f"the folder {folder} cannot be written" in message
+    assert "mode=ro" not in message
+    assert not (folder / "s.db").exists()

@@ -1,8 +1,9 @@
 """``autocompact chat``: a terminal chat whose context compacts itself, saved as it goes.
 
 Resolution order for each setting: the command line, then the resumed session's header (for
-``--continue`` / ``--resume``), then the settings files (user, then project), then the
-environment (which provider has a key set). The window's source is recorded as ``configured``
+``--continue`` / ``--resume``, a session file's or a store's), then the settings files (user,
+then project), then the environment (which provider has a key set; see
+:func:`~autocompact.cli.provider_choice.choose`). The window's source is recorded as ``configured``
 (``--window`` or a settings file), ``known`` (the model's published window), ``server``
 (reported by the server) or ``assumed``.
 
@@ -18,7 +19,6 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -32,6 +32,7 @@ from autocompact.cli.provider_choice import (
     DEFAULT_MODELS,
     Choice,
     build_provider,
+    choose,
 )
 from autocompact.cli.render import format_tokens
 from autocompact.cli.repl import PipedInput, Repl, TerminalInput
@@ -51,10 +52,15 @@ from autocompact.errors import (
 from autocompact.estimation import (
     Calibration,
 )
-from autocompact.sessions import SavedSession, SessionStore, SessionWriter
+from autocompact.sessions import (
+    SavedSession,
+    SessionHeader,
+    SessionStore,
+    SessionWriter,
+    sanitize_url,
+)
 from autocompact.sessions.stores.binding import meta_of
-from autocompact.settings import Settings, check_base_url, load_settings
-from autocompact.thresholds import SMALLEST_WINDOW, parse_window
+from autocompact.settings import check_base_url, load_settings
 
 __all__ = [
     "ASSUMED_WINDOW",
@@ -64,19 +70,6 @@ __all__ = [
     "run_chat",
     "secrets_in_env",
 ]
-
-
-NO_PROVIDER_HELP = """no provider is configured. Pick one:
-  --provider openai       and set OPENAI_API_KEY
-  --provider anthropic    and set ANTHROPIC_API_KEY
-  --provider gemini       and set GEMINI_API_KEY (or GOOGLE_API_KEY)
-  --provider qwen         and set DASHSCOPE_API_KEY
-  --provider openai-compatible --base-url http://localhost:11434/v1 --model llama3.1
-                          for a local OpenAI-compatible server (Ollama, vLLM, llama.cpp,
-                          LM Studio; or --provider ollama|vllm|llamacpp|lmstudio for their
-                          default address); set OPENAI_COMPATIBLE_API_KEY only if it wants a key
-  --provider fake         to try autocompact offline
-or put {"model": {"provider": ..., "name": ...}} in a settings file (%s)."""
 
 
 # -- the command ---------------------------------------------------------------------------------
@@ -124,6 +117,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     p.add_argument("--no-save", action="store_true", help="do not save this session")
     p.add_argument(
+        "--timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        default=DEFAULT_TIMEOUT,
+        help="how long each try of a request waits for the server to answer, or to go on "
+        f"streaming (default {DEFAULT_TIMEOUT:.0f}); a request that times out is tried 3 times, "
+        "then the turn fails; Ctrl-C cancels a turn at any time",
+    )
+    p.add_argument(
         "--store",
         metavar="ADDRESS",
         help="keep the session in sqlite:///path/sessions.db or postgresql://user@host/db, "
@@ -143,75 +145,30 @@ def _positive_int(text: str) -> int:
     return value
 
 
+DEFAULT_TIMEOUT = 600.0
+"""``--timeout``: the OpenAI and Anthropic SDKs' own default, given to every provider (the
+Gemini SDK has none) so that the chat can say how long it waits."""
+
+
+def _seconds(text: str) -> float:
+    """``--timeout``: a number of seconds above 0 (``nan`` and ``inf`` are not)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < 1e9:  # (false for nan too)
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seconds above 0, e.g. 120, got {text!r}"
+        )
+    return value
+
+
 def _base_url(text: str) -> str:
     """``--base-url``: http(s)://host..., with no space or control character in it."""
     try:
         return check_base_url(text, "--base-url")
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--base-url ")) from None
-
-
-def _choose(
-    args: argparse.Namespace,
-    settings: Settings,
-    saved: SavedSession | None,
-    env: Mapping[str, str],
-    home: Path,
-) -> Choice:
-    header = saved.header if saved is not None else None
-    provider = args.provider or (header and header.provider) or settings.provider
-    origin = "--provider"
-    if not args.provider and saved is not None and header is not None and header.provider:
-        origin = f"{saved.path}: the saved session's provider"
-    elif not args.provider and settings.provider:
-        origin = "model.provider in " + " or ".join(map(str, settings.sources or ("settings",)))
-    if provider is None:
-        from autocompact.providers.registry import API_KEY_VARIABLES
-
-        provider = next(
-            (
-                p
-                for p, names in API_KEY_VARIABLES.items()
-                if p in DEFAULT_MODELS and any(env.get(n) for n in names)
-            ),
-            None,
-        )
-    if provider is None:
-        raise ConfigError(NO_PROVIDER_HELP % (home / "settings.json"), key="provider")
-    same = header is not None and header.provider == provider
-    model = args.model or (header.model if same and header else None) or settings.model
-    base_url = args.base_url or (header.base_url if same and header else None) or settings.base_url
-    window: int | None = None
-    source: WindowSource = "assumed"
-    if args.window is not None:
-        window, source = (
-            parse_window(args.window, name="--window", minimum=SMALLEST_WINDOW),
-            "configured",
-        )
-    elif settings.context_window is not None:
-        window, source = settings.context_window, "configured"
-    elif saved is not None and header is not None and same and header.window_source == "configured":
-        # A window given when the session started stays with it (a known window is looked up
-        # again, so a corrected model table applies).
-        try:
-            window = parse_window(header.context_window, name="context_window", minimum=1)
-        except ConfigError as exc:  # a hand-edited header: say where, and the way round it
-            raise ConfigError(
-                f"{saved.path}: the saved session's {exc}; pass --window N to resume it",
-                file=str(saved.path),
-                key="context_window",
-            ) from exc
-        source = "configured"
-    system = args.system if args.system is not None else (header and header.system_instruction)
-    return Choice(
-        provider=provider,
-        model=model,
-        base_url=base_url,
-        window=window,
-        window_source=source,
-        system=system or None,
-        provider_origin=origin,
-    )
 
 
 def run_chat(args: argparse.Namespace) -> int:
@@ -253,7 +210,13 @@ def _chat(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
         saved, writer, save_warning = _resume(args, store, cwd)
         if writer is not None:
             held.callback(writer.close)
-    choice = _choose(args, settings, saved, env, home)
+    header: SessionHeader | None = None
+    where = ""
+    if saved is not None:
+        header, where = saved.header, str(saved.path)
+    elif shared is not None:  # a stored session's meta stands in for a session file's header
+        header, where = shared[2], f"session {shared[1]} in {shared[0].address}"
+    choice = choose(args, settings, env, home, header=header, where=where)
     provider, window, source, window_warning = build_provider(choice, env)
 
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
@@ -271,7 +234,9 @@ def _chat(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
                 provider=choice.provider,
                 model=provider.model,
                 context_window=window,
+                window_source=source,
                 system_instruction=choice.system,
+                base_url=sanitize_url(choice.base_url),
                 cwd=str(cwd),
             ),
         )
@@ -318,6 +283,7 @@ def _chat(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
         shared_store=shared[0] if shared else None,
         session_id=shared[1] if shared else saved.id if saved is not None else None,
         on_clear=saver.clear,
+        timeout=None if choice.provider == "fake" else choice.timeout,
     )
 
     def persist(session: ChatSession, new_compactions: list[object]) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol, TextIO
 
@@ -24,7 +25,7 @@ from autocompact.cli.render import TipScheduler, describe_event, footer_text
 from autocompact.cli.slash import REGISTRY, ChatContext, CommandResult, SlashRegistry
 from autocompact.cli.stream_view import MarkdownStream
 from autocompact.compaction import CompressionInfo, CompressionStatus, CompressionTrigger
-from autocompact.errors import AutocompactError
+from autocompact.errors import AutocompactError, ProviderTimeoutError
 from autocompact.events import (
     CompactionFailed,
     CompactionSkipped,
@@ -66,6 +67,17 @@ _REPLACED_NOTE = (
 
 
 _NOT_KEPT = "Your message was not added to the conversation; the history is as it was before it."
+
+WAIT_NOTICE_SECONDS = 15.0
+"""How long a turn waits for the server's first word before the chat says that it is waiting,
+how long it will wait, and that Ctrl-C cancels (a server that takes a request and never answers
+otherwise left the chat silent for the SDK's whole timeout, three times over)."""
+
+TRIES = 3
+"""How many times the provider SDKs send a request that timed out (their ``max_retries`` of 2,
+which every adapter keeps by default)."""
+
+_Timer = threading.Timer  # (tests start the notice at once)
 
 
 def _kept(infos: Sequence[CompressionInfo]) -> str:
@@ -282,6 +294,15 @@ class Repl:
             self.console.print(Text(f"\n{said}", style="yellow"))
         except AutocompactError as exc:  # provider errors included: the chat goes on
             self.console.print(Text(f"Error: {for_terminal(str(exc))}", style="red"))
+            if isinstance(exc, ProviderTimeoutError) and self.ctx.timeout is not None:
+                self.console.print(
+                    Text(
+                        f"The server sent nothing for {self.ctx.timeout:g} s, {TRIES} times; if "
+                        "it is only slow (a large prompt on a local model), pass a larger "
+                        "--timeout.",
+                        style="yellow",
+                    )
+                )
             # A turn is committed only when its reply ends: say what became of the message (and
             # of a compaction made before its send, which stays).
             kept = _kept(self.ctx.session.compactions[before:])
@@ -302,8 +323,14 @@ class Repl:
         status = self.console.status("Thinking…") if self.interactive else None
         if status is not None:
             status.start()
+        waiting = self._wait_notice()
         try:
             for event in self.ctx.session.send_stream(text):
+                if waiting is not None and isinstance(
+                    event, TextDelta | ThinkingDelta | StreamDone
+                ):
+                    waiting.cancel()
+                    waiting = None
                 if status is not None and isinstance(event, TextDelta | ThinkingDelta):
                     status.stop()
                     status = None
@@ -319,6 +346,8 @@ class Repl:
                         buffer.append(for_terminal(event.completion.text))
                     stopped = event.completion.finish_reason is FinishReason.LENGTH
         finally:
+            if waiting is not None:
+                waiting.cancel()
             if status is not None:
                 status.stop()
             if live is not None:
@@ -333,6 +362,29 @@ class Repl:
             self.console.print(
                 Text("(The reply stopped at its length limit: it may be cut short.)", "yellow")
             )
+
+    def _wait_notice(self) -> threading.Timer | None:
+        """A timer that says once, after :data:`WAIT_NOTICE_SECONDS` without a word from the
+        server, how long the chat waits for it and that Ctrl-C cancels the turn (``None`` when
+        the provider has no timeout: the offline fake)."""
+        limit = self.ctx.timeout
+        if limit is None:
+            return None
+
+        def say() -> None:
+            self.console.print(
+                Text(
+                    f"Still waiting for the server ({WAIT_NOTICE_SECONDS:g} s so far). Each try "
+                    f"waits up to {limit:g} s (--timeout) and a request that times out is tried "
+                    f"{TRIES} times; Ctrl-C cancels this turn.",
+                    style="yellow",
+                )
+            )
+
+        timer = _Timer(WAIT_NOTICE_SECONDS, say)
+        timer.daemon = True
+        timer.start()
+        return timer
 
     def _report_notices(self) -> None:
         """Say what the provider noticed about the server (once each: the adapter says so)."""

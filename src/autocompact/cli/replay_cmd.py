@@ -20,7 +20,7 @@ from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autocompact.cli.replay_files import transcript_paths
+from autocompact.cli.replay_files import is_transcript, plot_path, transcript_paths
 from autocompact.errors import (
     ConfigError,
     ContentError,
@@ -115,9 +115,12 @@ def _run(args: argparse.Namespace) -> int:
     plot = None
     if args.plot is not None:
         _require_matplotlib()
-        plot = _plot_path(args.plot)
-    reports = _replay_all(paths, options, show_progress=not args.json and len(paths) > 1)
-    if found and not reports:
+        plot = plot_path(args.plot)
+    unreadable: list[Path] = []  # transcripts found in a folder that could not be read
+    reports = _replay_all(
+        paths, options, unreadable, show_progress=not args.json and len(paths) > 1
+    )
+    if found and not reports and not unreadable:
         raise ConfigError(
             f"{', '.join(args.files)}: no file in it is a transcript autocompact reads",
             key="FILE",
@@ -131,64 +134,43 @@ def _run(args: argparse.Namespace) -> int:
         for report in reports:
             _print_report(console, report)
         if len(reports) > 1:
-            _print_totals(console, reports)
+            _print_totals(console, reports, len(unreadable))
     if plot is not None:
         write_plot(reports, plot)
         if not args.json:
             print(f"Chart written to {plot}", file=sys.stderr)
-    return 0
+    if unreadable:
+        print(f"{_left_out(len(unreadable))} (named above)", file=sys.stderr)
+    return 1 if unreadable else 0
 
 
-def _plot_path(text: str) -> Path:
-    """The file ``--plot`` names, checked before the replay: a name without an extension gets
-    ``.png`` (as matplotlib adds it, so the message names the file written).
-
-    Raises:
-        ConfigError: no name, a directory, a folder that does not exist, or an extension
-            matplotlib cannot write.
-    """
-    from matplotlib.backend_bases import FigureCanvasBase
-
-    path = Path(text)
-    if not text.strip():
-        raise ConfigError("--plot needs a file name, e.g. --plot chart.png", key="--plot")
-    if path.is_dir():
-        raise ConfigError(
-            f"--plot {path} is a directory: give a file name, e.g. {path / 'chart.png'}",
-            key="--plot",
-        )
-    if not path.suffix:
-        path = path.with_name(path.name + ".png")
-    kinds = FigureCanvasBase.get_supported_filetypes()
-    if path.suffix[1:].lower() not in kinds:
-        raise ConfigError(
-            f"--plot {path}: cannot write a {path.suffix} chart; end the name with one of "
-            f"{', '.join('.' + kind for kind in sorted(kinds))}",
-            key="--plot",
-        )
-    if not path.parent.is_dir():
-        raise ConfigError(
-            f"--plot {path}: the folder {path.parent} does not exist; create it or write the "
-            "chart elsewhere",
-            key="--plot",
-        )
-    return path
+def _left_out(count: int) -> str:
+    """What the totals and the last line say of the transcripts that could not be read."""
+    if count == 1:
+        return "1 transcript could not be read and was left out"
+    return f"{count} transcripts could not be read and were left out"
 
 
 def _rate(value: float) -> float:
-    if not 0 <= value <= 1:
+    if not 0 <= value <= 1:  # (false for nan too)
         raise ConfigError(
-            f"--failure-rate must be between 0 and 1, got {value}", key="failure_rate"
+            f"--failure-rate must be a number from 0 to 1, e.g. 0.3 for 30 % of the summaries "
+            f"failing, got {value}",
+            key="failure_rate",
         )
     return value
 
 
 def _replay_all(
-    paths: Sequence[tuple[Path, bool]], options: ReplayOptions, *, show_progress: bool
+    paths: Sequence[tuple[Path, bool]],
+    options: ReplayOptions,
+    unreadable: list[Path],
+    *,
+    show_progress: bool,
 ) -> list[FileReport]:
     reports: list[FileReport] = []
     if not show_progress:
-        return [r for path, named in paths if (r := _replay_one(path, named, options))]
+        return [r for path, named in paths if (r := _replay_one(path, named, options, unreadable))]
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
@@ -203,22 +185,30 @@ def _replay_all(
         task = progress.add_task("Replaying", total=len(paths))
         for path, named in paths:
             progress.update(task, description=f"Replaying {path.name}")
-            report = _replay_one(path, named, options)
+            report = _replay_one(path, named, options, unreadable)
             if report is not None:
                 reports.append(report)
             progress.advance(task)
     return reports
 
 
-def _replay_one(path: Path, named: bool, options: ReplayOptions) -> FileReport | None:
-    """The replay of one file; None for a file found in a folder (not ``named``) that is no
-    transcript (a warning says which and why)."""
+def _replay_one(
+    path: Path, named: bool, options: ReplayOptions, unreadable: list[Path]
+) -> FileReport | None:
+    """The replay of one file; None for a file found in a folder (not ``named``) that cannot
+    be read (a warning says which and why): one that is no transcript is skipped, a transcript
+    that cannot be read (a damaged line) is added to ``unreadable``, which the totals and the
+    exit status report."""
     try:
         transcript = _read(path)
     except TranscriptFormatError as exc:
         if named:
             raise
-        print(f"Warning: {exc} (skipped)", file=sys.stderr)
+        damaged = is_transcript(path)
+        if damaged:
+            unreadable.append(path)
+        note = "a transcript that cannot be read: left out" if damaged else "skipped"
+        print(f"Warning: {exc} ({note})", file=sys.stderr)
         return None
     return replay(transcript, options)
 
@@ -502,8 +492,9 @@ def _print_report(console: Console, report: FileReport) -> None:
     console.print()
 
 
-def _print_totals(console: Console, reports: Sequence[FileReport]) -> None:
-    console.rule(f"All {len(reports)} files", align="left")
+def _print_totals(console: Console, reports: Sequence[FileReport], unreadable: int) -> None:
+    left_out = f" ({_left_out(unreadable)})" if unreadable else ""
+    console.rule(f"All {len(reports)} files{left_out}", align="left")
     rows = [row for report in reports for row in report.rows[1:]]
     console.print(estimation_table("Estimation vs reported (calls after each file's first)", rows))
     console.print()

@@ -70,8 +70,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     export.add_argument(
         "--original",
         action="store_true",
-        help="with --store: every turn as sent, summarized ones included (not the compacted "
-        "history)",
+        help="every turn as it was sent, summarized ones included (not the compacted history)",
     )
     imp = sub.add_parser(
         "import", help="copy saved JSONL sessions into a SQLite or PostgreSQL store"
@@ -175,6 +174,8 @@ def run_export(args: argparse.Namespace) -> int:
     if address is not None:
         return run_store_export(args, address)
     store = _store()
+    if args.original:  # the session files are a store too: it keeps every turn as sent
+        return run_store_export(args, f"jsonl://{store.root}")
     saved = store.open(args.id)
     text = export_session(saved, args.format)
     if args.output:

@@ -47,6 +47,8 @@ class ChatContext:
         session_id: the id of this chat's saved session, if any.
         switch_model: how ``/model NAME`` builds a chat for another model, if it can.
         on_clear: called after ``/clear`` (the REPL records it in the session file).
+        timeout: seconds each request waits for the server (``--timeout``; ``None``: the
+            offline fake, which never waits).
     """
 
     session: ChatSession
@@ -58,6 +60,7 @@ class ChatContext:
     session_id: str | None = None
     switch_model: ModelSwitcher | None = None
     on_clear: Callable[[], None] | None = None
+    timeout: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,6 +10,7 @@ import argparse
 import os
 import sqlite3
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -49,20 +50,17 @@ def store_address(args: argparse.Namespace) -> str | None:
     return given or os.environ.get(STORE_ENV) or None
 
 
-def chat_store(address: str, args: argparse.Namespace, cwd: Path) -> tuple[SessionStore, str]:
-    """The store and session id ``autocompact chat --store`` runs on (new, resumed, continued)."""
+def chat_store(
+    address: str, args: argparse.Namespace, cwd: Path
+) -> tuple[SessionStore, str, SessionHeader | None]:
+    """The store and session id ``autocompact chat --store`` runs on (new, resumed by id or a
+    unique prefix of it, continued), and a resumed session's header, made of the meta the store
+    keeps (the provider, model, configured window and system instruction it started with)."""
     # The API keys in the environment are redacted in every backend, as in the JSONL files.
     store = open_store(address, redact=secrets_in_env())
     if args.resume:
-        if not store.exists(args.resume):
-            raise SessionStoreError(
-                f"no session {args.resume!r:.80} in {store.address}; `autocompact sessions list "
-                "--store ...` shows the ids",
-                store=store.address,
-                session_id=args.resume,
-            )
-        return store, str(args.resume)
-    if args.continue_:
+        session_id = resolve_id(store, args.resume)
+    elif args.continue_:
         here = str(cwd)
         latest = next((s for s in store.list_sessions() if s.meta.get("cwd") == here), None)
         if latest is None:
@@ -71,24 +69,44 @@ def chat_store(address: str, args: argparse.Namespace, cwd: Path) -> tuple[Sessi
                 "--store ...",
                 key="--continue",
             )
-        return store, latest.session_id
-    from autocompact.sessions.store import _new_id
+        session_id = latest.session_id
+    else:
+        from autocompact.sessions.store import _new_id
 
-    return store, _new_id()
+        return store, _new_id(), None
+    snapshot = store.load(session_id)
+    return store, session_id, _header(snapshot)
+
+
+def _header(snapshot: Snapshot) -> SessionHeader:
+    """A session file's header made of what a store keeps of the session (its meta)."""
+    meta = snapshot.meta
+
+    def text(key: str) -> str | None:
+        value = meta.get(key)
+        return value if isinstance(value, str) else None
+
+    return SessionHeader(
+        id=snapshot.session_id,
+        created=snapshot.created,
+        cwd=text("cwd") or "",
+        provider=text("provider") or "",
+        model=text("model") or "",
+        # As stored: a resumed chat reads a configured one with parse_window, which names it.
+        context_window=meta.get("context_window", 0),
+        window_source=text("window_source"),
+        system_instruction=text("system_instruction"),
+        base_url=text("base_url"),
+    )
 
 
 def _saved(snapshot: Snapshot, history: tuple[Message, ...]) -> SavedSession:
-    meta = snapshot.meta
-    header = SessionHeader(
-        id=snapshot.session_id,
-        created=snapshot.created,
-        cwd=str(meta.get("cwd", "")),
-        provider=str(meta.get("provider", "")),
-        model=str(meta.get("model", "")),
-        context_window=int(meta.get("context_window", 0) or 0),
-        system_instruction=meta.get("system_instruction"),
-    )
-    return SavedSession(header=header, path=Path(), history=history)
+    header = _header(snapshot)
+    try:
+        window = int(header.context_window or 0)
+    except (TypeError, ValueError):  # a hand-edited row: the export does not need it
+        window = 0
+    return SavedSession(header=replace(header, context_window=window), path=Path(), history=history)
 
 
 def open_existing(address: str) -> SessionStore:

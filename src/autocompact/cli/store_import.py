@@ -11,14 +11,16 @@ idempotent by their ``import-N`` ids). A missing ``--from`` directory is an erro
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from autocompact.cli.paths import secrets_in_env
 from autocompact.content import Message
-from autocompact.errors import AutocompactError, ConfigError
+from autocompact.errors import AutocompactError, ConfigError, SessionFileError
 from autocompact.sendcheck import store_turn_limit
+from autocompact.sessions import SessionStore as JsonlDirectory
 from autocompact.sessions.stores import JsonlStore, SessionStore, open_store
 from autocompact.sessions.stores.base import check_turn_size
 
@@ -100,7 +102,8 @@ def _write(steps: list[ImportStep], target: SessionStore, sid: str, start: int =
 
 def run_import_into(address: str, source: Path, ids: list[str] | None) -> int:
     """Import the sessions ``ids`` (default: all) from ``source`` into ``address``; the exit
-    code: 0 all imported or skipped, 1 when a session could not be imported.
+    code: 0 all imported or skipped, 1 when a session could not be imported or a session file
+    could not be read.
 
     Raises:
         ConfigError: ``source`` is not a directory.
@@ -117,8 +120,14 @@ def run_import_into(address: str, source: Path, ids: list[str] | None) -> int:
 def import_sessions(files: JsonlStore, target: SessionStore, ids: list[str] | None) -> int:
     """Copy the sessions ``ids`` (default: all) of ``files`` into ``target``, each planned and
     checked whole first; an import interrupted by a failed write is finished by the next run
-    (it writes what is missing, in order). Prints a line per session; returns the exit code."""
-    wanted = ids or [s.session_id for s in files.list_sessions()]
+    (it writes what is missing, in order). Prints a line per session, and, as ``sessions
+    list`` does, a ``Warning:`` line on stderr for each file of the directory that cannot be
+    read (the file and why); returns the exit code (1 when a session was not imported or a
+    file could not be read)."""
+    problems: list[SessionFileError] = []
+    wanted = ids or [s.header.id for s in JsonlDirectory(files.root).list(problems=problems)]
+    for problem in problems:
+        print(f"Warning: not imported: {' '.join(str(problem).split())}", file=sys.stderr)
     imported = skipped = failed = 0
     for sid in wanted:
         try:
@@ -149,6 +158,7 @@ def import_sessions(files: JsonlStore, target: SessionStore, ids: list[str] | No
     print(
         f"{imported} imported, {skipped} skipped"
         + (f", {failed} not imported" if failed else "")
+        + (f", {len(problems)} file(s) could not be read (named above)" if problems else "")
         + f", into {target.address}"
     )
-    return 1 if failed else 0
+    return 1 if failed or problems else 0

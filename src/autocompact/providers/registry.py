@@ -31,7 +31,13 @@ from autocompact.errors import ConfigError
 from autocompact.limits import known_limits
 from autocompact.providers.base import Provider
 
-__all__ = ["API_KEY_VARIABLES", "PROVIDER_NAMES", "get_provider", "parse_provider_spec"]
+__all__ = [
+    "API_KEY_VARIABLES",
+    "PROVIDER_NAMES",
+    "api_key_variables",
+    "get_provider",
+    "parse_provider_spec",
+]
 
 _ALIASES = {
     "google": "gemini",
@@ -99,10 +105,16 @@ def parse_provider_spec(spec: str) -> tuple[str, str]:
     return name, model
 
 
+def api_key_variables(name: str) -> tuple[str, ...]:
+    """The environment variables the key of provider ``name`` (an alias too) is read from, in
+    the order :func:`get_provider` tries them."""
+    return tuple(API_KEY_VARIABLES.get(name) or API_KEY_VARIABLES.get(_ALIASES.get(name, name), ()))
+
+
 def _api_key(name: str, canonical: str, api_key: str | None, env: Mapping[str, str]) -> str | None:
     if api_key:
         return api_key
-    variables = API_KEY_VARIABLES.get(name) or API_KEY_VARIABLES.get(canonical, ())
+    variables = api_key_variables(name)
     for variable in variables:
         value = env.get(variable)
         if value:

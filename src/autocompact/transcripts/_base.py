@@ -227,7 +227,7 @@ def iter_json_lines(path: Path, data: bytes | None = None) -> Iterator[tuple[int
             value = jsonsafe.loads(line)
         except json.JSONDecodeError as exc:
             raise TranscriptFormatError(
-                f"not valid JSON ({exc.msg} at column {exc.colno})", path=str(path), line=number
+                f"not valid JSON ({_at_column(exc)})", path=str(path), line=number
             ) from None
         if not isinstance(value, dict):
             raise TranscriptFormatError(
@@ -305,8 +305,14 @@ def load_json(path: Path, data: bytes | None = None) -> Any:
         return jsonsafe.loads(text)
     except json.JSONDecodeError as exc:
         raise TranscriptFormatError(
-            f"not valid JSON ({exc.msg} at column {exc.colno})", path=str(path), line=exc.lineno
+            f"not valid JSON ({_at_column(exc)})", path=str(path), line=exc.lineno
         ) from None
+
+
+def _at_column(exc: json.JSONDecodeError) -> str:
+    """The parser's complaint and its column: "Expecting value at column 1"; json's messages
+    that end in "at" ("Unterminated string starting at") get no second one."""
+    return f"{exc.msg.removesuffix(' at')} at column {exc.colno}"
 
 
 MAX_TOKENS = 2**53

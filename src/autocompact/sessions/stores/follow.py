@@ -146,7 +146,9 @@ def _meta(h: SessionHeader) -> JsonDict:
             ("provider", h.provider),
             ("model", h.model),
             ("context_window", h.context_window),
+            ("window_source", h.window_source),
             ("system_instruction", h.system_instruction),
+            ("base_url", h.base_url),
             ("cwd", h.cwd),
         )
         if value is not None

@@ -253,7 +253,9 @@ class JsonlStore(StoreFront):
                     model=str(meta.get("model", "unknown")),
                     context_window=int(meta.get("context_window", 0) or 1),
                     cwd=meta.get("cwd"),
+                    window_source=meta.get("window_source"),
                     system_instruction=meta.get("system_instruction"),
+                    base_url=meta.get("base_url"),
                     session_id=session_id,
                 )
             except SessionFileError as exc:

@@ -49,10 +49,9 @@ class SqliteStore(SqlStore):
     def _connection(self) -> sqlite3.Connection:
         if self._conn is not None:
             return self._conn
+        if not self.read_only and not self.path.exists():
+            self._create_file()
         try:
-            if not self.read_only and not self.path.exists():
-                make_private_dirs(self.path.parent)  # issue 27: parents 0700 too
-                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
             mode = "ro" if self.read_only else "rwc"
             conn = sqlite3.connect(
                 f"file:{self.path}?mode={mode}",
@@ -71,6 +70,31 @@ class SqliteStore(SqlStore):
             raise self._error(exc) from None
         self._conn = conn
         return conn
+
+    def _create_file(self) -> None:
+        """Create the database file (0600) and its missing folders (0700).
+
+        Raises:
+            SessionStoreError: the file's folder cannot be written (or made): said so, since
+                the file did not exist and no ``?mode=ro`` was given.
+        """
+        try:
+            make_private_dirs(self.path.parent)  # issue 27: parents 0700 too
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
+        except OSError as exc:
+            folder = self.path.parent  # the nearest one there is: the one that refused
+            while not folder.exists() and folder != folder.parent:
+                folder = folder.parent
+            why = (
+                f"the folder {folder} cannot be written ({exc.strerror or exc}); give --store a "
+                "file in a folder you can write to, or fix that folder's permissions"
+                if folder.is_dir()
+                else f"{folder} is not a folder ({exc.strerror or exc}); check that its "
+                "directory exists, or give --store another path"
+            )
+            raise SessionStoreError(
+                f"cannot create the SQLite database {self.path}: {why}", store=self.address
+            ) from None
 
     @contextlib.contextmanager
     def _transaction(self, *, write: bool) -> Iterator[Cursor]:
@@ -122,7 +146,11 @@ class SqliteStore(SqlStore):
         if "readonly" in lowered or "read-only" in lowered or isinstance(exc, PermissionError):
             what = (
                 f"the SQLite database {self.path} is read-only ({text}); open it without "
-                "?mode=ro, or fix the file's permissions, to write to it"
+                "?mode=ro to write to it"
+                if self.read_only
+                else f"the SQLite database {self.path} cannot be written ({text}); fix the "
+                f"permissions of the file and of its folder {self.path.parent} (SQLite writes "
+                "its -wal and -shm files beside it), or add ?mode=ro to only read it"
             )
         elif "locked" in lowered or "busy" in lowered:
             what = (
