@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from autocompact import ContentError, Message
+from autocompact import ContentError, Message, MessageTooLargeError
 from autocompact.compaction import CompressionService, CompressionStatus, CompressionTrigger
 from autocompact.compaction.extractive import extractive_summary
 from autocompact.estimation import Calibration
@@ -139,3 +139,38 @@ def test_learn_from_usage_raises_cold_estimates() -> None:
     assert state.calibration.factor == pytest.approx(1.5, rel=0.02)
     assert learn_from_usage(state, stats, 0) is state
     assert offline_guard().run(messages, state=state).tokens > plain
+
+
+def test_a_request_over_the_window_even_trimmed_is_a_result_when_asked() -> None:
+    """A request the guarantee cannot bring under the window raises MessageTooLargeError; with
+    ``over_window_ok`` it is a result saying why, its request the history untrimmed and its
+    state counting the failed summary (a driver that sends it anyway keeps the breaker's
+    count). The error was the only answer, and the failed compaction's count was lost."""
+    fake = FakeProvider(responder=lambda r: FakeReply(text=""))
+    guard = ContextGuard(
+        context_window=8_000, compression=CompressionService(fake), clear_tool_outputs=False
+    )
+    messages = [
+        Message.user("Task 0"),
+        Message.model("ok"),
+        Message.user("notes " * 2_000),
+        Message.model("noted"),
+        Message.user("log " * 10_000),
+        Message.model("read it"),
+        Message.user("go on"),
+    ]
+    with pytest.raises(MessageTooLargeError):
+        guard.run(messages)
+    with pytest.raises(MessageTooLargeError):
+        guard.guarantee(messages)
+    result = guard.run(messages, over_window_ok=True)
+    assert result.over_window is not None
+    assert "cannot fit" in result.over_window
+    assert result.request == result.history == tuple(messages)
+    assert result.compactions
+    assert not result.compacted
+    assert result.state.consecutive_failures == 1
+    measured = guard.guarantee(messages, over_window_ok=True)
+    assert measured.over_window is not None
+    assert measured.request == tuple(messages)
+    assert measured.tokens > 8_000

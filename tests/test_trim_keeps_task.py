@@ -242,3 +242,26 @@ def test_mid_loop_trim_keeps_the_turns_earlier_pairs_that_fit() -> None:
     assert kept == {"b2", "b3", "b4"}
     assert holds(trimmed.messages, turn[0])
     assert_pairs_whole([*history, pending], trimmed)
+
+
+def test_user_messages_before_the_pending_one_are_one_turn_with_it() -> None:
+    """Tool results followed by a user message of their own are trimmed as the same text in
+    the results' message is: the task, the newest call with its results and the text are
+    kept, every older pair is left out. The two user messages made the call before the newest
+    one part of "the latest exchange", kept however large."""
+    history = [Message.user("Task: read five files")]
+    for n in range(5):
+        history += [call(f"c{n}"), result(f"c{n}", 8_000)]
+    pending = Message.user("now answer")
+    merged = Message.user(*history[-1].parts, *pending.parts)
+    target = plain([history[0], history[-2], merged]) * 1.25  # (the scale adds a margin)
+    apart = trim_request(history, pending, target=target, image_token_estimate=1_600, scale=KNOWN)
+    joined = trim_request(
+        history[:-1], merged, target=target, image_token_estimate=1_600, scale=KNOWN
+    )
+    assert apart.tokens_after < target
+    assert {c.id for m in apart.messages for c in m.function_calls} == {"c4"}
+    assert holds(apart.messages, history[0])
+    assert apart.messages[-2:] == (history[-1], pending)
+    assert apart.dropped == joined.dropped
+    assert_pairs_whole([*history, pending], apart)

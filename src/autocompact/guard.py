@@ -33,7 +33,7 @@ from autocompact.compaction.service import (
 from autocompact.compaction.split import COMPRESSION_PRESERVE_THRESHOLD
 from autocompact.content import CharStats, Message, json_length
 from autocompact.engine import CarriedState, ConversationState, Engine, EngineConfig
-from autocompact.errors import ConfigError, ContentError
+from autocompact.errors import ConfigError, ContentError, MessageTooLargeError
 from autocompact.estimation import content_stats, estimate_stats_tokens, update_calibration
 from autocompact.events import Hook
 from autocompact.providers.base import ChatRequest, Completion, Provider, StreamEvent, ToolSpec
@@ -73,6 +73,9 @@ class GuardResult:
         state: the state to carry to the next request.
         tokens: the pre-send estimate before anything was done.
         left_out_tokens: the estimated size of what the guarantee left out of ``request``.
+        over_window: why the request cannot fit the window even with every earlier turn left
+            out (``None``: it fits). Only with ``over_window_ok``, else that raises
+            ``MessageTooLargeError``; ``request`` is then ``history``, untrimmed.
     """
 
     history: tuple[Message, ...]
@@ -81,6 +84,7 @@ class GuardResult:
     state: GuardState
     tokens: int
     left_out_tokens: int = 0
+    over_window: str | None = None
 
     @property
     def compacted(self) -> bool:
@@ -229,6 +233,7 @@ class ContextGuard:
         state: GuardState | None = None,
         last_prompt_token_count: int = 0,
         reactive: bool = False,
+        over_window_ok: bool = False,
     ) -> _GuardFlow:
         """The step as a generator of side queries (for custom drivers).
 
@@ -240,22 +245,42 @@ class ContextGuard:
                 message (0: unknown; the estimate covers everything).
             reactive: the provider rejected this request as too long: force a compaction; on
                 failure the result's history and request are ``messages`` unchanged.
+            over_window_ok: a request that cannot fit the window even trimmed is a result
+                (``over_window`` set, with what the step did to the state: a failed
+                compaction's count) rather than a ``MessageTooLargeError``.
+
+        Raises:
+            MessageTooLargeError: the request cannot fit the window even with every earlier
+                turn left out (unless ``over_window_ok``).
         """
         state = state or GuardState()
         core, pending = self._core(
             messages, system_instruction, tools, state, last_prompt_token_count
         )
         tokens = core.estimate_tokens(pending)
-        if reactive:
-            # As the session's send flow: a forced compaction, then the request once more.
-            info = yield from core.reactive_step(pending)
-            if info.status is CompressionStatus.COMPRESSED:
-                request, trim = core.request_for(pending)
+        try:
+            if reactive:
+                # As the session's send flow: a forced compaction, then the request once more.
+                info = yield from core.reactive_step(pending)
+                if info.status is CompressionStatus.COMPRESSED:
+                    request, trim = core.request_for(pending)
+                else:
+                    request, trim = ChatRequest(messages=tuple(messages)), None
             else:
-                request, trim = ChatRequest(messages=tuple(messages)), None
-        else:
-            yield from core.pre_send_flow(pending)
-            request, trim = core.request_for(pending)
+                yield from core.pre_send_flow(pending)
+                request, trim = core.request_for(pending)
+        except MessageTooLargeError as exc:
+            if not over_window_ok:
+                raise
+            history = (*core.history, pending)
+            return GuardResult(
+                history=history,
+                request=history,
+                compactions=tuple(core.compactions),
+                state=core.state.carried(),
+                tokens=tokens,
+                over_window=str(exc),
+            )
         return GuardResult(
             history=(*core.history, pending),
             request=tuple(request.messages),
@@ -273,16 +298,36 @@ class ContextGuard:
         tools: Sequence[ToolSpec] = (),
         state: GuardState | None = None,
         last_prompt_token_count: int = 0,
+        over_window_ok: bool = False,
     ) -> GuardResult:
         """The guarantee alone, with no compaction: for a request the caller may change but not
         persist (a framework's input filter). At or above the hard threshold the oldest turns are
-        left out of the request until it is below auto."""
+        left out of the request until it is below auto.
+
+        Raises:
+            MessageTooLargeError: the request cannot fit the window even with every earlier
+                turn left out (unless ``over_window_ok``: the result says so, as
+                :meth:`flow`'s does).
+        """
         state = state or GuardState()
         core, pending = self._core(
             messages, system_instruction, tools, state, last_prompt_token_count
         )
         tokens = core.estimate_tokens(pending)
-        request, trim = core.request_for(pending)
+        try:
+            request, trim = core.request_for(pending)
+        except MessageTooLargeError as exc:
+            if not over_window_ok:
+                raise
+            whole = tuple(messages)
+            return GuardResult(
+                history=whole,
+                request=whole,
+                compactions=(),
+                state=state,
+                tokens=tokens,
+                over_window=str(exc),
+            )
         return GuardResult(
             history=tuple(messages),
             request=tuple(request.messages),

@@ -177,10 +177,12 @@ def trim_request(
     Always kept: the current task (the latest plain user message: the pending message, or the
     one that opened the tool loop the pending message belongs to), the newest complete exchange
     (a call stays with its response; before a new user message, the last user-to-model step),
-    and the pending message. The first message is kept while that is enough; when even the
-    shortest request that keeps it is over the target, it is left out too. A request already
-    below the target is returned whole, and so is one that leaving turns out would not make
-    smaller.
+    and the pending message. User messages right before the pending one are one user turn with
+    it, read and kept as such (Anthropic and Gemini join consecutive user messages; a client may
+    send tool results, then its text as a message of its own). The first message is kept while
+    that is enough; when even the shortest request that keeps it is over the target, it is
+    left out too. A request already below the target is returned whole, and so is one that
+    leaving turns out would not make smaller.
 
     With ``window``, a trimmed request only has to be below ``target`` on the trigger scale
     (the scale that decided to trim) and within the window on the sizing scale (the worst
@@ -214,8 +216,10 @@ def trim_request(
     )
     if scale.tokens(whole) < target or not history:
         return untrimmed
-    task = None if _plain_user(pending) else _last_plain_user(history)
-    last_cut = _newest_exchange_start(history, pending)
+    turn = _turn_start(history)
+    new_task = _plain_user(pending) and all(_plain_user(m) for m in history[turn:])
+    task = None if new_task else _last_plain_user(history[:turn])
+    last_cut = _newest_exchange_start(history[:turn]) if new_task else turn
     pins = [{0, task} - {None}, {task} - {None}] if _plain_user(history[0]) else [{task} - {None}]
     if task == 0:
         pins = [{0}]
@@ -290,13 +294,19 @@ def _last_plain_user(history: Sequence[Message]) -> int | None:
     return None
 
 
-def _newest_exchange_start(history: Sequence[Message], pending: Message) -> int:
+def _turn_start(history: Sequence[Message]) -> int:
+    """Where the user turn the pending message ends begins: after the last model message (the
+    user messages after it are one turn with the pending message)."""
+    for index in range(len(history) - 1, -1, -1):
+        if history[index].role == "model":
+            return index + 1
+    return 0
+
+
+def _newest_exchange_start(history: Sequence[Message]) -> int:
     """The latest index the kept tail may begin at so that it holds the newest complete
-    exchange. Before a new user message that is the last user-role message followed by a model
-    reply (cut points never split a call from its response, so a call answered by the pending
-    message stays with it anyway)."""
-    if not _plain_user(pending):
-        return len(history)
+    exchange before a new user turn (``history``: the messages before that turn, ending with a
+    model message): the last user-role message followed by a model reply."""
     model = next((i for i in range(len(history) - 1, -1, -1) if history[i].role == "model"), None)
     if model is None:
         return len(history)

@@ -30,6 +30,7 @@ from autocompact.jsonsafe import loads
 __all__ = [
     "compactions_refused",
     "engine_log",
+    "over_window_sent",
     "rewrite_rejected",
     "substitution_refused",
     "too_long_unchanged",
@@ -151,6 +152,15 @@ def trims_refused_logged(session_id: str, status: int) -> None:
         session_id,
         status,
     )
+
+
+def over_window_sent(session_id: str, why: str | None) -> None:
+    """Log a request that goes out although the engine finds it over the window even with every
+    earlier turn left out, compacted first when that could be done (``why``: the engine's
+    reason; ``None``: it fits, nothing is logged). The upstream's window may be larger than the
+    proxy's: the upstream decides."""
+    if why is not None:
+        logger.info("conversation=%s sending a request over the window: %s", session_id, why)
 
 
 def too_long_unchanged(session_id: str, error: bytes) -> None:

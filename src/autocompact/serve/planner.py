@@ -37,6 +37,7 @@ from autocompact.serve.decision import Decision, finish, untrimmed
 from autocompact.serve.engine_log import (
     compactions_refused,
     engine_log,
+    over_window_sent,
     substitution_refused,
     trims_refused_logged,
 )
@@ -70,7 +71,6 @@ __all__ = ["Decision", "Planner"]
 logger = logging.getLogger("autocompact.serve")
 CACHE_ENTRIES = 1024
 """How many conversations' snapshots a worker keeps in memory."""
-
 
 _STATE_WRITE_ATTEMPTS = 5
 _FOLLOW_WAIT = 5.0  # seconds a request waits for what the conversation's last response taught
@@ -524,6 +524,7 @@ class Planner:
             "system_instruction": converted.counted_system,
             "tools": converted.tools,
             "state": state,
+            "over_window_ok": True,  # compacted when that brings it under, else sent as it is
         }
         try:
             measured = guard.guarantee(converted.guarded, **options)
@@ -544,10 +545,11 @@ class Planner:
                 converted.messages, system_instruction=converted.system, tools=converted.tools
             ),
         )
-        if tier not in AT_AUTO and not reactive:
+        if tier not in AT_AUTO and not reactive and measured.over_window is None:
             return base
         lease = await self._lease(identity.session_id, protocol.name)
         if lease is None:  # another worker's compaction took too long: the guarantee alone
+            over_window_sent(identity.session_id, measured.over_window)
             found = finish(protocol, converted, base, measured, current, conv, pending, head, body)
             return await self._untrimmed(found, base)
         calls = provider.calls
@@ -567,6 +569,7 @@ class Planner:
                         waited=True,
                     )  # fmt: skip
             result = await guard.arun(converted.guarded, reactive=reactive, **options)
+            over_window_sent(identity.session_id, result.over_window)
             decision = finish(protocol, converted, base, result, current, conv, pending, head, body)
         except BaseException:
             if held:  # (shielded: a client that hung up cancels the request, not this)

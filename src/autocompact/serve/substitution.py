@@ -23,7 +23,8 @@ the record as JSON text: the store's own protocol, no schema of ours.
 The replacement is written from the engine's new history: the messages the compaction wrote
 (the summary) in the protocol's form, then the kept recent messages **as the client sent them**
 wherever they are unchanged (found by matching the content model back to the wire, so the kept
-part keeps unknown fields and signed blocks byte for byte).
+part keeps unknown fields and signed blocks byte for byte), and where only old tool output was
+cleared, as the client sent them with that output changed (:mod:`autocompact.serve.verbatim`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import Any
 from autocompact.content import Message, TextPart
 from autocompact.errors import ContentError
 from autocompact.serve.protocol import WireProtocol
+from autocompact.serve.verbatim import kept_tail
 from autocompact.serve.wire import chain_hashes, dump
 from autocompact.sessions.stores.base import Entry
 
@@ -189,15 +191,35 @@ def _tail_match(protocol: WireProtocol, history: Sequence[Message], source: Sequ
     return best
 
 
+def _reads_back(protocol: WireProtocol, wire: list[Any], tail: Sequence[Message]) -> bool:
+    """Whether ``wire`` reads as messages that end with ``tail``."""
+    if not tail:
+        return True
+    try:
+        messages = protocol.convert({}, wire).messages
+    except ContentError:
+        return False
+    return tuple(messages[len(messages) - len(tail) :]) == tuple(tail)
+
+
 def build_replacement(
     protocol: WireProtocol, history: Sequence[Message], source: Sequence[Any]
 ) -> bytes:
     """The replacement bytes for ``history`` (the engine's new history without the pending
-    message), reusing the client's own messages from ``source`` for its unchanged tail.
+    message), reusing the client's own messages from ``source`` for its unchanged tail
+    (:func:`~autocompact.serve.verbatim.kept_tail`: tool outputs the clearing replaced
+    written into them; when ``source`` cannot be matched so, or what that writes does not read
+    back as ``history``, its longest unchanged suffix).
 
     Raises:
         ContentError: the history cannot be written in the protocol's form.
     """
+    matched = kept_tail(protocol, history, source)
+    if matched is not None:
+        count, kept = matched
+        written = protocol.to_wire(history[: len(history) - count], source)
+        if _reads_back(protocol, written + kept, history[len(history) - count :]):
+            return dump(written + kept)
     start = _tail_match(protocol, history, source)
     kept = list(source[start:])
     written_count = len(history) - (len(protocol.convert({}, kept).messages) if kept else 0)
