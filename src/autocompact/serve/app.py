@@ -35,10 +35,10 @@ from autocompact.serve.config import (
     DEFAULT_MAX_BODY_BYTES,
     LEASE_MARGIN,
     ServeConfig,
-    shown_url,
     target_url,
 )
 from autocompact.serve.decision import Decision
+from autocompact.serve.failures import CONNECT_SECONDS, described, stream_broke, upstream_failed
 from autocompact.serve.followed import Followed, FollowedStream
 from autocompact.serve.openai_chat import OPENAI_CHAT
 from autocompact.serve.planner import Planner
@@ -127,7 +127,7 @@ class ServeApp:
     def client(self) -> httpx.AsyncClient:
         """The HTTP client to the upstreams (made on first use)."""
         if self._client is None:
-            timeout = httpx.Timeout(self.config.timeout, connect=10.0)
+            timeout = httpx.Timeout(self.config.timeout, connect=CONNECT_SECONDS)
             self._client = httpx.AsyncClient(transport=self.transport, timeout=timeout)
         return self._client
 
@@ -219,7 +219,7 @@ class ServeApp:
             return response
         except Exception as exc:
             logger.exception("autocompact serve failed on %s", request.url.path)
-            message = f"autocompact serve failed: {type(exc).__name__}: {exc}"
+            message = f"autocompact serve failed: {described(exc)}"
             return self._error(protocol, 500, "api_error", message)
 
     def _failed(
@@ -258,23 +258,19 @@ class ServeApp:
         request: Request,
         protocol: Any,
         url: str,
-        exc: Exception,
+        exc: httpx.HTTPError,
         decision: Decision | None = None,
         added: float = 0.0,
+        *,
+        answered: bool = False,
     ) -> Response:
-        upstream = protocol.upstream
-        where = f"the {upstream} upstream ({shown_url(url)})"
-        if isinstance(exc, httpx.TimeoutException):
-            message = (
-                f"{where} did not answer within {self.config.timeout:g} s (autocompact serve "
-                "--timeout)"
-            )
-            return self._failed(request, protocol, 504, "timeout_error", message, decision, added)
-        message = (
-            f"{where} could not be reached: {type(exc).__name__}: {exc} (check that it is "
-            f"running and that autocompact serve --upstream {upstream}=URL names it)"
+        """The error for a send that failed (``answered``: while reading the answer's body)."""
+        failed = upstream_failed(
+            protocol.upstream, url, exc, timeout=self.config.timeout, answered=answered
         )
-        return self._failed(request, protocol, 502, "api_error", message, decision, added)
+        return self._failed(
+            request, protocol, failed.status, failed.kind, failed.message, decision, added
+        )
 
     # -- passthrough -----------------------------------------------------------------------------
 
@@ -370,7 +366,9 @@ class ServeApp:
                 content = await read_body(response)
             except httpx.HTTPError as exc:  # the error body broke off or stalled
                 await self.planner.release(decision)
-                return self._send_error(request, protocol, url, exc, decision, sent - start)
+                return self._send_error(
+                    request, protocol, url, exc, decision, sent - start, answered=True
+                )
             finally:
                 await response.aclose()
             again: Decision | None = None
@@ -427,7 +425,13 @@ class ServeApp:
             except httpx.HTTPError as exc:
                 await self.planner.release(decision)
                 return self._send_error(
-                    request, protocol, str(response.request.url), exc, decision, added
+                    request,
+                    protocol,
+                    str(response.request.url),
+                    exc,
+                    decision,
+                    added,
+                    answered=True,
                 )
             finally:
                 await response.aclose()
@@ -473,11 +477,15 @@ class ServeApp:
                 if held is not None:
                     yield held
             except httpx.HTTPError as exc:
-                logger.warning("the upstream stream broke: %s", exc)
+                url = str(response.request.url)
+                why = stream_broke(protocol.upstream, url, exc, timeout=self.config.timeout)
+                identity = decision.identity
+                conversation = identity.session_id if identity else "-"
+                logger.warning("the upstream stream broke: conversation=%s %s", conversation, why)
                 if held is not None:
                     yield held
                 if not (readable and protocol.stream_ended(bytes(tail))):
-                    yield protocol.stream_error(f"the upstream stream broke mid-way: {exc}")
+                    yield protocol.stream_error(why)
             except BaseException:  # (the upstream's failures are HTTPErrors)
                 hung_up = True
                 raise
