@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -45,8 +45,6 @@ from autocompact.serve.planner import Planner
 from autocompact.serve.protocol import (
     WireProtocol,
     looks_like_overflow,
-    reported_prompt_tokens,
-    response_prompt_tokens,
 )
 from autocompact.serve.rejections import (
     FALLBACK_STATUSES,
@@ -56,6 +54,7 @@ from autocompact.serve.rejections import (
     reads_rejection,
     retry_too_long,
 )
+from autocompact.serve.request_log import followed_by, log_request, ours
 from autocompact.serve.responses import RESPONSES
 from autocompact.serve.upstream import (
     UpstreamProvider,
@@ -234,7 +233,7 @@ class ServeApp:
     ) -> Response:
         """An error the proxy answers itself, logged like every request (with its reason)."""
         decision = replace(decision or Decision(body=b"", action="error"), action="error")
-        self._log(request, decision, status, added, error=message)
+        log_request(self.planner, request, decision, status, added, error=message)
         return self._error(protocol, status, kind, message)
 
     def _too_large(self, request: Request, protocol: Any, size: int) -> Response:
@@ -388,9 +387,9 @@ class ServeApp:
                 again = client_bytes(decision, raw, status, content)
             if again is None:  # the upstream's error, to the client
                 await self.planner.release(decision)
-                self._log(request, decision, status, sent - start)
+                log_request(self.planner, request, decision, status, sent - start)
                 reply = Response(content, status_code=status)
-                reply.raw_headers.extend(response_headers(response.headers, _ours(decision)))
+                reply.raw_headers.extend(response_headers(response.headers, ours(decision)))
                 return reply
             decision, retried = again, True
 
@@ -415,7 +414,7 @@ class ServeApp:
         start: float,
         sent: float,
     ) -> Response:
-        lines = response_headers(response.headers, _ours(decision))
+        lines = response_headers(response.headers, ours(decision))
         status = response.status_code
         added = sent - start
         readable = decodes(response.headers)  # else passed back as sent and not read
@@ -440,7 +439,9 @@ class ServeApp:
             await self.planner.release(decision)
             usage = content if status < 400 and readable else b""
             marks = [self.planner.following(decision)]
-            then = self._then(request, decision, status, added, usage, marks, whole=True)
+            then = followed_by(
+                self.planner, request, decision, status, added, usage, marks, whole=True
+            )
             return Followed(content, then, status_code=status, lines=lines)
 
         streamed = bytearray()  # where the stream reported its usage, once it ended well
@@ -506,89 +507,14 @@ class ServeApp:
                         learning.append(self.planner.following(decision))
                     await self.planner.release(decision)
 
-        then = self._then(request, decision, status, added, streamed, learning)
+        then = followed_by(self.planner, request, decision, status, added, streamed, learning)
         return FollowedStream(relay(), then, status_code=status, lines=lines)
-
-    def _then(
-        self,
-        request: Request,
-        decision: Decision,
-        status: int,
-        added: float,
-        usage: bytes | bytearray,
-        learning: list[Callable[[], None]],
-        *,
-        whole: bool = False,
-    ) -> Callable[[], Awaitable[None]]:
-        """What follows the response, once its last byte went out (or the client hung up):
-        learning from the usage the upstream reported (``usage``: where the response reported
-        it, empty when there is nothing to learn; ``whole``: the whole response, not a stream's
-        ends) and the log line. The exact estimate they need (:meth:`Planner.measured`) is made
-        then, so no response waits for it; this worker's next request of the conversation
-        waits for the learning (``learning``: the marks :meth:`Planner.following` made,
-        cleared when it is done)."""
-
-        async def then() -> None:
-            try:
-                if usage and decision.identity is not None:  # (a passthrough learns nothing)
-                    read = response_prompt_tokens if whole else reported_prompt_tokens
-                    await self.planner.learn(decision, read(bytes(usage)))
-                self._log(request, decision, status, added)
-            finally:
-                for finished in learning:
-                    finished()
-
-        return then
 
     async def _commit(self, decision: Decision, protocol: Any) -> None:
         try:
             await self.planner.commit(decision, protocol.name)
         except AutocompactError as exc:
             logger.error("could not store the compaction: %s", exc)
-
-    def _log(
-        self,
-        request: Request,
-        decision: Decision,
-        status: int,
-        added: float,
-        error: str | None = None,
-    ) -> None:
-        """The request's log line (``error``: why the proxy answered it with an error of its
-        own; logged as a warning)."""
-        level = logging.INFO if error is None else logging.WARNING
-        if not logger.isEnabledFor(level):
-            return
-        decision = self.planner.measured(decision)
-        identity = decision.identity
-        logger.log(
-            level,
-            "%s %s conversation=%s signal=%s tokens=%d tier=%s action=%s side_queries=%d "
-            "status=%d added_ms=%.1f" + ("" if error is None else " error=%s"),
-            request.method,
-            request.url.path,
-            identity.session_id if identity else "-",
-            identity.signal if identity else "-",
-            decision.tokens,
-            decision.tier or "-",
-            decision.action,
-            decision.side_queries,
-            status,
-            added * 1000,
-            *(() if error is None else (error,)),
-        )
-
-
-def _ours(decision: Decision) -> dict[str, str]:
-    headers = {
-        "x-autocompact-action": decision.action,
-        "x-autocompact-compacted": "true" if decision.compacted else "false",
-    }
-    if decision.tier:
-        headers["x-autocompact-tier"] = decision.tier
-    if decision.side_queries:
-        headers["x-autocompact-side-queries"] = str(decision.side_queries)
-    return headers
 
 
 def create_app(config: ServeConfig, **kwargs: Any) -> Starlette:
