@@ -278,7 +278,15 @@ def app_from_env() -> Any:
 
     data = json.loads(os.environ[CONFIG_ENV])
     _log_to_stderr(data.pop("log_level", "info"))
+    _quiet_cancellations()
     return create_app(_config(data))
+
+
+def _quiet_cancellations() -> None:
+    """No traceback for a request the stop cancelled (:class:`QuietCancellation`)."""
+    from autocompact.cli.serve_server import QuietCancellation
+
+    logging.getLogger("uvicorn.error").addFilter(QuietCancellation())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -366,10 +374,18 @@ def _serve(sock: socket.socket, config: Any, workers: int) -> int:
     processes that each build it from :data:`CONFIG_ENV` (:func:`app_from_env`)."""
     import uvicorn
 
-    if workers == 1:
-        from autocompact.serve import create_app
+    from autocompact.cli.serve_server import STOP_GRACE, StoppingServer
 
-        server = uvicorn.Server(uvicorn.Config(create_app(config), log_level="warning"))
+    if workers == 1:
+        from autocompact.serve import ServeApp
+
+        app = ServeApp(config)
+        # No lifespan: the app has none, and uvicorn's own waited on it, a traceback when the
+        # stop cancelled it.
+        server = StoppingServer(
+            uvicorn.Config(app.asgi, log_level="warning", lifespan="off"), stop=app.stop
+        )
+        _quiet_cancellations()
         try:
             server.run(sockets=[sock])
         except KeyboardInterrupt:
@@ -377,11 +393,15 @@ def _serve(sock: socket.socket, config: Any, workers: int) -> int:
         return 0 if server.started else 1
     from uvicorn.supervisors import Multiprocess
 
+    # Each worker gives its open requests STOP_GRACE seconds, then uvicorn cancels them
+    # (quietly: app_from_env); the worker's uvicorn server is uvicorn's own.
     settings = uvicorn.Config(
         "autocompact.cli.serve_cmd:app_from_env",
         factory=True,
         workers=workers,
         log_level="warning",
+        lifespan="off",
+        timeout_graceful_shutdown=STOP_GRACE,
     )
     # What uvicorn.run does with workers, on our socket; before uvicorn 0.51 the supervisor
     # also takes each worker's target.

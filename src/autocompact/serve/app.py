@@ -56,6 +56,7 @@ from autocompact.serve.rejections import (
 )
 from autocompact.serve.request_log import followed_by, log_request, ours
 from autocompact.serve.responses import RESPONSES
+from autocompact.serve.stopping import STOPPED, Stopped, Stopper
 from autocompact.serve.upstream import (
     UpstreamProvider,
     decodes,
@@ -106,6 +107,7 @@ class ServeApp:
         )
         self.transport = transport
         self.clock = clock
+        self.stopper = Stopper()
         self._client: httpx.AsyncClient | None = None
         self.windows = ModelWindows(config.upstreams, clock=clock)
         routes = [
@@ -129,6 +131,12 @@ class ServeApp:
             timeout = httpx.Timeout(self.config.timeout, connect=CONNECT_SECONDS)
             self._client = httpx.AsyncClient(transport=self.transport, timeout=timeout)
         return self._client
+
+    def stop(self) -> None:
+        """End every open request now: one that waits for its answer gets a 503, a stream the
+        protocol's error event, each saying that the proxy stopped (``autocompact serve`` does
+        when told to stop, once they had a few seconds to end). Call it in the app's loop."""
+        self.stopper.stop()
 
     async def aclose(self) -> None:
         """Close the HTTP client and the store."""
@@ -214,8 +222,11 @@ class ServeApp:
         handler: Callable[[Request, Any], Any],
     ) -> Response:
         try:
-            response: Response = await handler(request, protocol)
+            with self.stopper.ending():
+                response: Response = await handler(request, protocol)
             return response
+        except Stopped:
+            return self._failed(request, protocol, 503, "api_error", STOPPED)
         except Exception as exc:
             logger.exception("autocompact serve failed on %s", request.url.path)
             message = f"autocompact serve failed: {described(exc)}"
@@ -245,12 +256,28 @@ class ServeApp:
         return self._failed(request, protocol, 413, "request_too_large", message)
 
     async def _send(
-        self, method: str, url: str, headers: Sequence[tuple[str, str]], body: bytes
+        self,
+        method: str,
+        url: str,
+        headers: Sequence[tuple[str, str]],
+        body: bytes,
+        decision: Decision | None = None,
     ) -> Any:
+        """Send ``body``; the ``decision``'s lease is given back when no answer comes."""
         request = self.client.build_request(
             method, url, headers=header_bytes(headers), content=body
         )
-        return await self.client.send(request, stream=True)
+        try:
+            return await self.client.send(request, stream=True)
+        except BaseException:  # (the upstream's failure, or the proxy's stop)
+            if decision is not None:
+                await self._give_back(decision)
+            raise
+
+    async def _give_back(self, decision: Decision) -> None:
+        """Give the decision's lease back, also in a request the stop ends (shielded)."""
+        with anyio.CancelScope(shield=True):
+            await self.planner.release(decision)
 
     def _send_error(
         self,
@@ -346,9 +373,8 @@ class ServeApp:
         while True:
             sent = self.clock()
             try:
-                response = await self._send("POST", url, headers, decision.body)
+                response = await self._send("POST", url, headers, decision.body, decision)
             except httpx.HTTPError as exc:
-                await self.planner.release(decision)
                 return self._send_error(request, protocol, url, exc, decision, sent - start)
             status = response.status_code
             # The client's own request, sent after its rewrite with a stored substitution or a
@@ -432,6 +458,9 @@ class ServeApp:
                     added,
                     answered=True,
                 )
+            except BaseException:  # (the proxy's stop)
+                await self._give_back(decision)
+                raise
             finally:
                 await response.aclose()
             if status < 400:
@@ -451,7 +480,7 @@ class ServeApp:
 
         async def relay() -> AsyncIterator[bytes]:
             ok = False
-            hung_up = False  # the client went away before the stream's end
+            hung_up = False  # the client went away (or the proxy stopped) before the end
             held: bytes | None = None  # (only when the stream cannot be read: see below)
             head, tail = bytearray(), bytearray()  # where a stream reports its usage
             try:
@@ -462,8 +491,12 @@ class ServeApp:
                 # so its end is known before its last bytes go out.
                 # Decoded: an upstream that compresses although asked not to is passed back
                 # plain (its content-encoding is not), unless httpx cannot decode it.
-                chunks = response.aiter_bytes() if readable else response.aiter_raw()
-                async for chunk in chunks:
+                chunks = aiter(response.aiter_bytes() if readable else response.aiter_raw())
+                while True:
+                    with self.stopper.ending():  # (the proxy's stop ends the wait)
+                        chunk = await anext(chunks, None)
+                    if chunk is None:
+                        break
                     if len(head) < _USAGE_WINDOW:
                         head.extend(chunk[: _USAGE_WINDOW - len(head)])
                     tail.extend(chunk)
@@ -487,6 +520,12 @@ class ServeApp:
                     yield held
                 if not (readable and protocol.stream_ended(bytes(tail))):
                     yield protocol.stream_error(why)
+            except Stopped:
+                hung_up = True  # (the upstream took the request, as for a client hanging up)
+                if held is not None:
+                    yield held
+                if not (readable and protocol.stream_ended(bytes(tail))):
+                    yield protocol.stream_error(STOPPED)
             except BaseException:  # (the upstream's failures are HTTPErrors)
                 hung_up = True
                 raise
