@@ -26,7 +26,7 @@ import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Match, Route
 
 from autocompact.errors import AutocompactError, ContentError
 from autocompact.jsonsafe import loads
@@ -121,8 +121,10 @@ class ServeApp:
             Route("/v1/responses", self.responses, methods=["POST"]),
             Route("/v1/responses/{rest:path}", self.responses, methods=["GET", "POST", "DELETE"]),
         ]
+        self._routes = routes
         self.asgi = Starlette(routes=routes)
-        self.asgi.add_route("/{path:path}", self.unknown, methods=["GET", "POST", "PUT", "DELETE"])
+        everything = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+        self.asgi.add_route("/{path:path}", self.unknown, methods=everything)
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -172,10 +174,14 @@ class ServeApp:
         return await self._guarded(request, ANTHROPIC_MESSAGES, self._passthrough)
 
     async def models(self, request: Request) -> Response:
-        """The model list, forwarded (to Anthropic when the client speaks Anthropic)."""
+        """The model list, forwarded (to Anthropic when the client speaks Anthropic): a client
+        that says it speaks Anthropic (``anthropic-version``) gets the Anthropic upstream's or,
+        when none is configured, the 404 ``/v1/messages`` gives it, not the other's list."""
         anthropic = "anthropic-version" in request.headers or "x-api-key" in request.headers
         protocol = ANTHROPIC_MESSAGES if anthropic else OPENAI_CHAT
         if protocol.upstream not in self.config.upstreams:
+            if "anthropic-version" in request.headers:
+                return self._no_upstream(request, protocol)
             protocol = OPENAI_CHAT if anthropic else ANTHROPIC_MESSAGES
         return await self._guarded(request, protocol, self._passthrough)
 
@@ -195,8 +201,26 @@ class ServeApp:
         return await self._guarded(request, RESPONSES, handler)
 
     async def unknown(self, request: Request) -> Response:
-        """An endpoint the proxy does not serve."""
+        """An endpoint the proxy does not serve: a 404, or a 405 naming the methods it serves
+        for a path it serves (with ``Allow``), in the error shape of the path's protocol."""
         protocol: Any = ANTHROPIC_MESSAGES if "/messages" in request.url.path else OPENAI_CHAT
+        allowed = sorted(
+            {
+                method
+                for route in self._routes
+                if route.matches(request.scope)[0] is Match.PARTIAL
+                for method in route.methods or ()
+            }
+        )
+        if allowed:
+            message = (
+                f"autocompact serve answers {', '.join(allowed)} {request.url.path}, not "
+                f"{request.method}"
+            )
+            logger.warning("%s %s method not allowed status=405", request.method, request.url.path)
+            response = self._error(protocol, 405, "invalid_request_error", message)
+            response.headers["allow"] = ", ".join(allowed)
+            return response
         message = (
             f"autocompact serve has no endpoint {request.method} {request.url.path}; it serves "
             "/v1/chat/completions, /v1/responses, /v1/messages, /v1/messages/count_tokens, "
