@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from autocompact.errors import ConfigError, MissingDependencyError
-from autocompact.thresholds import parse_window
+from autocompact.thresholds import SMALLEST_WINDOW, parse_window
 
 __all__ = ["CONFIG_ENV", "app_from_env", "register", "run"]
 
@@ -47,8 +47,10 @@ def _upstream(value: str) -> tuple[str, str]:
 
 
 def _window(value: str) -> int:
+    """``--context-window``: at least :data:`SMALLEST_WINDOW`, as ``chat --window`` (a window
+    of 100 tokens started the proxy, and no real request fitted)."""
     try:
-        return parse_window(value, name="--context-window", minimum=1)
+        return parse_window(value, name="--context-window", minimum=SMALLEST_WINDOW)
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
@@ -114,7 +116,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=_upstream,
         default=[],
         metavar="NAME=URL",
-        help="openai=URL and/or anthropic=URL: where requests go (one at least)",
+        help="openai=URL and/or anthropic=URL: where requests go (one at least, each once)",
     )
     parser.add_argument("--host", type=_host, default="127.0.0.1", help="address to listen on")
     parser.add_argument("--port", type=_port, default=8787, help="port (default 8787)")
@@ -128,7 +130,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--context-window",
         type=_window,
         help="the window in tokens of every model, in place of the model table's and the "
-        "server's (e.g. 128k)",
+        "server's (e.g. 128k; at least 1k)",
     )
     parser.add_argument("--workers", type=_positive, default=1, help="worker processes")
     parser.add_argument(
@@ -168,6 +170,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--log-level", type=_log_level, default="info", help="log level (default info)"
     )
     parser.set_defaults(handler=run)
+
+
+def _upstreams(given: list[tuple[str, str]]) -> dict[str, str]:
+    """The ``--upstream`` options as a mapping; an upstream named twice with two URLs is
+    refused (the last one was used, silently)."""
+    upstreams: dict[str, str] = {}
+    for name, url in given:
+        if upstreams.get(name, url) != url:
+            raise ConfigError(
+                f"--upstream {name}= is given twice, {upstreams[name]} and {url}: give each "
+                "upstream once",
+                key="upstream",
+            )
+        upstreams[name] = url
+    return upstreams
 
 
 def _default_store() -> str:
@@ -223,9 +240,13 @@ def _check_store(address: str, flag: str) -> str:
     from autocompact.sessions.stores import open_store, redact_address
     from autocompact.sessions.stores.address import parse_store_address
     from autocompact.sessions.stores.base import is_keyword_dsn
+    from autocompact.sessions.stores.sqlite import READ_ONLY_HINT
 
     shown, _ = redact_address(address)
-    parsed = None if is_keyword_dsn(address) else parse_store_address(address, shown=shown)
+    try:
+        parsed = None if is_keyword_dsn(address) else parse_store_address(address, shown=shown)
+    except SessionStoreError as exc:  # (the address may be $AUTOCOMPACT_STORE's: say so)
+        raise ConfigError(f"{flag}: {exc}", key=flag) from exc
     remote = parsed is None or parsed.kind == "postgresql"
     if parsed is not None and parsed.read_only:
         raise ConfigError(
@@ -248,9 +269,10 @@ def _check_store(address: str, flag: str) -> str:
                 ) from exc
         store.exists("serve:healthz")
     except SessionStoreError as exc:
-        if not remote:
+        if not remote:  # (not "add ?mode=ro": the proxy writes)
+            reason = str(exc).replace(READ_ONLY_HINT, "")
             raise ConfigError(
-                f"the store {shown} cannot be used: {exc}; give {flag} a SQLite file (or a "
+                f"the store {shown} cannot be used: {reason}; give {flag} a SQLite file (or a "
                 "directory) the proxy can write",
                 key=flag,
             ) from exc
@@ -278,7 +300,15 @@ def app_from_env() -> Any:
 
     data = json.loads(os.environ[CONFIG_ENV])
     _log_to_stderr(data.pop("log_level", "info"))
+    _quiet_cancellations()
     return create_app(_config(data))
+
+
+def _quiet_cancellations() -> None:
+    """No traceback for a request the stop cancelled (:class:`QuietCancellation`)."""
+    from autocompact.cli.serve_server import QuietCancellation
+
+    logging.getLogger("uvicorn.error").addFilter(QuietCancellation())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -301,7 +331,7 @@ def run(args: argparse.Namespace) -> int:
     flag = f"${STORE_ENV}" if not args.store and os.environ.get(STORE_ENV) else "--store"
     origin = flag if args.store or os.environ.get(STORE_ENV) else "the default"
     data = {
-        "upstreams": dict(args.upstream),
+        "upstreams": _upstreams(args.upstream),
         "store": args.store or os.environ.get(STORE_ENV) or _default_store(),
         "context_window": args.context_window,
         "max_body_bytes": args.max_body_bytes,
@@ -366,10 +396,18 @@ def _serve(sock: socket.socket, config: Any, workers: int) -> int:
     processes that each build it from :data:`CONFIG_ENV` (:func:`app_from_env`)."""
     import uvicorn
 
-    if workers == 1:
-        from autocompact.serve import create_app
+    from autocompact.cli.serve_server import STOP_GRACE, StoppingServer
 
-        server = uvicorn.Server(uvicorn.Config(create_app(config), log_level="warning"))
+    if workers == 1:
+        from autocompact.serve import ServeApp
+
+        app = ServeApp(config)
+        # No lifespan: the app has none, and uvicorn's own waited on it, a traceback when the
+        # stop cancelled it.
+        server = StoppingServer(
+            uvicorn.Config(app.asgi, log_level="warning", lifespan="off"), stop=app.stop
+        )
+        _quiet_cancellations()
         try:
             server.run(sockets=[sock])
         except KeyboardInterrupt:
@@ -377,11 +415,15 @@ def _serve(sock: socket.socket, config: Any, workers: int) -> int:
         return 0 if server.started else 1
     from uvicorn.supervisors import Multiprocess
 
+    # Each worker gives its open requests STOP_GRACE seconds, then uvicorn cancels them
+    # (quietly: app_from_env); the worker's uvicorn server is uvicorn's own.
     settings = uvicorn.Config(
         "autocompact.cli.serve_cmd:app_from_env",
         factory=True,
         workers=workers,
         log_level="warning",
+        lifespan="off",
+        timeout_graceful_shutdown=STOP_GRACE,
     )
     # What uvicorn.run does with workers, on our socket; before uvicorn 0.51 the supervisor
     # also takes each worker's target.

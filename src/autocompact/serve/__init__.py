@@ -10,10 +10,12 @@ place. See ``docs/serve.md``.
 Modules: :mod:`.app` (routes, forwarding), :mod:`.config` (:class:`ServeConfig`),
 :mod:`.planner` (the engine's decision and the store), :mod:`.fastpath` (a request with nothing
 to do, read from its JSON), :mod:`.shared` (the carried state every worker shares),
-:mod:`.identity`, :mod:`.substitution`, :mod:`.wire`, :mod:`.upstream`, :mod:`.windows` (the
-window per model), :mod:`.threaded` (the app in a thread, for tests and embedding), and one
-module per wire protocol
-(:mod:`.openai_chat`, :mod:`.anthropic_messages`, :mod:`.responses`).
+:mod:`.identity`, :mod:`.substitution`, :mod:`.wire`, :mod:`.upstream`, :mod:`.failures` (what
+the client is told when the upstream fails), :mod:`.request_log` (what follows a request: the
+learning, its log line, its headers), :mod:`.stopping` (ending the open requests when the proxy
+stops), :mod:`.windows` (the window per model), :mod:`.threaded` (the app in a thread, for
+tests and embedding), and one module per wire protocol (:mod:`.openai_chat`,
+:mod:`.anthropic_messages`, :mod:`.responses`).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -26,7 +26,7 @@ import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Match, Route
 
 from autocompact.errors import AutocompactError, ContentError
 from autocompact.jsonsafe import loads
@@ -35,18 +35,16 @@ from autocompact.serve.config import (
     DEFAULT_MAX_BODY_BYTES,
     LEASE_MARGIN,
     ServeConfig,
-    shown_url,
     target_url,
 )
 from autocompact.serve.decision import Decision
+from autocompact.serve.failures import CONNECT_SECONDS, described, stream_broke, upstream_failed
 from autocompact.serve.followed import Followed, FollowedStream
 from autocompact.serve.openai_chat import OPENAI_CHAT
 from autocompact.serve.planner import Planner
 from autocompact.serve.protocol import (
     WireProtocol,
     looks_like_overflow,
-    reported_prompt_tokens,
-    response_prompt_tokens,
 )
 from autocompact.serve.rejections import (
     FALLBACK_STATUSES,
@@ -56,7 +54,9 @@ from autocompact.serve.rejections import (
     reads_rejection,
     retry_too_long,
 )
+from autocompact.serve.request_log import followed_by, log_request, ours
 from autocompact.serve.responses import RESPONSES
+from autocompact.serve.stopping import STOPPED, Stopped, Stopper
 from autocompact.serve.upstream import (
     UpstreamProvider,
     decodes,
@@ -107,6 +107,7 @@ class ServeApp:
         )
         self.transport = transport
         self.clock = clock
+        self.stopper = Stopper()
         self._client: httpx.AsyncClient | None = None
         self.windows = ModelWindows(config.upstreams, clock=clock)
         routes = [
@@ -120,16 +121,24 @@ class ServeApp:
             Route("/v1/responses", self.responses, methods=["POST"]),
             Route("/v1/responses/{rest:path}", self.responses, methods=["GET", "POST", "DELETE"]),
         ]
+        self._routes = routes
         self.asgi = Starlette(routes=routes)
-        self.asgi.add_route("/{path:path}", self.unknown, methods=["GET", "POST", "PUT", "DELETE"])
+        everything = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+        self.asgi.add_route("/{path:path}", self.unknown, methods=everything)
 
     @property
     def client(self) -> httpx.AsyncClient:
         """The HTTP client to the upstreams (made on first use)."""
         if self._client is None:
-            timeout = httpx.Timeout(self.config.timeout, connect=10.0)
+            timeout = httpx.Timeout(self.config.timeout, connect=CONNECT_SECONDS)
             self._client = httpx.AsyncClient(transport=self.transport, timeout=timeout)
         return self._client
+
+    def stop(self) -> None:
+        """End every open request now: one that waits for its answer gets a 503, a stream the
+        protocol's error event, each saying that the proxy stopped (``autocompact serve`` does
+        when told to stop, once they had a few seconds to end). Call it in the app's loop."""
+        self.stopper.stop()
 
     async def aclose(self) -> None:
         """Close the HTTP client and the store."""
@@ -165,10 +174,14 @@ class ServeApp:
         return await self._guarded(request, ANTHROPIC_MESSAGES, self._passthrough)
 
     async def models(self, request: Request) -> Response:
-        """The model list, forwarded (to Anthropic when the client speaks Anthropic)."""
+        """The model list, forwarded (to Anthropic when the client speaks Anthropic): a client
+        that says it speaks Anthropic (``anthropic-version``) gets the Anthropic upstream's or,
+        when none is configured, the 404 ``/v1/messages`` gives it, not the other's list."""
         anthropic = "anthropic-version" in request.headers or "x-api-key" in request.headers
         protocol = ANTHROPIC_MESSAGES if anthropic else OPENAI_CHAT
         if protocol.upstream not in self.config.upstreams:
+            if "anthropic-version" in request.headers:
+                return self._no_upstream(request, protocol)
             protocol = OPENAI_CHAT if anthropic else ANTHROPIC_MESSAGES
         return await self._guarded(request, protocol, self._passthrough)
 
@@ -188,8 +201,26 @@ class ServeApp:
         return await self._guarded(request, RESPONSES, handler)
 
     async def unknown(self, request: Request) -> Response:
-        """An endpoint the proxy does not serve."""
+        """An endpoint the proxy does not serve: a 404, or a 405 naming the methods it serves
+        for a path it serves (with ``Allow``), in the error shape of the path's protocol."""
         protocol: Any = ANTHROPIC_MESSAGES if "/messages" in request.url.path else OPENAI_CHAT
+        allowed = sorted(
+            {
+                method
+                for route in self._routes
+                if route.matches(request.scope)[0] is Match.PARTIAL
+                for method in route.methods or ()
+            }
+        )
+        if allowed:
+            message = (
+                f"autocompact serve answers {', '.join(allowed)} {request.url.path}, not "
+                f"{request.method}"
+            )
+            logger.warning("%s %s method not allowed status=405", request.method, request.url.path)
+            response = self._error(protocol, 405, "invalid_request_error", message)
+            response.headers["allow"] = ", ".join(allowed)
+            return response
         message = (
             f"autocompact serve has no endpoint {request.method} {request.url.path}; it serves "
             "/v1/chat/completions, /v1/responses, /v1/messages, /v1/messages/count_tokens, "
@@ -215,11 +246,14 @@ class ServeApp:
         handler: Callable[[Request, Any], Any],
     ) -> Response:
         try:
-            response: Response = await handler(request, protocol)
+            with self.stopper.ending():
+                response: Response = await handler(request, protocol)
             return response
+        except Stopped:
+            return self._failed(request, protocol, 503, "api_error", STOPPED)
         except Exception as exc:
             logger.exception("autocompact serve failed on %s", request.url.path)
-            message = f"autocompact serve failed: {type(exc).__name__}: {exc}"
+            message = f"autocompact serve failed: {described(exc)}"
             return self._error(protocol, 500, "api_error", message)
 
     def _failed(
@@ -234,7 +268,7 @@ class ServeApp:
     ) -> Response:
         """An error the proxy answers itself, logged like every request (with its reason)."""
         decision = replace(decision or Decision(body=b"", action="error"), action="error")
-        self._log(request, decision, status, added, error=message)
+        log_request(self.planner, request, decision, status, added, error=message)
         return self._error(protocol, status, kind, message)
 
     def _too_large(self, request: Request, protocol: Any, size: int) -> Response:
@@ -246,35 +280,47 @@ class ServeApp:
         return self._failed(request, protocol, 413, "request_too_large", message)
 
     async def _send(
-        self, method: str, url: str, headers: Sequence[tuple[str, str]], body: bytes
+        self,
+        method: str,
+        url: str,
+        headers: Sequence[tuple[str, str]],
+        body: bytes,
+        decision: Decision | None = None,
     ) -> Any:
+        """Send ``body``; the ``decision``'s lease is given back when no answer comes."""
         request = self.client.build_request(
             method, url, headers=header_bytes(headers), content=body
         )
-        return await self.client.send(request, stream=True)
+        try:
+            return await self.client.send(request, stream=True)
+        except BaseException:  # (the upstream's failure, or the proxy's stop)
+            if decision is not None:
+                await self._give_back(decision)
+            raise
+
+    async def _give_back(self, decision: Decision) -> None:
+        """Give the decision's lease back, also in a request the stop ends (shielded)."""
+        with anyio.CancelScope(shield=True):
+            await self.planner.release(decision)
 
     def _send_error(
         self,
         request: Request,
         protocol: Any,
         url: str,
-        exc: Exception,
+        exc: httpx.HTTPError,
         decision: Decision | None = None,
         added: float = 0.0,
+        *,
+        answered: bool = False,
     ) -> Response:
-        upstream = protocol.upstream
-        where = f"the {upstream} upstream ({shown_url(url)})"
-        if isinstance(exc, httpx.TimeoutException):
-            message = (
-                f"{where} did not answer within {self.config.timeout:g} s (autocompact serve "
-                "--timeout)"
-            )
-            return self._failed(request, protocol, 504, "timeout_error", message, decision, added)
-        message = (
-            f"{where} could not be reached: {type(exc).__name__}: {exc} (check that it is "
-            f"running and that autocompact serve --upstream {upstream}=URL names it)"
+        """The error for a send that failed (``answered``: while reading the answer's body)."""
+        failed = upstream_failed(
+            protocol.upstream, url, exc, timeout=self.config.timeout, answered=answered
         )
-        return self._failed(request, protocol, 502, "api_error", message, decision, added)
+        return self._failed(
+            request, protocol, failed.status, failed.kind, failed.message, decision, added
+        )
 
     # -- passthrough -----------------------------------------------------------------------------
 
@@ -351,9 +397,8 @@ class ServeApp:
         while True:
             sent = self.clock()
             try:
-                response = await self._send("POST", url, headers, decision.body)
+                response = await self._send("POST", url, headers, decision.body, decision)
             except httpx.HTTPError as exc:
-                await self.planner.release(decision)
                 return self._send_error(request, protocol, url, exc, decision, sent - start)
             status = response.status_code
             # The client's own request, sent after its rewrite with a stored substitution or a
@@ -370,7 +415,9 @@ class ServeApp:
                 content = await read_body(response)
             except httpx.HTTPError as exc:  # the error body broke off or stalled
                 await self.planner.release(decision)
-                return self._send_error(request, protocol, url, exc, decision, sent - start)
+                return self._send_error(
+                    request, protocol, url, exc, decision, sent - start, answered=True
+                )
             finally:
                 await response.aclose()
             again: Decision | None = None
@@ -390,9 +437,9 @@ class ServeApp:
                 again = client_bytes(decision, raw, status, content)
             if again is None:  # the upstream's error, to the client
                 await self.planner.release(decision)
-                self._log(request, decision, status, sent - start)
+                log_request(self.planner, request, decision, status, sent - start)
                 reply = Response(content, status_code=status)
-                reply.raw_headers.extend(response_headers(response.headers, _ours(decision)))
+                reply.raw_headers.extend(response_headers(response.headers, ours(decision)))
                 return reply
             decision, retried = again, True
 
@@ -417,7 +464,7 @@ class ServeApp:
         start: float,
         sent: float,
     ) -> Response:
-        lines = response_headers(response.headers, _ours(decision))
+        lines = response_headers(response.headers, ours(decision))
         status = response.status_code
         added = sent - start
         readable = decodes(response.headers)  # else passed back as sent and not read
@@ -427,8 +474,17 @@ class ServeApp:
             except httpx.HTTPError as exc:
                 await self.planner.release(decision)
                 return self._send_error(
-                    request, protocol, str(response.request.url), exc, decision, added
+                    request,
+                    protocol,
+                    str(response.request.url),
+                    exc,
+                    decision,
+                    added,
+                    answered=True,
                 )
+            except BaseException:  # (the proxy's stop)
+                await self._give_back(decision)
+                raise
             finally:
                 await response.aclose()
             if status < 400:
@@ -436,7 +492,9 @@ class ServeApp:
             await self.planner.release(decision)
             usage = content if status < 400 and readable else b""
             marks = [self.planner.following(decision)]
-            then = self._then(request, decision, status, added, usage, marks, whole=True)
+            then = followed_by(
+                self.planner, request, decision, status, added, usage, marks, whole=True
+            )
             return Followed(content, then, status_code=status, lines=lines)
 
         streamed = bytearray()  # where the stream reported its usage, once it ended well
@@ -446,7 +504,7 @@ class ServeApp:
 
         async def relay() -> AsyncIterator[bytes]:
             ok = False
-            hung_up = False  # the client went away before the stream's end
+            hung_up = False  # the client went away (or the proxy stopped) before the end
             held: bytes | None = None  # (only when the stream cannot be read: see below)
             head, tail = bytearray(), bytearray()  # where a stream reports its usage
             try:
@@ -457,8 +515,12 @@ class ServeApp:
                 # so its end is known before its last bytes go out.
                 # Decoded: an upstream that compresses although asked not to is passed back
                 # plain (its content-encoding is not), unless httpx cannot decode it.
-                chunks = response.aiter_bytes() if readable else response.aiter_raw()
-                async for chunk in chunks:
+                chunks = aiter(response.aiter_bytes() if readable else response.aiter_raw())
+                while True:
+                    with self.stopper.ending():  # (the proxy's stop ends the wait)
+                        chunk = await anext(chunks, None)
+                    if chunk is None:
+                        break
                     if len(head) < _USAGE_WINDOW:
                         head.extend(chunk[: _USAGE_WINDOW - len(head)])
                     tail.extend(chunk)
@@ -473,11 +535,21 @@ class ServeApp:
                 if held is not None:
                     yield held
             except httpx.HTTPError as exc:
-                logger.warning("the upstream stream broke: %s", exc)
+                url = str(response.request.url)
+                why = stream_broke(protocol.upstream, url, exc, timeout=self.config.timeout)
+                identity = decision.identity
+                conversation = identity.session_id if identity else "-"
+                logger.warning("the upstream stream broke: conversation=%s %s", conversation, why)
                 if held is not None:
                     yield held
                 if not (readable and protocol.stream_ended(bytes(tail))):
-                    yield protocol.stream_error(f"the upstream stream broke mid-way: {exc}")
+                    yield protocol.stream_error(why)
+            except Stopped:
+                hung_up = True  # (the upstream took the request, as for a client hanging up)
+                if held is not None:
+                    yield held
+                if not (readable and protocol.stream_ended(bytes(tail))):
+                    yield protocol.stream_error(STOPPED)
             except BaseException:  # (the upstream's failures are HTTPErrors)
                 hung_up = True
                 raise
@@ -498,89 +570,14 @@ class ServeApp:
                         learning.append(self.planner.following(decision))
                     await self.planner.release(decision)
 
-        then = self._then(request, decision, status, added, streamed, learning)
+        then = followed_by(self.planner, request, decision, status, added, streamed, learning)
         return FollowedStream(relay(), then, status_code=status, lines=lines)
-
-    def _then(
-        self,
-        request: Request,
-        decision: Decision,
-        status: int,
-        added: float,
-        usage: bytes | bytearray,
-        learning: list[Callable[[], None]],
-        *,
-        whole: bool = False,
-    ) -> Callable[[], Awaitable[None]]:
-        """What follows the response, once its last byte went out (or the client hung up):
-        learning from the usage the upstream reported (``usage``: where the response reported
-        it, empty when there is nothing to learn; ``whole``: the whole response, not a stream's
-        ends) and the log line. The exact estimate they need (:meth:`Planner.measured`) is made
-        then, so no response waits for it; this worker's next request of the conversation
-        waits for the learning (``learning``: the marks :meth:`Planner.following` made,
-        cleared when it is done)."""
-
-        async def then() -> None:
-            try:
-                if usage and decision.identity is not None:  # (a passthrough learns nothing)
-                    read = response_prompt_tokens if whole else reported_prompt_tokens
-                    await self.planner.learn(decision, read(bytes(usage)))
-                self._log(request, decision, status, added)
-            finally:
-                for finished in learning:
-                    finished()
-
-        return then
 
     async def _commit(self, decision: Decision, protocol: Any) -> None:
         try:
             await self.planner.commit(decision, protocol.name)
         except AutocompactError as exc:
             logger.error("could not store the compaction: %s", exc)
-
-    def _log(
-        self,
-        request: Request,
-        decision: Decision,
-        status: int,
-        added: float,
-        error: str | None = None,
-    ) -> None:
-        """The request's log line (``error``: why the proxy answered it with an error of its
-        own; logged as a warning)."""
-        level = logging.INFO if error is None else logging.WARNING
-        if not logger.isEnabledFor(level):
-            return
-        decision = self.planner.measured(decision)
-        identity = decision.identity
-        logger.log(
-            level,
-            "%s %s conversation=%s signal=%s tokens=%d tier=%s action=%s side_queries=%d "
-            "status=%d added_ms=%.1f" + ("" if error is None else " error=%s"),
-            request.method,
-            request.url.path,
-            identity.session_id if identity else "-",
-            identity.signal if identity else "-",
-            decision.tokens,
-            decision.tier or "-",
-            decision.action,
-            decision.side_queries,
-            status,
-            added * 1000,
-            *(() if error is None else (error,)),
-        )
-
-
-def _ours(decision: Decision) -> dict[str, str]:
-    headers = {
-        "x-autocompact-action": decision.action,
-        "x-autocompact-compacted": "true" if decision.compacted else "false",
-    }
-    if decision.tier:
-        headers["x-autocompact-tier"] = decision.tier
-    if decision.side_queries:
-        headers["x-autocompact-side-queries"] = str(decision.side_queries)
-    return headers
 
 
 def create_app(config: ServeConfig, **kwargs: Any) -> Starlette:

@@ -38,6 +38,7 @@ from autocompact.errors import (
 )
 from autocompact.jsonsafe import loads
 from autocompact.providers.base import ChatRequest, Completion, StreamDone, StreamEvent
+from autocompact.serve.failures import described
 from autocompact.serve.protocol import WireProtocol, looks_like_overflow
 from autocompact.serve.wire import dump
 
@@ -259,6 +260,15 @@ class UpstreamProvider:
                 **where,
             ) from exc
 
+    def _failed(self, exc: httpx.HTTPError) -> ProviderConnectionError:
+        """The summary request failed on the way: not reached, or broken off once there (said
+        by its type when httpx gives no text)."""
+        if isinstance(exc, httpx.ConnectError):
+            message = f"the summary request could not reach the upstream: {described(exc)}"
+        else:
+            message = f"the summary request failed after reaching the upstream: {described(exc)}"
+        return ProviderConnectionError(message, provider=self.protocol.upstream, model=self.model)
+
     async def _post(self, body: Any) -> httpx.Response:
         """One summary request, its whole reply within the timeout (httpx bounds each read
         only: a reply trickled out a byte at a time would outlast it, and the lease)."""
@@ -283,11 +293,7 @@ class UpstreamProvider:
                 model=self.model,
             ) from exc
         except httpx.HTTPError as exc:
-            raise ProviderConnectionError(
-                f"the summary request could not reach the upstream: {exc}",
-                provider=self.protocol.upstream,
-                model=self.model,
-            ) from exc
+            raise self._failed(exc) from exc
         return self._parse(response)
 
     async def astream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
@@ -302,11 +308,7 @@ class UpstreamProvider:
             with httpx.Client(timeout=self.timeout) as client:
                 response = client.post(self.url, **self._request(body))
         except httpx.HTTPError as exc:
-            raise ProviderConnectionError(
-                f"the summary request failed: {exc}",
-                provider=self.protocol.upstream,
-                model=self.model,
-            ) from exc
+            raise self._failed(exc) from exc
         return self._parse(response)
 
     def stream(self, request: ChatRequest) -> Iterator[StreamEvent]:

@@ -24,7 +24,11 @@ from autocompact.sessions.stores.address import readable_read_only
 from autocompact.sessions.stores.schema import SQLITE
 from autocompact.sessions.stores.sql import Cursor, SqlStore
 
-__all__ = ["SqliteStore"]
+__all__ = ["READ_ONLY_HINT", "SqliteStore"]
+
+READ_ONLY_HINT = " (or add ?mode=ro to only read it)"
+"""What the error of a file that cannot be opened adds for a store that could be read only (a
+writer, such as ``autocompact serve``, leaves it out)."""
 
 _BUSY_SECONDS = 30.0
 
@@ -160,8 +164,7 @@ class SqliteStore(SqlStore):
         elif "unable to open" in lowered or isinstance(exc, OSError):
             what = (
                 f"cannot open the SQLite database {self.path} ({text}); check that its "
-                "directory exists and is writable"
-                + ("" if self.read_only else " (or add ?mode=ro to only read it)")
+                "directory exists and is writable" + ("" if self.read_only else READ_ONLY_HINT)
             )
         elif "not a database" in lowered or "malformed" in lowered:
             what = (

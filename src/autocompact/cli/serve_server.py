@@ -1,0 +1,111 @@
+"""uvicorn's server as ``autocompact serve`` runs it: told to stop while requests are open, it
+says how many and how long they get, then ends them; no traceback.
+
+uvicorn, told to stop (Ctrl-C, SIGTERM), waits for every open request to end and says so only
+at INFO, below the proxy's uvicorn log level: a stream from an upstream that stalls kept the
+proxy running, silent, for up to ``--timeout`` (600 s). A second Ctrl-C made uvicorn give up
+the wait and leave the requests to the cancellation that ends its event loop, each with a
+traceback (one more for the app's lifespan). Here the open requests get :data:`STOP_GRACE`
+seconds (a second Ctrl-C ends the wait at once); then the app ends them
+(:meth:`~autocompact.serve.ServeApp.stop`: a 503, or the protocol's error event in a stream,
+saying that the proxy stopped), and they give back what they hold before the process exits.
+
+Imported only once uvicorn is known to be installed (``autocompact[serve]``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import sys
+from collections.abc import Callable
+
+import uvicorn
+
+__all__ = ["ENDING_SECONDS", "STOP_GRACE", "QuietCancellation", "StoppingServer"]
+
+STOP_GRACE = 5
+"""Seconds the open requests get to end when the proxy is told to stop."""
+ENDING_SECONDS = 10.0
+"""Seconds the requests the stop ended get to give back what they hold (a compaction lease,
+the upstream's connection) before the process exits without them."""
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _requests(count: int) -> str:
+    return f"{count} open request{'s' if count != 1 else ''}"
+
+
+class QuietCancellation(logging.Filter):
+    """Drops uvicorn's report of a request cancelled as the server stops (a ``CancelledError``
+    and its traceback, logged as "Exception in ASGI application"): uvicorn cancels the requests
+    that outlast the stop (``--workers N``: after :data:`STOP_GRACE` seconds), which is no
+    failure of the app. Any other error it logs is kept."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Whether ``record`` is kept."""
+        error = record.exc_info[1] if record.exc_info else None
+        return not isinstance(error, asyncio.CancelledError)
+
+
+class StoppingServer(uvicorn.Server):
+    """uvicorn's server, stopping as described in the module docstring.
+
+    Args:
+        config: uvicorn's configuration.
+        stop: ends the app's open requests (:meth:`~autocompact.serve.ServeApp.stop`).
+        grace: seconds the open requests get to end before ``stop`` is called.
+        say: writes a line for the person who stopped the proxy (stderr).
+    """
+
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        *,
+        stop: Callable[[], None],
+        grace: float = STOP_GRACE,
+        say: Callable[[str], None] = _say,
+    ) -> None:
+        super().__init__(config)
+        self.stop_app = stop
+        self.grace = grace
+        self.say = say
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's shutdown, its wait for the open requests bounded by ``grace`` (or a second
+        Ctrl-C, uvicorn's ``force_exit``); then the requests still open are ended."""
+        timer = None
+        if waiting := len(self.server_state.tasks):
+            one = waiting == 1
+            self.say(
+                f"Stopping: waiting up to {self.grace:g} s for {_requests(waiting)} to end "
+                f"(Ctrl-C again to end {'it' if one else 'them'} now)"
+            )
+            timer = asyncio.get_running_loop().call_later(self.grace, self._enough)
+        try:
+            await super().shutdown(sockets)
+        finally:
+            if timer is not None:
+                timer.cancel()
+        await self._end_open()
+
+    def _enough(self) -> None:
+        """The grace is over: uvicorn's wait ends, as on a second Ctrl-C."""
+        self.force_exit = True
+
+    async def _end_open(self) -> None:
+        """End the requests still open and wait (at most :data:`ENDING_SECONDS`) for them to
+        finish: what the event loop's end would cancel is each a traceback, and a compaction
+        lease left held until it lapses."""
+        if not (still := len(self.server_state.tasks)):
+            return
+        self.say(f"Ending {_requests(still)}: each client is told that the proxy stopped")
+        self.stop_app()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ENDING_SECONDS
+        while self.server_state.tasks and loop.time() < deadline:
+            await asyncio.sleep(0.05)

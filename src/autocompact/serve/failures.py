@@ -1,0 +1,87 @@
+"""What the client is told when the upstream fails: its status, its kind and its message.
+
+An upstream can fail before it answers (it cannot be reached, it accepts no connection, it closes
+the connection without an answer, it does not answer within ``--timeout``) or after (its answer
+breaks off, stalls past ``--timeout``, or cannot be decoded). The two call for different
+remedies (start the server, or look at what the server did), so each message says which it
+was, names the upstream's URL and, for a timeout, the option that sets it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import httpx
+
+from autocompact.serve.config import shown_url
+
+__all__ = ["CONNECT_SECONDS", "Failure", "described", "stream_broke", "upstream_failed"]
+
+CONNECT_SECONDS = 10.0
+"""Seconds to wait for the upstream to accept a connection (``--timeout`` bounds the rest)."""
+
+
+def described(exc: BaseException) -> str:
+    """``exc`` as a message shows it: its type and its text, or its type alone when its text
+    is empty (httpx's timeouts often have none, which left a message ending in a colon)."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+@dataclass(frozen=True, kw_only=True)
+class Failure:
+    """An error the proxy answers in the upstream's place."""
+
+    status: int
+    kind: str
+    message: str
+
+
+def _where(upstream: str, url: str) -> str:
+    return f"the {upstream} upstream ({shown_url(url)})"
+
+
+def _stalled(timeout: float) -> str:
+    return f"sent nothing for {timeout:g} s (autocompact serve --timeout)"
+
+
+def upstream_failed(
+    upstream: str, url: str, exc: httpx.HTTPError, *, timeout: float, answered: bool
+) -> Failure:
+    """What the client gets when sending to ``url`` (``upstream``: ``openai`` or
+    ``anthropic``) failed with ``exc``; ``answered``: the upstream's status had arrived and
+    its body was being read; ``timeout``: ``--timeout``."""
+    where = _where(upstream, url)
+    if isinstance(exc, httpx.ConnectTimeout):
+        message = (
+            f"{where} could not be reached: it accepted no connection within "
+            f"{CONNECT_SECONDS:g} s (check that it is running and that autocompact serve "
+            f"--upstream {upstream}=URL names it)"
+        )
+        return Failure(status=504, kind="timeout_error", message=message)
+    if isinstance(exc, httpx.TimeoutException):
+        what = "its answer stopped: it" if answered else "it did not answer: it"
+        message = f"{where} timed out; {what} {_stalled(timeout)}"
+        return Failure(status=504, kind="timeout_error", message=message)
+    if isinstance(exc, httpx.ConnectError | httpx.UnsupportedProtocol | httpx.ProxyError):
+        message = (
+            f"{where} could not be reached: {described(exc)} (check that it is running and "
+            f"that autocompact serve --upstream {upstream}=URL names it)"
+        )
+        return Failure(status=502, kind="api_error", message=message)
+    if isinstance(exc, httpx.DecodingError):
+        message = f"{where} sent an answer that cannot be decoded: {described(exc)}"
+    elif answered:
+        message = f"{where} broke off its answer before its end: {described(exc)}"
+    else:
+        message = f"{where} was reached but gave no answer: {described(exc)}"
+    return Failure(status=502, kind="api_error", message=message)
+
+
+def stream_broke(upstream: str, url: str, exc: httpx.HTTPError, *, timeout: float) -> str:
+    """Why a stream from ``url`` ended before its end, for the error event the client gets and
+    the log (the status was sent when the stream began: only an event can say it now)."""
+    where = _where(upstream, url)
+    if isinstance(exc, httpx.TimeoutException):
+        return f"{where} timed out mid-stream: it {_stalled(timeout)}"
+    return f"{where} broke off its stream: {described(exc)}"
