@@ -91,10 +91,8 @@ def test_a_store_the_proxy_cannot_open_is_not_told_to_open_it_read_only(
     address = f"sqlite:///{tmp_path}/a-file/serve.db"
     assert main(["serve", "--upstream", OPENAI, "--store", address]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"Error: the store {address} cannot be used: cannot open the SQLite ")
-    assert err.endswith(
-        "check that its directory exists and is writable; give --store a SQLite file (or a "
-        "directory) the proxy can write\n"
-    )
+    assert err.startswith(f"Error: the store {address} cannot be used: cannot create the SQLite ")
+    assert "a-file is not a folder" in err
+    assert err.endswith("give --store a SQLite file (or a directory) the proxy can write\n")
     assert "mode=ro" not in err
     assert started == []
