@@ -4,10 +4,31 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import httpx
+
+
+def spawn_proxy(upstream: str, store: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
+    """``autocompact serve`` in a process group of its own on a free port of 127.0.0.1, its
+    OpenAI upstream at ``upstream`` and a SQLite store at ``store`` (its stderr piped), and its
+    URL; started, not yet serving (:func:`wait_until_serving`)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    command = [
+        sys.executable, "-m", "autocompact.cli.main", "serve", "--upstream",
+        f"openai={upstream}/v1", "--host", "127.0.0.1", "--port", str(port), "--store",
+        f"sqlite:///{store}", *extra,
+    ]  # fmt: skip
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
+    return process, f"http://127.0.0.1:{port}"
 
 
 def wait_until_serving(process: subprocess.Popen[bytes], url: str, seconds: float) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from autocompact.serve.threaded import serve_in_thread
 
-from .processes import stop, wait_until_serving
+from .processes import spawn_proxy, stop, wait_until_serving
 from .scripted import ScriptedUpstream
 
 START_SECONDS = 90.0
@@ -63,15 +63,8 @@ def test_the_proxy_serves_on_the_port_it_announced(tmp_path: Path, workers: str)
     --workers N logged nothing: the log was set up in the parent only), and stops on
     SIGTERM."""
     script = ScriptedUpstream()
-    with serve_in_thread(script.app()) as upstream, socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
-        probe.close()
-        command = _command(upstream, port, tmp_path / "s.db", "--workers", workers)
-        process = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
-        )
-        url = f"http://127.0.0.1:{port}"
+    with serve_in_thread(script.app()) as upstream:
+        process, url = spawn_proxy(upstream, tmp_path / "s.db", "--workers", workers)
         try:
             wait_until_serving(process, url, START_SECONDS)
             client = openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0)
@@ -82,8 +75,6 @@ def test_the_proxy_serves_on_the_port_it_announced(tmp_path: Path, workers: str)
         finally:
             stop(process, 30)
     err = process.stderr.read().decode()  # type: ignore[union-attr]
-    assert err.startswith(
-        f"autocompact serve on http://127.0.0.1:{port} → openai={upstream}/v1\n"
-    ), err
+    assert err.startswith(f"autocompact serve on {url} → openai={upstream}/v1\n"), err
     assert "Traceback" not in err
     assert " autocompact.serve INFO POST /v1/chat/completions conversation=" in err

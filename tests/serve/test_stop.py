@@ -7,9 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -27,7 +25,7 @@ from autocompact.serve import ServeApp, ServeConfig
 from autocompact.serve.stopping import STOPPED
 from autocompact.serve.threaded import serve_in_thread
 
-from .processes import stop, wait_until_serving
+from .processes import spawn_proxy, stop, wait_until_serving
 from .scripted import SNAPSHOT
 from .test_upstream_faults import SMALL, Faulty, _chat_reply, _long_openai
 
@@ -49,12 +47,6 @@ async def _stalls(request: Request, body: dict[str, Any]) -> Response:
         await anyio.sleep_forever()
 
     return StreamingResponse(events(), media_type="text/event-stream")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _in_thread(work: Callable[[], Any], outcome: list[Any]) -> threading.Thread:
@@ -103,18 +95,9 @@ def test_ctrl_c_with_a_stalled_stream_open_stops_and_says_so(tmp_path: Path, sig
     ends them: the stream with the protocol's error event, the other with a 503, each saying
     the proxy stopped; it exits 0 with no traceback (it stayed alive, silent, until --timeout,
     and a second Ctrl-C printed tracebacks of CancelledError)."""
-    port = _free_port()
     faulty = Faulty(answer=_stalls)
     with serve_in_thread(faulty.app()) as upstream:
-        command = [
-            sys.executable, "-m", "autocompact.cli.main", "serve", "--upstream",
-            f"openai={upstream}/v1", "--host", "127.0.0.1", "--port", str(port), "--store",
-            f"sqlite:///{tmp_path / 's.db'}", "--context-window", "8000",
-        ]  # fmt: skip
-        process = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
-        )
-        url = f"http://127.0.0.1:{port}"
+        process, url = spawn_proxy(upstream, tmp_path / "s.db", "--context-window", "8000")
         try:
             wait_until_serving(process, url, START_SECONDS)
             client = openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0)
@@ -210,17 +193,10 @@ def test_ctrl_c_stops_workers_with_a_stalled_stream_open(tmp_path: Path) -> None
     """With --workers 2, Ctrl-C (to the process group, as a terminal sends it) while a stream
     stalls: each worker gives it 5 s, then uvicorn ends it; the proxy exits 0 with no traceback
     (the workers waited until --timeout, and the parent for them)."""
-    port = _free_port()
     with serve_in_thread(Faulty(answer=_stalls).app()) as upstream:
-        command = [
-            sys.executable, "-m", "autocompact.cli.main", "serve", "--upstream",
-            f"openai={upstream}/v1", "--host", "127.0.0.1", "--port", str(port), "--store",
-            f"sqlite:///{tmp_path / 's.db'}", "--context-window", "8000", "--workers", "2",
-        ]  # fmt: skip
-        process = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+        process, url = spawn_proxy(
+            upstream, tmp_path / "s.db", "--context-window", "8000", "--workers", "2"
         )
-        url = f"http://127.0.0.1:{port}"
         try:
             wait_until_serving(process, url, START_SECONDS)
             with httpx.stream("POST", url + "/v1/chat/completions", json={**SMALL, "stream": True},
