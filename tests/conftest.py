@@ -7,7 +7,10 @@ working (the guard lives in this process only).
 
 from __future__ import annotations
 
+import re
 import socket
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -74,3 +77,22 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
     monkeypatch.setattr(socket, "create_connection", create_connection)
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+
+
+_DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+@pytest.fixture
+def doc_example() -> Callable[[str, str], str]:
+    """The python block that follows ``<!-- example: NAME -->`` in ``docs/PAGE``, as
+    ``doc_example(PAGE, NAME)``: the examples the docs say run as written."""
+
+    def example(page: str, name: str) -> str:
+        doc = _DOCS / page
+        match = re.search(
+            rf"<!-- example: {re.escape(name)} -->\s*```python\n(.*?)```", doc.read_text(), re.S
+        )
+        assert match is not None, f"no example {name!r} in {doc}"
+        return match.group(1)
+
+    return example

@@ -5,20 +5,12 @@ from __future__ import annotations
 
 import re
 import runpy
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "sessions.md"
-
-
-def example(name: str) -> str:
-    """The python block that follows ``<!-- example: name -->`` in the doc."""
-    match = re.search(
-        rf"<!-- example: {re.escape(name)} -->\s*```python\n(.*?)```", DOC.read_text(), re.S
-    )
-    assert match is not None, f"no example {name!r} in {DOC}"
-    return match.group(1)
 
 
 @pytest.mark.parametrize(
@@ -29,11 +21,15 @@ def example(name: str) -> str:
     ],
 )
 def test_example_runs_as_written(
-    name: str, printed: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    name: str,
+    printed: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    doc_example: Callable[[str, str], str],
 ) -> None:
     """The example runs offline, passes its own assertions and prints what it should."""
     script = tmp_path / "example.py"
-    script.write_text(example(name))
+    script.write_text(doc_example("sessions.md", name))
     runpy.run_path(str(script), run_name="__main__")
     assert capsys.readouterr().out.strip() == printed
 
