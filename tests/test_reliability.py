@@ -72,15 +72,16 @@ def test_the_service_never_keeps_a_filtered_summary() -> None:
 
 
 @pytest.mark.parametrize(
-    ("error", "reason"),
+    ("error", "reason", "said"),
     [
-        (KeyboardInterrupt(), "interrupted"),
-        (RuntimeError("a bug in a provider"), "error"),
+        (KeyboardInterrupt(), "interrupted", None),
+        (RuntimeError("a bug in a provider"), "error", "RuntimeError: a bug in a provider"),
+        (ValueError(), "error", "ValueError"),  # no text: the type alone, no dangling colon
     ],
-    ids=["keyboard-interrupt", "unexpected-exception"],
+    ids=["keyboard-interrupt", "unexpected-exception", "exception-without-text"],
 )
 def test_an_interrupted_summary_ends_with_a_cancelled_event(
-    error: BaseException, reason: str
+    error: BaseException, reason: str, said: str | None
 ) -> None:
     """Ctrl-C or a raw exception in the side query: one CompactionCancelled, history kept."""
     fake = FakeProvider()
@@ -94,6 +95,7 @@ def test_an_interrupted_summary_ends_with_a_cancelled_event(
     assert_paired(events)
     cancelled = [e for e in events if isinstance(e, CompactionCancelled)]
     assert [c.reason for c in cancelled] == [reason]
+    assert [c.error for c in cancelled] == [said]
     assert session.history == history
     assert session.consecutive_failures == 0
 

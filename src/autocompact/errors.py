@@ -48,6 +48,14 @@ __all__ = [
 ]
 
 
+def described(exc: BaseException) -> str:
+    """``exc`` as a message shows it: its type and its text, or its type alone when its text
+    is empty (``ValueError()``, httpx's timeouts), which would leave a message ending in a
+    colon."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 class AutocompactError(Exception):
     """Base of every error autocompact raises on purpose."""
 

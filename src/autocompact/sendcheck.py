@@ -21,7 +21,7 @@ from typing import Any
 
 from autocompact.codec import history_to_dicts
 from autocompact.content import FunctionCallPart, FunctionResponsePart, Message, OpaquePart
-from autocompact.errors import ContentError, SessionStoreError
+from autocompact.errors import ContentError, SessionStoreError, described
 from autocompact.textsafe import dumps
 
 __all__ = ["check_before_send", "json_problem", "store_turn_limit", "unsaved_reply"]
@@ -138,7 +138,7 @@ def unsaved_reply(exc: BaseException, reply: object, binding: object | None) -> 
     """The error for a turn the model answered but the store did not take: it carries the reply
     (``.reply``, a :class:`~autocompact.providers.base.Completion`) and says how to recover it."""
     address, session_id = _where(binding)
-    cause = str(exc) if isinstance(exc, SessionStoreError) else f"{type(exc).__name__}: {exc}"
+    cause = str(exc) if isinstance(exc, SessionStoreError) else described(exc)
     return SessionStoreError(
         f"{cause} — the model's reply was not saved and the session is as before this turn; "
         "the reply is kept in this error's .reply (reply.message), so nothing is lost: save it "

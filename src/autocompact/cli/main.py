@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from autocompact import __version__
-from autocompact.errors import AutocompactError
+from autocompact.errors import AutocompactError, described
 
 COMMANDS = (
     "autocompact.cli.thresholds_cmd",
@@ -206,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if debug:
             _print_traceback()
         print(
-            f"Error: unexpected {type(exc).__name__}: {exc}. This is a bug in autocompact; "
+            f"Error: unexpected {described(exc)}. This is a bug in autocompact; "
             "run again with --debug for the traceback and report it.",
             file=sys.stderr,
         )

@@ -31,7 +31,7 @@ from autocompact.content import Message, as_message
 from autocompact.engine import sizing
 from autocompact.engine.config import EngineConfig
 from autocompact.engine.state import ConversationState, adopt
-from autocompact.errors import SessionStoreError
+from autocompact.errors import SessionStoreError, described
 from autocompact.estimation import (
     MIN_CALIBRATION_TOKENS,
     content_stats,
@@ -323,6 +323,4 @@ def cancelled_event(trigger: CompressionTrigger, exc: BaseException) -> Compacti
         return CompactionCancelled(trigger=trigger, reason="interrupted")
     if isinstance(exc, asyncio.CancelledError | GeneratorExit):
         return CompactionCancelled(trigger=trigger, reason="cancelled")
-    return CompactionCancelled(
-        trigger=trigger, reason="error", error=f"{type(exc).__name__}: {exc}"
-    )
+    return CompactionCancelled(trigger=trigger, reason="error", error=described(exc))

@@ -42,6 +42,7 @@ from autocompact.errors import (
     MalformedResponseError,
     MissingDependencyError,
     ProviderError,
+    described,
 )
 from autocompact.providers._common import (
     LazyClients,
@@ -408,7 +409,7 @@ class AnthropicProvider:
             return ProviderError(redact(str(exc), self._api_key), **where)
         if isinstance(exc, REPLY_ERRORS):
             return MalformedResponseError(
-                redact(f"malformed response: {type(exc).__name__}: {exc}", self._api_key), **where
+                redact(f"malformed response: {described(exc)}", self._api_key), **where
             )
         return None
 

@@ -72,6 +72,7 @@ from autocompact.errors import (
     ProviderConnectionError,
     ProviderError,
     ProviderTimeoutError,
+    described,
 )
 from autocompact.providers._common import (
     converting_errors,
@@ -336,7 +337,7 @@ class GeminiProvider:
             )
         if isinstance(exc, REPLY_ERRORS):
             return MalformedResponseError(
-                redact(f"malformed response: {type(exc).__name__}: {exc}", self._api_key), **where
+                redact(f"malformed response: {described(exc)}", self._api_key), **where
             )
         return None
 

@@ -32,6 +32,7 @@ from autocompact.errors import (
     MalformedResponseError,
     MissingDependencyError,
     ProviderError,
+    described,
 )
 from autocompact.providers._common import (
     LazyClients,
@@ -431,7 +432,7 @@ class OpenAIProvider:
             return ProviderError(redact(str(exc), self._api_key), **where)
         if isinstance(exc, REPLY_ERRORS):
             return MalformedResponseError(
-                redact(f"malformed response: {type(exc).__name__}: {exc}", self._api_key), **where
+                redact(f"malformed response: {described(exc)}", self._api_key), **where
             )
         return None
 

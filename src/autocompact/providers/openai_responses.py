@@ -49,6 +49,7 @@ from autocompact.errors import (
     MalformedResponseError,
     MissingDependencyError,
     ProviderError,
+    described,
 )
 from autocompact.providers._common import (
     LazyClients,
@@ -410,7 +411,7 @@ class OpenAIResponsesProvider:
             return ProviderError(redact(str(exc), self._api_key), **where)
         if isinstance(exc, REPLY_ERRORS):
             return MalformedResponseError(
-                redact(f"malformed response: {type(exc).__name__}: {exc}", self._api_key), **where
+                redact(f"malformed response: {described(exc)}", self._api_key), **where
             )
         return None
 

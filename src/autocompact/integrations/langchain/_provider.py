@@ -25,7 +25,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.constants import TAG_NOSTREAM
 
 from autocompact.content import Message
-from autocompact.errors import ContextOverflowError, ProviderError
+from autocompact.errors import ContextOverflowError, ProviderError, described
 from autocompact.integrations.langchain._convert import (
     completion_usage,
     convert_groups,
@@ -142,7 +142,7 @@ def convert_error(exc: Exception, *, model: str) -> ProviderError:
     kind = ContextOverflowError if is_overflow(exc) else ProviderError
     status = getattr(exc, "status_code", None)
     return kind(
-        f"{type(exc).__name__}: {exc}",
+        described(exc),
         provider="langchain",
         model=model,
         status=status if isinstance(status, int) else None,
