@@ -11,6 +11,8 @@ very same order. What the two databases say differently is one :class:`Dialect` 
   holds the version; :data:`MIGRATIONS` upgrades version ``n`` to ``n + 1`` in order, inside one
   transaction, on first use. A database written by a newer autocompact is refused (never
   written to).
+- **model**: a model switch replaces the model fields of the session's meta under the row lock
+  (the rest of the meta is kept; ``ensure`` never changes it).
 - **append**: one transaction locks the session row, returns the existing seq when the turn id is
   already there (idempotent), else inserts the entry at ``last_seq + 1``.
 - **lease**: a row lock, then the lease is granted when free, expired, or already ours.
@@ -180,6 +182,21 @@ class SqlRules:
     def _exists_plan(self, session_id: str) -> Plan[bool]:
         row = yield Query("SELECT 1 FROM ac_sessions WHERE id = ?", (session_id,), Fetch.ONE)
         return row is not None
+
+    def _record_model_op(self, session_id: str, **model: Any) -> Op[None]:
+        check_session_id(session_id, self._address)
+        return Op(self._model_plan(session_id, model), write=True)
+
+    def _model_plan(self, session_id: str, model: JsonDict) -> Plan[None]:
+        """A model switch: the meta's model fields replaced, the rest kept (under the lock)."""
+        yield from self._lock_row(session_id)
+        row = yield Query("SELECT meta FROM ac_sessions WHERE id = ?", (session_id,), Fetch.ONE)
+        meta = self._place(session_id).field("meta", row[0], json_object) or {}
+        meta = {**meta, **{key: value for key, value in model.items() if value is not None}}
+        yield Query(
+            "UPDATE ac_sessions SET meta = ?, updated = ? WHERE id = ?",
+            (self._clean(dump_json(meta)), now_iso(), session_id),
+        )
 
     def _load_op(self, session_id: str, after: Snapshot | None) -> Op[Snapshot]:
         check_session_id(session_id, self._address)
