@@ -4,6 +4,7 @@ PostgreSQL; errors are one line without a traceback or a password."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 
 import pytest
@@ -310,3 +311,135 @@ def test_import_names_each_session_file_it_cannot_read_and_exits_1(chat_env: Cha
     assert len(warnings) == 2
     assert any(str(newer) in w and "schema version 2 is newer" in w for w in warnings)
     assert any(str(foreign) in w and "not an autocompact session" in w for w in warnings)
+
+
+@pytest.fixture(params=["sqlite", "postgres", "jsonl"])
+def any_address(request: pytest.FixtureRequest, chat_env: ChatEnv) -> str:
+    """A fresh store address of each kind, a JSONL directory included."""
+    if request.param == "jsonl":
+        return f"jsonl://{chat_env.cwd.parent / 'shared-jsonl'}"
+    return sqlite_address(chat_env) if request.param == "sqlite" else fresh_postgres_schema()
+
+
+def test_a_model_switch_in_a_stored_chat_is_resumed(chat_env: ChatEnv, any_address: str) -> None:
+    """/model NAME in chat --store is kept with the stored session, as a session file's model
+    record is: --resume and --continue go on with it (they went back to the first model), and
+    the rest of what the session started with stays."""
+    args = ["chat", "--provider", "fake", "--window", "32k", "--system", "be brief"]
+    first = chat_env.run([*args, "--store", any_address], ["hi", "/model fake-2", "more"])
+    assert first.code == 0, first.err
+    assert "Now using fake/fake-2" in first.out
+    sid = only_id(chat_env, any_address)
+    resumed = chat_env.run(["chat", "--store", any_address, "--resume", sid], ["/model"])
+    assert resumed.code == 0, resumed.err
+    assert resumed.out.startswith("autocompact chat · fake/fake-2 · window 32K (configured) ·")
+    assert "Model: fake-2" in resumed.out
+    continued = chat_env.run(["chat", "--store", any_address, "--continue"], ["again"])
+    assert continued.code == 0, continued.err
+    assert continued.out.startswith("autocompact chat · fake/fake-2 ·")
+    from autocompact.sessions.stores import open_store
+
+    store = open_store(any_address)
+    meta = store.load(sid).meta
+    assert (meta["model"], meta["window_source"], meta["system_instruction"]) == (
+        "fake-2",
+        "configured",
+        "be brief",
+    )
+    assert meta["cwd"] == str(chat_env.cwd)
+    history = [m.text for m in store.load(sid).history]
+    assert history == ["hi", "OK.", "more", "OK.", "again", "OK."]
+    store.close()
+
+
+def _stored_state(address: str, sid: str) -> tuple[object, ...]:
+    """Everything a store keeps of session ``sid``, and its listing."""
+    from autocompact.sessions.stores import open_store
+
+    store = open_store(address)
+    try:
+        listing = [(s.session_id, s.updated, s.turns, s.meta) for s in store.list_sessions()]
+        return store.load(sid), store.entries(sid), store.attempts(sid), listing
+    finally:
+        store.close()
+
+
+def test_no_save_resumes_from_the_store_and_writes_nothing(
+    chat_env: ChatEnv, any_address: str
+) -> None:
+    """chat --no-save --store … --resume ID (or --continue) reads the session from the store
+    (it looked for a JSONL file of that id) and writes nothing: not to the store (a /model
+    switch neither), not to the JSONL files."""
+    first = chat_env.run(["chat", "--provider", "fake", "--store", any_address], ["remember 42"])
+    assert first.code == 0, first.err
+    sid = only_id(chat_env, any_address)
+    before = _stored_state(any_address, sid)
+    for how in (["--resume", sid[:15]], ["--continue"]):
+        result = chat_env.run(
+            ["chat", "--no-save", "--store", any_address, *how],
+            ["and now?", "/model fake-2", "/context"],
+        )
+        assert result.code == 0, result.err
+        assert f"Resumed {sid} from " in result.out
+        assert ": 2 messages, about " in result.out
+        assert "Current           " in result.out  # /context on the resumed history
+        assert f"Not saved (--no-save): {sid} is as it was before this chat." in result.out
+        assert "Kept as" not in result.out
+        assert "Saved as" not in result.out
+        assert _stored_state(any_address, sid) == before
+    assert not list(chat_env.sessions.glob("*.jsonl")) if chat_env.sessions.exists() else True
+
+
+def test_no_save_on_a_store_that_does_not_exist_creates_nothing(chat_env: ChatEnv) -> None:
+    """--no-save --store on a missing SQLite file: one error line naming it, exit 2, and the
+    file is not created (reading never creates a store)."""
+    path = chat_env.cwd.parent / "missing.db"
+    result = chat_env.run(
+        ["chat", "--provider", "fake", "--no-save", "--store", f"sqlite://{path}", "--resume", "x"]
+    )
+    assert result.code == 2
+    assert result.err.startswith("Error: ")
+    assert str(path) in result.err
+    assert "Traceback" not in result.err
+    assert not path.exists()
+
+
+def test_a_resumed_chat_says_so_from_a_store_as_from_a_file(
+    chat_env: ChatEnv, address: str
+) -> None:
+    """A chat resumed from a store prints the "Resumed ID …" line a session file's does (it
+    printed none), naming the store (no password) after the id."""
+    assert chat_env.run(["chat", "--provider", "fake"], ["hello"]).code == 0
+    (path,) = chat_env.sessions.glob("*.jsonl")
+    from_file = chat_env.run(["chat", "--resume", path.stem], [])
+    assert chat_env.run(["chat", "--provider", "fake", "--store", address], ["hello"]).code == 0
+    sid = only_id(chat_env, address)
+    from_store = chat_env.run(["chat", "--store", address, "--resume", sid], [])
+    from autocompact.sessions.stores import open_store
+
+    shown = open_store(address).address
+    # The same sentence; the token figure is each chat's own estimate (a store keeps the
+    # provider's last count, a session file is resumed on the cold estimate).
+    said = r": 2 messages, about \d+ tokens\.$"
+    assert re.fullmatch(rf"Resumed {path.stem}{said}", from_file.out.splitlines()[1])
+    assert re.fullmatch(
+        rf"Resumed {sid} from {re.escape(shown)}{said}", from_store.out.splitlines()[1]
+    )
+    if "@" in address:
+        password = address.split("://", 1)[1].split("@", 1)[0].split(":", 1)[1]
+        assert password not in from_store.out
+
+
+def test_no_save_on_a_session_file_says_it_was_not_saved(chat_env: ChatEnv) -> None:
+    """chat --no-save --resume ID (a session file) ends with "Not saved (--no-save)", the
+    file unchanged (it said "Saved as ID", which it was not)."""
+    assert chat_env.run(["chat", "--provider", "fake"], ["hello"]).code == 0
+    (path,) = chat_env.sessions.glob("*.jsonl")
+    before = path.read_bytes()
+    result = chat_env.run(["chat", "--no-save", "--resume", path.stem], ["more"])
+    assert result.code == 0, result.err
+    assert "Saved as" not in result.out
+    assert result.out.splitlines()[-1] == (
+        f"Not saved (--no-save): {path.stem} is as it was before this chat."
+    )
+    assert path.read_bytes() == before

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from autocompact.content import Message
+from autocompact.errors import SessionStoreError
 from autocompact.sessions.stores import LATEST_SCHEMA, SessionStore, SqliteStore, open_store
 from autocompact.sessions.stores.postgres import PostgresStore
+
+from .conftest import make_store
 
 META = {"provider": "fake", "model": "fake-model", "context_window": 10_000}
 
@@ -262,3 +266,38 @@ def test_an_ineffective_summary_commits_but_counts(sql_store: SessionStore) -> N
     assert (result.committed, result.consecutive_failures) == (True, 2)
     assert (snap.consecutive_failures, snap.hold_until) == (2, 1234)
     assert [(a.counted, a.reset) for a in sql_store.attempts("s")] == [(True, False), (True, False)]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres", "postgres-async", "jsonl"])
+def test_a_model_switch_replaces_the_model_fields_of_the_meta(kind: str, tmp_path: Path) -> None:
+    """record_model (a chat's /model) replaces the provider, model, window and window source of
+    the stored meta and keeps the rest; ensure still keeps the first meta; a missing session is
+    a SessionStoreError (there was no way to record a switch: a resumed chat took the old
+    model)."""
+    store = make_store(kind, tmp_path)
+    try:
+        first = {**META, "window_source": "configured", "system_instruction": "be brief"}
+        store.ensure("s", {**first, "cwd": "/work"})
+        store.append_turn("s", "t0", turn(0))
+        store.record_model(
+            "s", provider="fake", model="fake-2", context_window=8_000, window_source="server"
+        )
+        store.ensure("s", META)  # another worker starting on the old model changes nothing
+        meta = store.load("s").meta
+        assert {k: meta.get(k) for k in ("model", "context_window", "window_source")} == {
+            "model": "fake-2",
+            "context_window": 8_000,
+            "window_source": "server",
+        }
+        assert (meta["provider"], meta["system_instruction"], meta["cwd"]) == (
+            "fake",
+            "be brief",
+            "/work",
+        )
+        assert [m.text for m in store.load("s").history] == ["question 0", "answer 0"]
+        (listed,) = store.list_sessions()
+        assert listed.meta["model"] == "fake-2"
+        with pytest.raises(SessionStoreError, match=r"no (saved )?session"):
+            store.record_model("missing", provider="fake", model="m", context_window=1_000)
+    finally:
+        store.close()

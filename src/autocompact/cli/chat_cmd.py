@@ -37,7 +37,7 @@ from autocompact.cli.provider_choice import (
 from autocompact.cli.render import format_tokens
 from autocompact.cli.repl import PipedInput, Repl, TerminalInput
 from autocompact.cli.slash import ChatContext
-from autocompact.cli.store_cmd import chat_store, store_address
+from autocompact.cli.store_cmd import chat_store, read_stored, store_address
 from autocompact.compaction import CompressionService, CompressionStatus
 from autocompact.compaction.accounting import GrowthLog, growth_from_dict
 from autocompact.content import portable_history
@@ -199,23 +199,32 @@ def _chat(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
         print(warning, file=sys.stderr)
 
     store = SessionStore(home / "sessions", redact=secrets_in_env(env))
-    address = None if args.no_save else store_address(args)
-    shared = chat_store(address, args, cwd) if address else None
+    address = store_address(args)
+    # --no-save writes nothing: a session resumed from a store is read from it, not bound to it.
+    shared = chat_store(address, args, cwd) if address and not args.no_save else None
     if shared is not None:
         held.callback(shared[0].close)
     saved: SavedSession | None = None
     writer: SessionWriter | None = None
     save_warning: str | None = None
-    if shared is None:
+    stored: tuple[SavedSession, str] | None = None  # (a session read from a store, its address)
+    if address and args.no_save:
+        stored = read_stored(address, args, cwd)
+        saved = stored[0] if stored is not None else None
+    elif shared is None:
         saved, writer, save_warning = _resume(args, store, cwd)
         if writer is not None:
             held.callback(writer.close)
     header: SessionHeader | None = None
-    where = ""
-    if saved is not None:
+    where = resumed_from = ""  # resumed_from: the store a resumed session is read from
+    if shared is not None:  # a stored session's meta stands in for a session file's header
+        header, resumed_from = shared[2], shared[0].address
+        where = f"session {shared[1]} in {resumed_from}"
+    elif stored is not None:
+        header, resumed_from = stored[0].header, stored[1]
+        where = f"session {stored[0].id} in {resumed_from}"
+    elif saved is not None:
         header, where = saved.header, str(saved.path)
-    elif shared is not None:  # a stored session's meta stands in for a session file's header
-        header, where = shared[2], f"session {shared[1]} in {shared[0].address}"
     choice = choose(args, settings, env, home, header=header, where=where)
     provider, window, source, window_warning = build_provider(choice, env)
 
@@ -296,9 +305,20 @@ def _chat(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
 
     repl = Repl(ctx, console=console, persist=persist, interactive=interactive)
     session.add_hook(repl.on_event)
-    repl.on_window_learned = lambda window: saver.switched(
-        ctx.session.provider.model, window, "server"
-    )
+
+    def switched(model: str, window: int, source: WindowSource) -> None:
+        """Record the model the chat goes on with where the session is kept."""
+        saver.switched(model, window, source)
+        if shared is not None:  # the stored meta, as a session file's model record
+            shared[0].record_model(
+                shared[1],
+                provider=choice.provider,
+                model=model,
+                context_window=window,
+                window_source=source,
+            )
+
+    repl.on_window_learned = lambda window: switched(ctx.session.provider.model, window, "server")
 
     def switch_model(ctx: ChatContext, model: str) -> str:
         new = replace(choice, model=model)
@@ -330,7 +350,7 @@ def _chat(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
             session_id=shared[1] if shared else None,
         )
         ctx.model, ctx.window_source = provider.model, source
-        saver.switched(provider.model, window, source)
+        switched(provider.model, window, source)
         line = (
             f"Now using {ctx.provider_name}/{provider.model} · window "
             f"{format_tokens(window)} ({source}) · about "
@@ -343,7 +363,8 @@ def _chat(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
         repl.source = TerminalInput(repl.footer)
     else:
         repl.source = PipedInput(sys.stdin)
-    _greet(console, ctx, saved)
+    resumed = shared[1] if shared is not None and header is not None else saved
+    _greet(console, ctx, resumed, resumed_from)
     for note in (window_warning, save_warning):
         if note:
             console.print(f"Warning: {note}", style="yellow", markup=False, highlight=False)
@@ -361,6 +382,14 @@ def _chat(args: argparse.Namespace, held: contextlib.ExitStack) -> int:
             highlight=False,
         )
         shared[0].close()
+    elif args.no_save:
+        if saved is not None:
+            console.print(
+                f"Not saved (--no-save): {saved.id} is as it was before this chat.",
+                style="dim",
+                markup=False,
+                highlight=False,
+            )
     elif saver.error is not None:
         console.print(
             f"Not saved: {saver.error}. The conversation above was kept in memory only.",
@@ -411,23 +440,29 @@ def _resume(
     return saved, writer, None
 
 
-def _greet(console: Console, ctx: ChatContext, saved: SavedSession | None) -> None:
+def _greet(
+    console: Console, ctx: ChatContext, resumed: SavedSession | str | None, store: str
+) -> None:
+    """The greeting, and what was resumed: a session file, or (``store``: its redacted
+    address) a stored session, given by its id when the chat runs on that store."""
     session = ctx.session
     line = (
         f"autocompact chat · {ctx.provider_name}/{ctx.model} · window "
         f"{format_tokens(session.context_window)} ({ctx.window_source}) · /help for commands"
     )
     console.print(line, style="dim", markup=False, highlight=False)
-    if saved is not None:
-        console.print(
-            f"Resumed {saved.id}: {len(saved.history)} messages, about "
-            f"{format_tokens(session.estimate_tokens())} tokens.",
-            style="dim",
-            markup=False,
-            highlight=False,
-        )
-        for warning in saved.warnings:
-            console.print(f"Warning: {warning}", style="yellow", markup=False, highlight=False)
+    if resumed is None:
+        return
+    sid = resumed if isinstance(resumed, str) else resumed.id
+    console.print(
+        f"Resumed {sid}{f' from {store}' if store else ''}: {len(session.history)} messages, "
+        f"about {format_tokens(session.estimate_tokens())} tokens.",
+        style="dim",
+        markup=False,
+        highlight=False,
+    )
+    for warning in () if isinstance(resumed, str) else resumed.warnings:
+        console.print(f"Warning: {warning}", style="yellow", markup=False, highlight=False)
 
 
 # -- saving ----------------------------------------------------------------------------------

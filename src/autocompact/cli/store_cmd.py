@@ -30,6 +30,7 @@ __all__ = [
     "STORE_ENV",
     "chat_store",
     "open_existing",
+    "read_stored",
     "resolve_id",
     "run_store_export",
     "run_store_import",
@@ -55,27 +56,65 @@ def chat_store(
 ) -> tuple[SessionStore, str, SessionHeader | None]:
     """The store and session id ``autocompact chat --store`` runs on (new, resumed by id or a
     unique prefix of it, continued), and a resumed session's header, made of the meta the store
-    keeps (the provider, model, configured window and system instruction it started with)."""
+    keeps (the provider, model, configured window and system instruction it started with, or
+    the last model a ``/model`` switched to)."""
     # The API keys in the environment are redacted in every backend, as in the JSONL files.
     store = open_store(address, redact=secrets_in_env())
-    if args.resume:
-        session_id = resolve_id(store, args.resume)
-    elif args.continue_:
-        here = str(cwd)
-        latest = next((s for s in store.list_sessions() if s.meta.get("cwd") == here), None)
-        if latest is None:
-            raise ConfigError(
-                f"no session for {cwd} in {store.address}; start one with: autocompact chat "
-                "--store ...",
-                key="--continue",
-            )
-        session_id = latest.session_id
-    else:
+    session_id = _to_resume(store, args, cwd)
+    if session_id is None:
         from autocompact.sessions.store import _new_id
 
         return store, _new_id(), None
     snapshot = store.load(session_id)
     return store, session_id, _header(snapshot)
+
+
+def read_stored(
+    address: str, args: argparse.Namespace, cwd: Path
+) -> tuple[SavedSession, str] | None:
+    """The session ``autocompact chat --no-save --store … --resume ID`` (or ``--continue``)
+    continues, read from the store and held in memory: nothing is written to the store, nor
+    created (a store that does not exist is an error), and the store's address (password
+    hidden); ``None`` when no session is resumed. The session's ``path`` is empty: it lives in
+    the store, not in a file.
+    """
+    if not (args.resume or args.continue_):
+        return None
+    store = open_existing(address)
+    try:
+        session_id = _to_resume(store, args, cwd)
+        assert session_id is not None
+        snapshot = store.load(session_id)
+    finally:
+        store.close()
+    saved = SavedSession(
+        header=_header(snapshot),
+        path=Path(),
+        history=snapshot.history,
+        consecutive_failures=snapshot.consecutive_failures,
+        calibration=snapshot.calibration,
+        hold_until=snapshot.hold_until,
+        growth=snapshot.growth,
+    )
+    return saved, store.address
+
+
+def _to_resume(store: SessionStore, args: argparse.Namespace, cwd: Path) -> str | None:
+    """The id of the session ``--resume`` (an id or a unique prefix of one) or ``--continue``
+    (the latest started in ``cwd``) names in ``store``; ``None`` for a new chat."""
+    if args.resume:
+        return resolve_id(store, args.resume)
+    if not args.continue_:
+        return None
+    here = str(cwd)
+    latest = next((s for s in store.list_sessions() if s.meta.get("cwd") == here), None)
+    if latest is None:
+        raise ConfigError(
+            f"no session for {cwd} in {store.address}; start one with: autocompact chat "
+            "--store ...",
+            key="--continue",
+        )
+    return latest.session_id
 
 
 def _header(snapshot: Snapshot) -> SessionHeader:

@@ -51,6 +51,16 @@ class AsyncSessionStore(Protocol):
 
     async def ensure(self, session_id: str, meta: JsonDict) -> None: ...
 
+    async def record_model(
+        self,
+        session_id: str,
+        *,
+        provider: str,
+        model: str,
+        context_window: int,
+        window_source: str | None = None,
+    ) -> None: ...
+
     async def exists(self, session_id: str) -> bool: ...
 
     async def load(self, session_id: str, *, after: Snapshot | None = None) -> Snapshot: ...

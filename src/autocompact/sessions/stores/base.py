@@ -268,6 +268,20 @@ class SessionStore(Protocol):
         """Create the session if it does not exist (its ``meta`` is kept from the first call)."""
         ...
 
+    def record_model(
+        self,
+        session_id: str,
+        *,
+        provider: str,
+        model: str,
+        context_window: int,
+        window_source: str | None = None,
+    ) -> None:
+        """Record that the session goes on with another model (a chat's ``/model`` switch, a
+        window the server reported): its meta's provider, model, window and window source are
+        replaced, the rest of it is kept."""
+        ...
+
     def exists(self, session_id: str) -> bool:
         """Whether the session exists."""
         ...

@@ -84,6 +84,21 @@ class StoreFront(ABC):
         """Create the session if it does not exist (``meta`` is kept from the first call)."""
         self._run(Call[None]("ensure", {"session_id": session_id, "meta": meta}))
 
+    def record_model(
+        self,
+        session_id: str,
+        *,
+        provider: str,
+        model: str,
+        context_window: int,
+        window_source: str | None = None,
+    ) -> None:
+        """Record that the session goes on with another model: its meta's provider, model,
+        window and window source are replaced (the rest is kept)."""
+        kwargs = _args(session_id=session_id, provider=provider, model=model)
+        kwargs.update(_args(context_window=context_window, window_source=window_source))
+        self._run(Call[None]("record_model", kwargs))
+
     def exists(self, session_id: str) -> bool:
         """Whether the session exists."""
         return self._run(Call[bool]("exists", {"session_id": session_id}))
@@ -228,6 +243,20 @@ class AsyncStoreFront(ABC):
     async def ensure(self, session_id: str, meta: JsonDict) -> None:
         """See :meth:`StoreFront.ensure`."""
         await self._run(Call[None]("ensure", {"session_id": session_id, "meta": meta}))
+
+    async def record_model(
+        self,
+        session_id: str,
+        *,
+        provider: str,
+        model: str,
+        context_window: int,
+        window_source: str | None = None,
+    ) -> None:
+        """See :meth:`StoreFront.record_model`."""
+        kwargs = _args(session_id=session_id, provider=provider, model=model)
+        kwargs.update(_args(context_window=context_window, window_source=window_source))
+        await self._run(Call[None]("record_model", kwargs))
 
     async def exists(self, session_id: str) -> bool:
         """See :meth:`StoreFront.exists`."""

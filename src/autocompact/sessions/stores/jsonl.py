@@ -431,6 +431,23 @@ class JsonlStore(StoreFront):
             )
             return True
 
+    def _record_model(
+        self,
+        session_id: str,
+        provider: str,
+        model: str,
+        context_window: int,
+        window_source: str | None,
+    ) -> None:
+        """Write the file's ``model`` record (what a chat's ``/model`` writes without a store)."""
+        with self._writing(session_id) as (_, writer):
+            writer.record_model(
+                provider=provider,
+                model=model,
+                context_window=context_window,
+                window_source=window_source,
+            )
+
     def _clear(self, session_id: str, owner: str | None) -> None:
         with self._writing(session_id) as (_, writer):
             writer.record_clear()

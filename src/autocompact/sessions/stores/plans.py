@@ -7,9 +7,12 @@ an async one, so the synchronous and the asyncio stores send the very same state
 very same order. What the two databases say differently is one :class:`Dialect` each
 (:data:`SQLITE`, :data:`POSTGRES`). The rules:
 
-- **schema**: ``autocompact_schema`` holds the version; :data:`MIGRATIONS` upgrades version
-  ``n`` to ``n + 1`` in order, inside one transaction, on first use. A database written by a
-  newer autocompact is refused (never written to).
+- **schema** (its plans are :mod:`~autocompact.sessions.stores.schema`'s): ``autocompact_schema``
+  holds the version; :data:`MIGRATIONS` upgrades version ``n`` to ``n + 1`` in order, inside one
+  transaction, on first use. A database written by a newer autocompact is refused (never
+  written to).
+- **model**: a model switch replaces the model fields of the session's meta under the row lock
+  (the rest of the meta is kept; ``ensure`` never changes it).
 - **append**: one transaction locks the session row, returns the existing seq when the turn id is
   already there (idempotent), else inserts the entry at ``last_seq + 1``.
 - **lease**: a row lock, then the lease is granted when free, expired, or already ours.
@@ -54,8 +57,6 @@ from autocompact.sessions.stores.front import Call
 from autocompact.sessions.stores.schema import (
     EFFECT_CODES,
     ENTRY_COLUMNS,
-    LATEST_SCHEMA,
-    MIGRATIONS,
     Dialect,
     Fetch,
     Op,
@@ -63,7 +64,6 @@ from autocompact.sessions.stores.schema import (
     Query,
     RowPlace,
     attempt_from_row,
-    check_not_newer,
     check_turn_id,
     dump_json,
     entry_from_row,
@@ -74,7 +74,6 @@ from autocompact.sessions.stores.schema import (
     now_iso,
     optional_int,
     release_query,
-    schema_version,
     with_growth,
 )
 
@@ -134,39 +133,6 @@ class SqlRules:
         """The store's address, password replaced by ``***``."""
         return self._address
 
-    # -- schema ------------------------------------------------------------------------------
-
-    def _version_plan(self) -> Plan[int]:
-        found = yield Query(self.dialect.table_exists_sql, ("autocompact_schema",), Fetch.ONE)
-        if found is None:
-            return 0
-        row = yield Query("SELECT version FROM autocompact_schema WHERE id = 1", (), Fetch.ONE)
-        return 0 if row is None else schema_version(row, self._address)
-
-    def _migrate_plan(self) -> Plan[int]:
-        """Upgrade to :data:`LATEST_SCHEMA` (in a write transaction); returns the version found."""
-        if self.dialect.schema_lock_sql is not None:
-            yield Query(self.dialect.schema_lock_sql)
-        yield Query(
-            "CREATE TABLE IF NOT EXISTS autocompact_schema "
-            "(id INTEGER PRIMARY KEY, version INTEGER NOT NULL)"
-        )
-        version = yield from self._version_plan()
-        self._check_not_newer(version)
-        for statements in MIGRATIONS[version:]:
-            for statement in statements:
-                yield Query(statement)
-        if version == 0:
-            yield Query(
-                "INSERT INTO autocompact_schema (id, version) VALUES (1, ?)", (LATEST_SCHEMA,)
-            )
-        elif version < LATEST_SCHEMA:
-            yield Query("UPDATE autocompact_schema SET version = ? WHERE id = 1", (LATEST_SCHEMA,))
-        return version
-
-    def _check_not_newer(self, version: int) -> None:
-        check_not_newer(version, self._address)
-
     def _lock_row(self, session_id: str) -> Plan[tuple[Any, ...]]:
         """Lock the session's row for the rest of the write; returns
         ``(epoch, last_seq, failures, lease_owner, lease_token, lease_expires)``."""
@@ -216,6 +182,21 @@ class SqlRules:
     def _exists_plan(self, session_id: str) -> Plan[bool]:
         row = yield Query("SELECT 1 FROM ac_sessions WHERE id = ?", (session_id,), Fetch.ONE)
         return row is not None
+
+    def _record_model_op(self, session_id: str, **model: Any) -> Op[None]:
+        check_session_id(session_id, self._address)
+        return Op(self._model_plan(session_id, model), write=True)
+
+    def _model_plan(self, session_id: str, model: JsonDict) -> Plan[None]:
+        """A model switch: the meta's model fields replaced, the rest kept (under the lock)."""
+        yield from self._lock_row(session_id)
+        row = yield Query("SELECT meta FROM ac_sessions WHERE id = ?", (session_id,), Fetch.ONE)
+        meta = self._place(session_id).field("meta", row[0], json_object) or {}
+        meta = {**meta, **{key: value for key, value in model.items() if value is not None}}
+        yield Query(
+            "UPDATE ac_sessions SET meta = ?, updated = ? WHERE id = ?",
+            (self._clean(dump_json(meta)), now_iso(), session_id),
+        )
 
     def _load_op(self, session_id: str, after: Snapshot | None) -> Op[Snapshot]:
         check_session_id(session_id, self._address)

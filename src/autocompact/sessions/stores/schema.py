@@ -49,10 +49,12 @@ __all__ = [
     "listing_from_row",
     "load_json",
     "locked_row",
+    "migrate_plan",
     "now_iso",
     "optional_int",
     "release_query",
     "schema_version",
+    "version_plan",
     "with_growth",
 ]
 
@@ -380,3 +382,32 @@ def listing_from_row(r: Sequence[Any], store: str) -> SessionListing:
         turns=int(r[4]),
         compactions=int(r[5]),
     )
+
+
+def version_plan(dialect: Dialect, store: str) -> Plan[int]:
+    """The schema version the database holds (0: none yet)."""
+    found = yield Query(dialect.table_exists_sql, ("autocompact_schema",), Fetch.ONE)
+    if found is None:
+        return 0
+    row = yield Query("SELECT version FROM autocompact_schema WHERE id = 1", (), Fetch.ONE)
+    return 0 if row is None else schema_version(row, store)
+
+
+def migrate_plan(dialect: Dialect, store: str) -> Plan[int]:
+    """Upgrade to :data:`LATEST_SCHEMA` (in a write transaction); returns the version found."""
+    if dialect.schema_lock_sql is not None:
+        yield Query(dialect.schema_lock_sql)
+    yield Query(
+        "CREATE TABLE IF NOT EXISTS autocompact_schema "
+        "(id INTEGER PRIMARY KEY, version INTEGER NOT NULL)"
+    )
+    version = yield from version_plan(dialect, store)
+    check_not_newer(version, store)
+    for statements in MIGRATIONS[version:]:
+        for statement in statements:
+            yield Query(statement)
+    if version == 0:
+        yield Query("INSERT INTO autocompact_schema (id, version) VALUES (1, ?)", (LATEST_SCHEMA,))
+    elif version < LATEST_SCHEMA:
+        yield Query("UPDATE autocompact_schema SET version = ? WHERE id = 1", (LATEST_SCHEMA,))
+    return version

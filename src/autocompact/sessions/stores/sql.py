@@ -24,6 +24,9 @@ from autocompact.sessions.stores.schema import (
     Op,
     Plan,
     Query,
+    check_not_newer,
+    migrate_plan,
+    version_plan,
 )
 
 __all__ = [
@@ -114,11 +117,11 @@ class SqlStore(SqlRules, StoreFront):
         if self._schema_checked:
             return
         with self._transaction(write=False) as cur:
-            version = run_plan(self._version_plan(), cur)
+            version = run_plan(version_plan(self.dialect, self._address), cur)
         if version < LATEST_SCHEMA:
             with self._transaction(write=True) as cur:
-                version = run_plan(self._migrate_plan(), cur)
-        self._check_not_newer(version)
+                version = run_plan(migrate_plan(self.dialect, self._address), cur)
+        check_not_newer(version, self._address)
         self._schema_checked = True
 
     def _run(self, call: Call[_T]) -> _T:
@@ -144,11 +147,11 @@ class AsyncSqlStore(SqlRules, AsyncStoreFront):
         if self._schema_checked:
             return
         async with self._transaction(write=False) as cur:
-            version = await arun_plan(self._version_plan(), cur)
+            version = await arun_plan(version_plan(self.dialect, self._address), cur)
         if version < LATEST_SCHEMA:
             async with self._transaction(write=True) as cur:
-                version = await arun_plan(self._migrate_plan(), cur)
-        self._check_not_newer(version)
+                version = await arun_plan(migrate_plan(self.dialect, self._address), cur)
+        check_not_newer(version, self._address)
         self._schema_checked = True
 
     async def _run(self, call: Call[_T]) -> _T:
