@@ -13,7 +13,11 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from autocompact.errors import ConfigError
-from autocompact.integrations.pydantic_ai import async_history_processor, history_processor
+from autocompact.integrations.pydantic_ai import (
+    Autocompact,
+    async_history_processor,
+    history_processor,
+)
 
 WINDOW = 16_000
 
@@ -107,3 +111,36 @@ def test_capability_reads_the_window_from_the_known_model_name() -> None:
         history = agent.run_sync(f"task {turn}", message_history=history).all_messages()
     assert sum(sent) > 3 * 8_192
     assert max(sent) < 8_192
+
+
+BAD_OPTIONS = [
+    ({"hooks": print}, "one hook: hooks=\\[hook\\]"),
+    ({"hooks": [print, "x"]}, "hooks\\[1\\] must be a callable"),
+    ({"context_window": "abc"}, "context_window 'abc' is not a number of tokens"),
+    ({"context_window": 0}, "context_window"),
+    ({"context_window": True}, "context_window must be a number of tokens"),
+    ({"summarizer": "bogus"}, "summarizer must be 'model', 'offline'"),
+    ({"clear_tool_outputs": "yes"}, "clear_tool_outputs"),
+    ({"image_token_estimate": -1}, "image_token_estimate"),
+]
+
+
+@pytest.mark.parametrize(("options", "said"), BAD_OPTIONS, ids=lambda v: str(v)[:30])
+@pytest.mark.parametrize("make", [Autocompact, history_processor, async_history_processor])
+def test_a_bad_option_is_refused_where_it_is_given(
+    make: Any, options: dict[str, Any], said: str
+) -> None:
+    """The capability and both processors check their options when built, with the
+    ConfigError ChatSession gives (it came at the first request, or as a bare TypeError)."""
+    if make is history_processor and options.get("summarizer") is None:
+        options = {"summarizer": "offline", **options}
+    with pytest.raises(ConfigError, match=said):
+        make(**options)
+
+
+def test_good_options_are_kept_as_given() -> None:
+    """A window written as text is read as tokens; the hooks become a tuple."""
+    capability = Autocompact(context_window="128k", hooks=[print], summarizer="offline")
+    assert capability.context_window == 128_000
+    assert capability.hooks == (print,)
+    assert Autocompact().context_window is None  # learned from the model at the first run

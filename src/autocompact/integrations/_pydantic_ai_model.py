@@ -20,6 +20,7 @@ from autocompact.errors import (
     MissingDependencyError,
     ProviderError,
 )
+from autocompact.events import Hook
 from autocompact.integrations._pydantic_ai_convert import (
     from_autocompact,
     response_part,
@@ -32,7 +33,8 @@ from autocompact.providers.base import (
     FinishReason,
     Provider,
 )
-from autocompact.thresholds import COMPACT_MAX_OUTPUT_TOKENS
+from autocompact.thresholds import COMPACT_MAX_OUTPUT_TOKENS, parse_window
+from autocompact.validation import check_count, check_flag, check_hooks
 
 try:
     from pydantic_ai import messages as pm
@@ -118,7 +120,38 @@ class PydanticAIModelProvider(AsyncOnlyProvider):
         )
 
 
+def checked_options(
+    *,
+    context_window: object,
+    summarizer: object,
+    clear_tool_outputs: object,
+    image_token_estimate: object,
+    hooks: object,
+) -> tuple[int | None, tuple[Hook, ...]]:
+    """The window (``None``: learned from the model) and the hooks, checked as the engine checks
+    them at the first request, so that a bad option is a ``ConfigError`` where it is given."""
+    window = None
+    if context_window is not None:
+        window = parse_window(context_window, name="context_window", minimum=1)
+    check_summarizer(summarizer)
+    check_flag(clear_tool_outputs, "clear_tool_outputs")
+    check_count(image_token_estimate, "image_token_estimate")
+    return window, check_hooks(hooks)
+
+
+def check_summarizer(choice: object) -> None:
+    """Raises ``ConfigError`` unless ``choice`` is one :data:`SummarizerChoice` allows."""
+    if choice in ("model", "offline") or isinstance(choice, Provider) or callable(choice):
+        return
+    raise ConfigError(
+        f"summarizer must be 'model', 'offline', an autocompact provider or a function, "
+        f"got {choice!r:.60}",
+        key="summarizer",
+    )
+
+
 def summary_service(choice: SummarizerChoice, model: Model | None) -> CompressionService:
+    check_summarizer(choice)
     if choice == "model":
         if model is None:
             raise ConfigError("summarizer='model' needs the agent's model; none was given")
@@ -127,12 +160,7 @@ def summary_service(choice: SummarizerChoice, model: Model | None) -> Compressio
         return CompressionService(None, summarizer=extractive_summary)
     if isinstance(choice, Provider):
         return CompressionService(choice)
-    if callable(choice):
-        return CompressionService(None, summarizer=choice)
-    raise ConfigError(
-        f"summarizer must be 'model', 'offline', an autocompact provider or a function, "
-        f"got {choice!r}"
-    )
+    return CompressionService(None, summarizer=choice)
 
 
 def model_window(model: object) -> int | None:
