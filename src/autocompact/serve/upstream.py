@@ -274,7 +274,7 @@ class UpstreamProvider:
         check, as for the main request), no whole reply within the timeout, or broken off once
         there (said by its type when httpx gives no text)."""
         upstream = self.protocol.upstream
-        fields = {"provider": upstream, "model": self.model}
+        fields: dict[str, Any] = {"provider": upstream, "model": self.model}
         if isinstance(exc, httpx.HTTPError) and (
             why := not_reached(upstream, exc, connect=self.connect)
         ):
