@@ -26,6 +26,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -62,13 +63,17 @@ class Terminated(Exception):
 
 @contextmanager
 def terminated_as_exit() -> Iterator[None]:
-    """SIGTERM raises :class:`Terminated` while in force (the handler uvicorn's server sends it
-    to again once it stopped, and the one in force before and after uvicorn's), where it ended
-    the process by the signal."""
+    """While in force, SIGTERM raises :class:`Terminated` for the caller to end on (exit 0):
+    uvicorn's server, once stopped, sends the SIGTERM it stopped on again, to the handler that
+    was in force before its own, and the default one killed the process. Outside the main
+    thread, where no handler can be set (as uvicorn's), nothing changes."""
 
     def terminated(sig: int, frame: FrameType | None) -> None:
         raise Terminated
 
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     previous = signal.signal(signal.SIGTERM, terminated)
     try:
         yield
