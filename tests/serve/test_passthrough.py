@@ -7,6 +7,7 @@ import json
 import logging
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -237,3 +238,35 @@ def test_store_down_forwards_uncompacted(proxy: Proxy) -> None:
     reply = httpx.post(f"{proxy.url}/v1/messages", content=raw, timeout=30)
     assert reply.headers["x-autocompact-action"] == "error-forwarded"
     assert proxy.upstream.received[-1] == raw
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_responses_text_input_says_its_tier_as_a_list_input_does(
+    proxy: Proxy, stream: bool
+) -> None:
+    """A Responses request whose ``input`` is text (the openai SDK's ``input="…"``) is measured
+    as the one user message it stands for: its response says the tier and the action, as for
+    the same message as a list of items, and the text goes out as the client sent it (it was
+    passed through unread: ``passthrough``, no ``X-Autocompact-Tier``)."""
+    import openai
+
+    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-test", max_retries=0)
+    said = []
+    big = "a fact worth keeping, " * 950  # (past warn on the 8,000-token window: 4,800)
+    givens: list[Any] = []
+    for text in ("hi there", big):
+        givens += [text, [{"role": "user", "content": text}]]
+    for number, given in enumerate(givens):  # (each a conversation: no calibration shared)
+        raw = client.responses.with_raw_response.create(
+            model="scripted",
+            input=given,
+            stream=stream,
+            extra_headers={"x-autocompact-conversation": f"c{number}"},
+        )
+        raw.parse()
+        said.append({k: v for k, v in raw.headers.items() if k.startswith("x-autocompact-")})
+    expected = {"x-autocompact-action": "forward", "x-autocompact-compacted": "false"}
+    assert said[0] == said[1] == {**expected, "x-autocompact-tier": "safe"}, said
+    assert said[2] == said[3] == {**expected, "x-autocompact-tier": "warn"}, said
+    sent = [json.loads(body)["input"] for body in proxy.upstream.received]
+    assert sent == givens

@@ -61,7 +61,7 @@ def test_the_proxy_serves_on_the_port_it_announced(tmp_path: Path, workers: str)
     """Started as a process, with one worker or two, the proxy prints its banner, answers
     /healthz and forwards a request on the port it announced, logs the request (a worker of
     --workers N logged nothing: the log was set up in the parent only), and stops on
-    SIGTERM."""
+    SIGTERM, saying so, with exit status 0 (-15 with one worker: killed by the signal)."""
     script = ScriptedUpstream()
     with serve_in_thread(script.app()) as upstream:
         process, url = spawn_proxy(upstream, tmp_path / "s.db", "--workers", workers)
@@ -78,3 +78,5 @@ def test_the_proxy_serves_on_the_port_it_announced(tmp_path: Path, workers: str)
     assert err.startswith(f"autocompact serve on {url} → openai={upstream}/v1\n"), err
     assert "Traceback" not in err
     assert " autocompact.serve INFO POST /v1/chat/completions conversation=" in err
+    assert err.endswith("\nautocompact serve stopped\n"), err
+    assert process.returncode == 0, err

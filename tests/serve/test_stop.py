@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -88,13 +89,22 @@ class _Reading(threading.Event):
         return "".join(self.lines)
 
 
-@pytest.mark.parametrize("signals", [1, 2], ids=["ctrl-c", "ctrl-c-twice"])
-def test_ctrl_c_with_a_stalled_stream_open_stops_and_says_so(tmp_path: Path, signals: int) -> None:
-    """Ctrl-C while a stream stalls and another request waits for its answer (--timeout 600):
-    the proxy says it waits up to 5 s for the 2 open requests, then (or at a second Ctrl-C)
-    ends them: the stream with the protocol's error event, the other with a 503, each saying
-    the proxy stopped; it exits 0 with no traceback (it stayed alive, silent, until --timeout,
-    and a second Ctrl-C printed tracebacks of CancelledError)."""
+@pytest.mark.parametrize(
+    ("sent", "signals"),
+    [(signal.SIGINT, 1), (signal.SIGINT, 2), (signal.SIGTERM, 1), (signal.SIGTERM, 2)],
+    ids=["ctrl-c", "ctrl-c-twice", "sigterm", "sigterm-twice"],
+)
+def test_ctrl_c_with_a_stalled_stream_open_stops_and_says_so(
+    tmp_path: Path, sent: signal.Signals, signals: int
+) -> None:
+    """Ctrl-C (or SIGTERM: kill, docker stop, systemd) while a stream stalls and another
+    request waits for its answer (--timeout 600): the proxy says it waits up to 5 s for the 2
+    open requests, then (or at a second Ctrl-C or SIGTERM) ends them: the stream with the
+    protocol's error event, the other with a 503, each saying the proxy stopped; it says it
+    stopped and exits 0 with no traceback (it stayed alive, silent, until --timeout, and a
+    second Ctrl-C printed tracebacks of CancelledError; SIGTERM stopped as cleanly, then
+    killed the process by the signal uvicorn sent again, status -15, and a second one did not
+    end the wait)."""
     faulty = Faulty(answer=_stalls)
     with serve_in_thread(faulty.app()) as upstream:
         process, url = spawn_proxy(upstream, tmp_path / "s.db", "--context-window", "8000")
@@ -120,21 +130,26 @@ def test_ctrl_c_with_a_stalled_stream_open_stops_and_says_so(tmp_path: Path, sig
             while len(faulty.received) < 2:  # both went upstream: both are open
                 assert time.monotonic() < deadline, faulty.received
                 time.sleep(0.05)
-            process.send_signal(signal.SIGINT)
+            process.send_signal(sent)
             said = _Reading(process, "Stopping:")
             assert said.wait(EXIT_SECONDS), "the proxy did not say it is stopping"
+            began = time.monotonic()
             if signals == 2:
-                process.send_signal(signal.SIGINT)
+                process.send_signal(sent)
             returncode = process.wait(timeout=EXIT_SECONDS)
+            took = time.monotonic() - began
         finally:
             stop(process, 30)
         for thread in threads:
             thread.join(timeout=30)
     err = said.text()
     assert returncode == 0, err
-    assert "Stopping: waiting up to 5 s for 2 open requests to end (Ctrl-C again to end them " \
-        "now)\n" in err  # fmt: skip
+    again = "Ctrl-C" if sent == signal.SIGINT else "SIGTERM"
+    assert f"Stopping: waiting up to 5 s for 2 open requests to end ({again} again to end " \
+        "them now)\n" in err  # fmt: skip
     assert "Ending 2 open requests: each client is told that the proxy stopped\n" in err
+    assert err.endswith("autocompact serve stopped\n"), err
+    assert (took < 4) == (signals == 2), took  # the grace is 5 s; a second signal ends it
     assert "Traceback" not in err, err
     assert "ERROR" not in err, err
     errors = sorted((type(e).__name__, getattr(e, "status_code", None),
@@ -189,10 +204,15 @@ def test_a_request_the_stop_ends_is_a_503_and_gives_its_lease_back(tmp_path: Pat
         app.store.close()
 
 
-def test_ctrl_c_stops_workers_with_a_stalled_stream_open(tmp_path: Path) -> None:
-    """With --workers 2, Ctrl-C (to the process group, as a terminal sends it) while a stream
-    stalls: each worker gives it 5 s, then uvicorn ends it; the proxy exits 0 with no traceback
-    (the workers waited until --timeout, and the parent for them)."""
+@pytest.mark.parametrize(
+    "group", [True, False], ids=["ctrl-c-to-the-group", "sigterm-to-the-parent"]
+)
+def test_ctrl_c_stops_workers_with_a_stalled_stream_open(tmp_path: Path, group: bool) -> None:
+    """With --workers 2, Ctrl-C (to the process group, as a terminal sends it) or SIGTERM to
+    the parent (docker stop) while a stream stalls: each worker gives it 5 s, then uvicorn ends
+    it, said in one line; the proxy says it stopped and exits 0 with no traceback and no ERROR
+    line (the workers waited until --timeout, and the parent for them; then uvicorn's 'ERROR:
+    Cancel 1 running task(s), timeout graceful shutdown exceeded')."""
     with serve_in_thread(Faulty(answer=_stalls).app()) as upstream:
         process, url = spawn_proxy(
             upstream, tmp_path / "s.db", "--context-window", "8000", "--workers", "2"
@@ -203,7 +223,10 @@ def test_ctrl_c_stops_workers_with_a_stalled_stream_open(tmp_path: Path) -> None
                               timeout=EXIT_SECONDS) as reply:  # fmt: skip
                 chunks = reply.iter_bytes()
                 next(chunks)  # the stream is open, and stalls
-                os.killpg(process.pid, signal.SIGINT)
+                if group:
+                    os.killpg(process.pid, signal.SIGINT)
+                else:
+                    process.send_signal(signal.SIGTERM)
                 returncode = process.wait(timeout=EXIT_SECONDS)
                 with pytest.raises(httpx.RemoteProtocolError):  # (ended by uvicorn)
                     next(chunks)
@@ -211,4 +234,28 @@ def test_ctrl_c_stops_workers_with_a_stalled_stream_open(tmp_path: Path) -> None
             stop(process, 30)
     err = process.stderr.read().decode()  # type: ignore[union-attr]
     assert returncode == 0, err
+    assert "Traceback" not in err, err
+    assert "ERROR" not in err, err
+    ended = re.findall(r"^Ending 1 open request of worker \d+ after 5 s: its client sees the "
+                       r"connection close$", err, re.MULTILINE)  # fmt: skip
+    assert len(ended) == 1, err
+    assert err.endswith("autocompact serve stopped\n"), err
+
+
+def test_sigterm_with_no_request_open_stops_at_once_and_exits_0(tmp_path: Path) -> None:
+    """SIGTERM (kill, docker stop, systemd) with no request open: the proxy stops at once,
+    says so in one line and exits 0, as on Ctrl-C (it was killed by the signal uvicorn sent
+    again once it had stopped: status -15, 143 in a shell, nothing said)."""
+    with serve_in_thread(Faulty(answer=_stalls).app()) as upstream:
+        process, url = spawn_proxy(upstream, tmp_path / "s.db", "--context-window", "8000")
+        try:
+            wait_until_serving(process, url, START_SECONDS)
+            process.send_signal(signal.SIGTERM)
+            returncode = process.wait(timeout=EXIT_SECONDS)
+        finally:
+            stop(process, 30)
+    err = process.stderr.read().decode()  # type: ignore[union-attr]
+    assert returncode == 0, err
+    assert err.endswith("\nautocompact serve stopped\n"), err
+    assert "Stopping" not in err, err
     assert "Traceback" not in err, err

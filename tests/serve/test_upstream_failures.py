@@ -21,9 +21,14 @@ import pytest
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from autocompact.errors import ProviderConnectionError
+from autocompact.errors import ProviderConnectionError, ProviderError, ProviderTimeoutError
 from autocompact.serve import ServeApp, ServeConfig
-from autocompact.serve.failures import described, stream_broke, upstream_failed
+from autocompact.serve.failures import (
+    CONNECT_SECONDS,
+    described,
+    stream_broke,
+    upstream_failed,
+)
 from autocompact.serve.openai_chat import OPENAI_CHAT
 from autocompact.serve.threaded import serve_in_thread
 
@@ -240,10 +245,123 @@ def test_a_summary_request_that_fails_says_how_even_without_text() -> None:
     with pytest.raises(ProviderConnectionError) as refused:
         _summary_call(OPENAI_CHAT, _raises(httpx.ConnectError("")))
     assert str(refused.value).startswith(
-        "the summary request could not reach the upstream: ConnectError ("
+        "the summary request could not reach the openai upstream (http://upstream/v1/x): "
+        "ConnectError (check that it is running and that autocompact serve --upstream "
+        "openai=URL names it)"
     )
     with pytest.raises(ProviderConnectionError) as broke:
         _summary_call(OPENAI_CHAT, _raises(httpx.ReadError("")))
     assert str(broke.value).startswith(
         "the summary request failed after reaching the upstream: ReadError ("
     )
+
+
+@contextmanager
+def _never_accepts() -> Iterator[str]:
+    """A port of 127.0.0.1 that accepts no connection (its queue of connections not yet
+    accepted is full: the kernel drops each new one's first packet, as a firewall does);
+    yields its base URL."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(0)
+        port = server.getsockname()[1]
+        queued = [socket.socket() for _ in range(3)]
+        try:
+            for waiting in queued:
+                waiting.setblocking(False)
+                waiting.connect_ex(("127.0.0.1", port))
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            for waiting in queued:
+                waiting.close()
+
+
+@contextmanager
+def _never_answers() -> Iterator[str]:
+    """A port of 127.0.0.1 whose connections are accepted (by the kernel) and never answered;
+    yields its base URL."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        yield f"http://127.0.0.1:{server.getsockname()[1]}"
+
+
+def _summary_to(url: str, *, run: str, timeout: float) -> Exception:
+    """What the summary request to ``url`` raised, sent the async way (the proxy's client,
+    httpx's real transport) or the sync way (:meth:`UpstreamProvider.complete`)."""
+    from autocompact.content import Message
+    from autocompact.providers.base import ChatRequest
+    from autocompact.serve.upstream import UpstreamProvider
+
+    request = ChatRequest(messages=(Message.user("hi"),), max_output_tokens=9)
+
+    def provider(client: Any) -> UpstreamProvider:
+        return UpstreamProvider(protocol=OPENAI_CHAT, client=client, url=url, headers={},
+                                model="m", timeout=timeout)  # fmt: skip
+
+    async def sent() -> None:
+        async with httpx.AsyncClient() as client:
+            await provider(client).acomplete(request)
+
+    with pytest.raises(ProviderError) as caught:
+        anyio.run(sent) if run == "async" else provider(None).complete(request)
+    return caught.value
+
+
+@pytest.mark.parametrize("run", ["async", "sync"])
+def test_a_summary_request_to_an_upstream_that_accepts_no_connection_says_it_was_not_reached(
+    run: str,
+) -> None:
+    """An upstream that accepts no connection (down behind a firewall, a wrong host): the
+    summary request says it could not reach it, names its URL and what to check, as the main
+    request's 504 does (it said 'the summary request timed out after 300 s', pointing at
+    --side-query-timeout; the sync way, that it 'failed after reaching the upstream')."""
+    with _never_accepts() as upstream:
+        url = upstream + "/v1/chat/completions"
+        error = _summary_to(url, run=run, timeout=1)  # (half of it to connect)
+    assert isinstance(error, ProviderConnectionError)
+    assert str(error).startswith(
+        f"the summary request could not reach the openai upstream ({url}): it accepted no "
+        "connection within 0.5 s (check that it is running and that autocompact serve "
+        "--upstream openai=URL names it)"
+    ), error
+    assert "side-query-timeout" not in str(error)
+
+
+@pytest.mark.parametrize("run", ["async", "sync"])
+def test_a_summary_request_that_gets_no_answer_times_out_naming_the_option(run: str) -> None:
+    """An upstream that takes the connection and never answers: the summary request timed
+    out, after --side-query-timeout, which the message names (the sync way said it 'failed
+    after reaching the upstream: ReadTimeout')."""
+    with _never_answers() as upstream:
+        error = _summary_to(upstream + "/v1/chat/completions", run=run, timeout=0.5)
+    assert isinstance(error, ProviderTimeoutError)
+    assert str(error).startswith(
+        "the summary request timed out after 0.5 s (autocompact serve --side-query-timeout)"
+    ), error
+
+
+def test_the_summary_request_waits_for_a_connection_as_long_as_the_main_request() -> None:
+    """The summary request waits CONNECT_SECONDS for the upstream to accept a connection, then
+    --side-query-timeout for the rest (its connection waited the whole --side-query-timeout,
+    300 s, before the main request waited 10 s more to be told the upstream is down)."""
+    sent: list[dict[str, Any]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(dict(request.extensions["timeout"]))
+        message = {"role": "assistant", "content": "summary"}
+        return httpx.Response(200, json={"choices": [{"message": message}]})
+
+    async def run() -> None:
+        from autocompact.content import Message
+        from autocompact.providers.base import ChatRequest
+        from autocompact.serve.upstream import UpstreamProvider
+
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+            provider = UpstreamProvider(protocol=OPENAI_CHAT, client=client, url="http://u/v1",
+                                        headers={}, model="m", timeout=300)  # fmt: skip
+            request = ChatRequest(messages=(Message.user("hi"),), max_output_tokens=9)
+            await provider.acomplete(request)
+
+    anyio.run(run)
+    assert sent == [{"connect": CONNECT_SECONDS, "read": 300, "write": 300, "pool": 300}]

@@ -392,11 +392,17 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 def _serve(sock: socket.socket, config: Any, workers: int) -> int:
-    """Serve on ``sock`` until interrupted: the app in this process, or ``workers`` worker
-    processes that each build it from :data:`CONFIG_ENV` (:func:`app_from_env`)."""
+    """Serve on ``sock`` until interrupted (Ctrl-C or SIGTERM: either stop is clean, says so in
+    one line and exits 0): the app in this process, or ``workers`` worker processes that each
+    build it from :data:`CONFIG_ENV` (:func:`app_from_env`)."""
     import uvicorn
 
-    from autocompact.cli.serve_server import STOP_GRACE, StoppingServer
+    from autocompact.cli.serve_server import (
+        STOP_GRACE,
+        StoppingServer,
+        Terminated,
+        terminated_as_exit,
+    )
 
     if workers == 1:
         from autocompact.serve import ServeApp
@@ -409,14 +415,18 @@ def _serve(sock: socket.socket, config: Any, workers: int) -> int:
         )
         _quiet_cancellations()
         try:
-            server.run(sockets=[sock])
-        except KeyboardInterrupt:
-            return 0
-        return 0 if server.started else 1
+            with terminated_as_exit():
+                server.run(sockets=[sock])
+        except (KeyboardInterrupt, Terminated):
+            pass
+        if not server.started:
+            return 1
+        print("autocompact serve stopped", file=sys.stderr)
+        return 0
     from uvicorn.supervisors import Multiprocess
 
     # Each worker gives its open requests STOP_GRACE seconds, then uvicorn cancels them
-    # (quietly: app_from_env); the worker's uvicorn server is uvicorn's own.
+    # (quietly, said in one line: app_from_env); the worker's uvicorn server is uvicorn's own.
     settings = uvicorn.Config(
         "autocompact.cli.serve_cmd:app_from_env",
         factory=True,
@@ -432,4 +442,5 @@ def _serve(sock: socket.socket, config: Any, workers: int) -> int:
         extra["target"] = uvicorn.Server(settings).run
     with contextlib.suppress(KeyboardInterrupt):
         Multiprocess(settings, sockets=[sock], **extra).run()
+    print("autocompact serve stopped", file=sys.stderr)
     return 0

@@ -55,7 +55,7 @@ from autocompact.serve.rejections import (
     retry_too_long,
 )
 from autocompact.serve.request_log import followed_by, log_request, ours
-from autocompact.serve.responses import RESPONSES
+from autocompact.serve.responses import RESPONSES, text_input_as_item
 from autocompact.serve.stopping import STOPPED, Stopped, Stopper
 from autocompact.serve.upstream import (
     UpstreamProvider,
@@ -364,6 +364,8 @@ class ServeApp:
         if not isinstance(body, dict):
             message = f"the request body must be a JSON object, not {type(body).__name__}"
             return self._failed(request, protocol, 400, "invalid_request_error", message)
+        if protocol is RESPONSES:
+            body = text_input_as_item(body)
         messages = body.get(protocol.messages_key)
         if len(raw) > self.config.max_body_bytes and not (
             isinstance(messages, list) and protocol.client_compaction(body, messages)

@@ -15,7 +15,7 @@ summary request writes the very same item back; the part's text, which the estim
 all the item sends: its summary and content texts and its encrypted content). Any other item
 type (hosted tool calls, custom tools) makes the request one the proxy does not read: it is
 forwarded as sent. ``compaction`` items (and ``/v1/responses/compact``) are the client's own
-compaction.
+compaction. A text ``input`` is the one user message it stands for (:func:`text_input_as_item`).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from autocompact.providers.base import ChatRequest, Completion, FinishReason, To
 from autocompact.serve.protocol import CLIENT_SUMMARY_PROMPTS, Converted, tool_spec
 from autocompact.usage_check import reported_count
 
-__all__ = ["RESPONSES", "Responses", "from_responses_input"]
+__all__ = ["RESPONSES", "Responses", "from_responses_input", "text_input_as_item"]
 
 # A stream's closing event as a whole SSE line (a JSON string holds no raw line break, so no
 # text in the stream can look like one); servers that send data lines only are read by type.
@@ -116,6 +116,17 @@ def _reasoning_text(item: Mapping[str, Any], index: int) -> str:
     if isinstance(encrypted, str) and encrypted:
         texts.append(encrypted)
     return " ".join(texts)
+
+
+def text_input_as_item(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with a text ``input`` as the one user message the Responses API reads it as, so
+    that it is planned (measured, its tier said) like the same message as a list of items (it
+    was passed through unread, with no ``X-Autocompact-Tier``); any other ``body`` as it is.
+    The client's bytes still go out as sent unless the request is rewritten."""
+    text = body.get("input")
+    if isinstance(text, str):
+        return {**body, "input": [{"role": "user", "content": text}]}
+    return body
 
 
 def from_responses_input(items: Sequence[Any]) -> tuple[str | None, list[Message]]:

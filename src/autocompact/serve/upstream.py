@@ -38,7 +38,7 @@ from autocompact.errors import (
 )
 from autocompact.jsonsafe import loads
 from autocompact.providers.base import ChatRequest, Completion, StreamDone, StreamEvent
-from autocompact.serve.failures import described
+from autocompact.serve.failures import CONNECT_SECONDS, described, not_reached, upstream_named
 from autocompact.serve.protocol import WireProtocol, looks_like_overflow
 from autocompact.serve.wire import dump
 
@@ -202,7 +202,11 @@ class UpstreamProvider:
         headers: the header lines to send (already filtered by :func:`forward_headers`), or
             a mapping of them.
         model: the request's model.
-        timeout: seconds to wait for the summary.
+        timeout: seconds to wait for the summary (``--side-query-timeout``).
+        connect: seconds to wait for the upstream to accept a connection, as the main
+            request does, and at most half of ``timeout`` (the connection's wait ends before
+            the whole request's): an upstream that accepts none is said not reached (it waited
+            the whole ``timeout``, 300 s by default, and was called a timed-out summary).
     """
 
     def __init__(
@@ -214,6 +218,7 @@ class UpstreamProvider:
         headers: Mapping[str, str] | Iterable[tuple[str, str]],
         model: str,
         timeout: float,
+        connect: float = CONNECT_SECONDS,
     ) -> None:
         self.name = f"serve:{protocol.upstream}"
         self.model = model
@@ -222,7 +227,11 @@ class UpstreamProvider:
         self.url = url
         self.headers = list(headers.items() if isinstance(headers, Mapping) else headers)
         self.timeout = timeout
+        self.connect = min(connect, timeout / 2)
         self.calls = 0
+
+    def _timeouts(self) -> httpx.Timeout:
+        return httpx.Timeout(self.timeout, connect=self.connect)
 
     def _request(self, body: Any) -> dict[str, Any]:
         """The summary request's content and headers: its JSON written as the proxy writes
@@ -260,20 +269,33 @@ class UpstreamProvider:
                 **where,
             ) from exc
 
-    def _failed(self, exc: httpx.HTTPError) -> ProviderConnectionError:
-        """The summary request failed on the way: not reached, or broken off once there (said
-        by its type when httpx gives no text)."""
-        if isinstance(exc, httpx.ConnectError):
-            message = f"the summary request could not reach the upstream: {described(exc)}"
-        else:
-            message = f"the summary request failed after reaching the upstream: {described(exc)}"
-        return ProviderConnectionError(message, provider=self.protocol.upstream, model=self.model)
+    def _failed(self, exc: httpx.HTTPError | TimeoutError) -> ProviderError:
+        """The summary request failed on the way: the upstream not reached (named, with what to
+        check, as for the main request), no whole reply within the timeout, or broken off once
+        there (said by its type when httpx gives no text)."""
+        upstream = self.protocol.upstream
+        fields: dict[str, Any] = {"provider": upstream, "model": self.model}
+        if isinstance(exc, httpx.HTTPError) and (
+            why := not_reached(upstream, exc, connect=self.connect)
+        ):
+            message = (
+                f"the summary request could not reach {upstream_named(upstream, self.url)}: {why}"
+            )
+            return ProviderConnectionError(message, **fields)
+        if isinstance(exc, httpx.TimeoutException | TimeoutError):
+            message = (
+                f"the summary request timed out after {self.timeout:g} s "
+                "(autocompact serve --side-query-timeout)"
+            )
+            return ProviderTimeoutError(message, **fields)
+        message = f"the summary request failed after reaching the upstream: {described(exc)}"
+        return ProviderConnectionError(message, **fields)
 
     async def _post(self, body: Any) -> httpx.Response:
         """One summary request, its whole reply within the timeout (httpx bounds each read
         only: a reply trickled out a byte at a time would outlast it, and the lease)."""
         with anyio.fail_after(self.timeout):
-            return await self.client.post(self.url, **self._request(body), timeout=self.timeout)
+            return await self.client.post(self.url, **self._request(body), timeout=self._timeouts())
 
     async def acomplete(self, request: ChatRequest) -> Completion:
         """Send the summary request and wait for the whole reply."""
@@ -286,13 +308,7 @@ class UpstreamProvider:
                 # older max_tokens: the summary request is sent once more in the form asked for.
                 body["max_completion_tokens"] = body.pop("max_tokens")
                 response = await self._post(body)
-        except (httpx.TimeoutException, TimeoutError) as exc:
-            raise ProviderTimeoutError(
-                f"the summary request timed out after {self.timeout:g} s",
-                provider=self.protocol.upstream,
-                model=self.model,
-            ) from exc
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, TimeoutError) as exc:
             raise self._failed(exc) from exc
         return self._parse(response)
 
@@ -305,7 +321,7 @@ class UpstreamProvider:
         self.calls += 1
         body = self.protocol.side_query_body(self.model, request)
         try:
-            with httpx.Client(timeout=self.timeout) as client:
+            with httpx.Client(timeout=self._timeouts()) as client:
                 response = client.post(self.url, **self._request(body))
         except httpx.HTTPError as exc:
             raise self._failed(exc) from exc
