@@ -28,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Match, Route
 
-from autocompact.errors import AutocompactError, ContentError
+from autocompact.errors import AutocompactError, ContentError, described
 from autocompact.jsonsafe import loads
 from autocompact.serve.anthropic_messages import ANTHROPIC_MESSAGES
 from autocompact.serve.config import (
@@ -38,7 +38,7 @@ from autocompact.serve.config import (
     target_url,
 )
 from autocompact.serve.decision import Decision
-from autocompact.serve.failures import CONNECT_SECONDS, described, stream_broke, upstream_failed
+from autocompact.serve.failures import CONNECT_SECONDS, stream_broke, upstream_failed
 from autocompact.serve.followed import Followed, FollowedStream
 from autocompact.serve.openai_chat import OPENAI_CHAT
 from autocompact.serve.planner import Planner

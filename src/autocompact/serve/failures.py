@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 import httpx
 
+from autocompact.errors import described
 from autocompact.serve.config import shown_url
 
 __all__ = [
     "CONNECT_SECONDS",
     "Failure",
-    "described",
     "not_reached",
     "stream_broke",
     "upstream_failed",
@@ -27,13 +27,6 @@ __all__ = [
 
 CONNECT_SECONDS = 10.0
 """Seconds to wait for the upstream to accept a connection (``--timeout`` bounds the rest)."""
-
-
-def described(exc: BaseException) -> str:
-    """``exc`` as a message shows it: its type and its text, or its type alone when its text
-    is empty (httpx's timeouts often have none, which left a message ending in a colon)."""
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -35,10 +35,11 @@ from autocompact.errors import (
     ProviderError,
     ProviderTimeoutError,
     RateLimitError,
+    described,
 )
 from autocompact.jsonsafe import loads
 from autocompact.providers.base import ChatRequest, Completion, StreamDone, StreamEvent
-from autocompact.serve.failures import CONNECT_SECONDS, described, not_reached, upstream_named
+from autocompact.serve.failures import CONNECT_SECONDS, not_reached, upstream_named
 from autocompact.serve.protocol import WireProtocol, looks_like_overflow
 from autocompact.serve.wire import dump
 
@@ -265,7 +266,7 @@ class UpstreamProvider:
             raise MalformedResponseError(str(exc), **where) from exc
         except _UNREADABLE as exc:
             raise MalformedResponseError(
-                f"the upstream's summary reply cannot be read: {type(exc).__name__}: {exc}",
+                f"the upstream's summary reply cannot be read: {described(exc)}",
                 **where,
             ) from exc
 
