@@ -174,3 +174,29 @@ def test_a_request_over_the_window_even_trimmed_is_a_result_when_asked() -> None
     assert measured.over_window is not None
     assert measured.request == tuple(messages)
     assert measured.tokens > 8_000
+
+
+@pytest.mark.parametrize(
+    "earlier",
+    [[], [Message.user("short"), Message.model("done")]],
+    ids=["alone", "after-a-short-turn"],
+)
+def test_guarantee_refuses_a_pending_message_over_the_window_as_the_flow_does(
+    earlier: list[Message],
+) -> None:
+    """guarantee() (the trim-only path) refuses a pending message larger than the whole window
+    with the flow's words; it sent it when there was nothing (worth) leaving out. With
+    ``over_window_ok`` the refusal is a result, the request untrimmed."""
+    guard = ContextGuard(
+        context_window=4_000, compression=CompressionService(None, summarizer=extractive_summary)
+    )
+    messages = [*earlier, Message.user("word " * 20_000)]
+    with pytest.raises(MessageTooLargeError) as flow:
+        guard.run(messages)
+    with pytest.raises(MessageTooLargeError) as trim_only:
+        guard.guarantee(messages)
+    assert str(trim_only.value) == str(flow.value)
+    assert "the message being sent alone is about 25,000 tokens" in str(trim_only.value)
+    measured = guard.guarantee(messages, over_window_ok=True)
+    assert measured.over_window == str(flow.value)
+    assert measured.request == tuple(messages)

@@ -300,14 +300,16 @@ class ContextGuard:
         last_prompt_token_count: int = 0,
         over_window_ok: bool = False,
     ) -> GuardResult:
-        """The guarantee alone, with no compaction: for a request the caller may change but not
-        persist (a framework's input filter). At or above the hard threshold the oldest turns are
-        left out of the request until it is below auto.
+        """The size check and the guarantee, with no compaction: for a request the caller may
+        change but not persist (a framework's input filter). A pending message that cannot fit
+        the window with the system prompt and tools is refused, as :meth:`flow` refuses it
+        (the engine's ``check_fits``, the check ``pre_send_flow`` starts with); at or above the
+        hard threshold the oldest turns are left out of the request until it is below auto.
 
         Raises:
-            MessageTooLargeError: the request cannot fit the window even with every earlier
-                turn left out (unless ``over_window_ok``: the result says so, as
-                :meth:`flow`'s does).
+            MessageTooLargeError: the pending message cannot fit the window, or the request
+                cannot even with every earlier turn left out (unless ``over_window_ok``: the
+                result says so, as :meth:`flow`'s does).
         """
         state = state or GuardState()
         core, pending = self._core(
@@ -315,6 +317,7 @@ class ContextGuard:
         )
         tokens = core.estimate_tokens(pending)
         try:
+            core.check_fits(pending)  # the size check pre_send_flow starts with
             request, trim = core.request_for(pending)
         except MessageTooLargeError as exc:
             if not over_window_ok:

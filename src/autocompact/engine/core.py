@@ -369,13 +369,7 @@ class Engine(CompactionSteps):
         """
         config, state = self.config, self.state
         self._turn_attempt = None
-        check_message_fits(
-            message,
-            window=config.context_window,
-            image_token_estimate=config.image_token_estimate,
-            fixed_tokens=config.fixed_plain,
-            scale=sizing.refusal_scale(state, message.stats + config.fixed_stats),
-        )
+        self.check_fits(message)
         effective = self.estimate_tokens(message)
         self._note_tier(effective)
         state.growth = state.growth.before_send(effective)
@@ -385,6 +379,24 @@ class Engine(CompactionSteps):
             trigger = automatic_trigger(effective, config.thresholds, state.breaker)
         if trigger is not None:
             yield from self.compaction_step(trigger, message)
+
+    def check_fits(self, message: Message) -> None:
+        """The size check :meth:`pre_send_flow` starts with: refuse a message that cannot fit
+        the window with the system prompt and tools every request carries. A driver that only
+        trims (``ContextGuard.guarantee``) runs it too, so a message the ladder refuses is
+        never sent by another path.
+
+        Raises:
+            MessageTooLargeError: it cannot fit (the refusal is sure: note 84).
+        """
+        config = self.config
+        check_message_fits(
+            message,
+            window=config.context_window,
+            image_token_estimate=config.image_token_estimate,
+            fixed_tokens=config.fixed_plain,
+            scale=sizing.refusal_scale(self.state, message.stats + config.fixed_stats),
+        )
 
     def judge_outgrown(self, tokens: int, trigger: CompressionTrigger) -> Generator[Any, Any, None]:
         """A compaction is needed again fewer than 5 calls after an effective one: judge that

@@ -13,6 +13,8 @@ run's ``context_wrapper.usage``: the runner hands the wrapper to sessions whose 
 from __future__ import annotations
 
 import inspect
+import json
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +36,10 @@ from autocompact.integrations._openai_agents_convert import (
 )
 from autocompact.limits import known_limits
 from autocompact.providers.base import Provider, ToolSpec
+from autocompact.thresholds import parse_window
+from autocompact.validation import check_count, check_flag, check_hooks
+
+logger = logging.getLogger("autocompact")
 
 __all__ = [
     "AgentModel",
@@ -41,8 +47,11 @@ __all__ = [
     "RequestCounts",
     "RunAgents",
     "add_side_usage",
+    "engine_options",
     "forward",
     "guarded_input",
+    "json_form",
+    "take_back",
     "with_mcp_tools",
 ]
 
@@ -65,6 +74,19 @@ def model_name(model: str | Model | None) -> str | None:
     return name if isinstance(name, str) and name else None
 
 
+def engine_options(
+    *, clear_tool_outputs: object, image_token_estimate: object, hooks: object
+) -> dict[str, Any]:
+    """A session's options for its engines, checked now (as ``ChatSession`` checks them) so a
+    bad value is a ``ConfigError`` at construction, not in the middle of a run (``hooks=print``
+    says ``hooks=[hook]``)."""
+    return {
+        "clear_tool_outputs": check_flag(clear_tool_outputs, "clear_tool_outputs"),
+        "image_token_estimate": check_count(image_token_estimate, "image_token_estimate"),
+        "hooks": check_hooks(hooks),
+    }
+
+
 class AgentModel:
     """What a session knows of the agent's model, for its summarizer and its window.
 
@@ -79,7 +101,12 @@ class AgentModel:
     ) -> None:
         if summarizer != "model":
             summary_service(summarizer)  # a bad choice is the same clear error as before
-        self.context_window = context_window
+        # A window given is checked now, as ChatSession checks it, not at the first request.
+        self.context_window = (
+            None
+            if context_window is None
+            else parse_window(context_window, name="context_window", minimum=1)
+        )
         self.summarizer = summarizer
         self.where = where
         self.agent_model: str | Model | None = None
@@ -143,12 +170,19 @@ class AgentModel:
                 known = known_limits(name)
                 window = known.context_window if known is not None else None
         if window is None:
-            which = (
-                f"the model {name!r} is in no table of known models"
-                if name
-                else "the agent's model is not known yet (the input filter learns it: run with "
-                "run_config=session.run_config())"
-            )
+            if name:
+                which = f"the model {name!r} is in no table of known models"
+            elif self.seen or agent is not None or self.run_model is not None:
+                # The filter saw the model: it has no name to look up (a custom Model object).
+                which = (
+                    f"the agent's model ({type(self._chosen(agent)).__name__}) has no name "
+                    "that a table of known models could give a window for"
+                )
+            else:
+                which = (
+                    "the agent's model is not known yet (the input filter learns it: run with "
+                    "run_config=session.run_config())"
+                )
             raise ConfigError(
                 f"{self.where} needs the model's context window: pass context_window=… "
                 f"(tokens); {which}",
@@ -374,3 +408,29 @@ async def forward(method: Any, *args: Any, wrapper: Any = None) -> Any:
         if takes:
             return await method(*args, wrapper=wrapper)
     return await method(*args)
+
+
+def json_form(item: Any) -> str:
+    """An item as it is compared when taken back (its JSON, as a session stores it)."""
+    return json.dumps(item, sort_keys=True, default=str)
+
+
+async def take_back(session: Any, forms: Sequence[str], *, wrapper: Any = None) -> int:
+    """Remove the newest items a session stored (``forms``: their :func:`json_form`, oldest
+    first) from ``session``'s end with its ``pop_item``; an item popped that is not the one
+    expected (another writer's) is put back and nothing more is removed. Returns how many were
+    removed. A failure is logged, not raised: the caller is raising the error that made it take
+    them back."""
+    removed = 0
+    try:
+        for form in reversed(forms):
+            popped = await forward(session.pop_item, wrapper=wrapper)
+            if popped is None:
+                break
+            if json_form(popped) != form:
+                await forward(session.add_items, [popped], wrapper=wrapper)
+                break
+            removed += 1
+    except Exception:
+        logger.warning("could not take the refused items back out of the session", exc_info=True)
+    return removed

@@ -43,7 +43,7 @@ from autocompact.compaction.plan import CompressionInfo, CompressionTrigger
 from autocompact.compaction.service import drive_flow_async
 from autocompact.content import FunctionResponsePart, Message, Part, Role
 from autocompact.engine import Engine
-from autocompact.errors import ContentError, SessionStoreError
+from autocompact.errors import ConfigError, ContentError, SessionStoreError
 from autocompact.estimation import Calibration
 from autocompact.events import Hook
 from autocompact.guard import ContextGuard, GuardState, request_stats
@@ -62,6 +62,7 @@ from autocompact.integrations._openai_agents_model import (
     RequestCounts,
     RunAgents,
     add_side_usage,
+    engine_options,
     guarded_input,
     with_mcp_tools,
 )
@@ -229,7 +230,10 @@ class StoreSession:
     Args:
         store: the store (``open_store("sqlite:///…")``, once per worker process).
         session_id: the conversation.
-        context_window: the model's context window in tokens.
+        context_window: the model's context window in tokens: required (``None`` is a
+            ``ConfigError`` saying so). Unlike ``AutocompactSession``, the session cannot read
+            it from the agent's model: the runner stores a request's input before the input
+            filter sees the agent, and a session object lives for one request.
         turn_id: this request's idempotency key (default: a new one): the items of the ``n``-th
             ``add_items`` call are stored once under ``"{turn_id}:{n}"``. Build one session
             object per request and pass the request's id, so a retried request is not stored
@@ -248,7 +252,7 @@ class StoreSession:
         store: SessionStore,
         session_id: str,
         *,
-        context_window: int,
+        context_window: int | None = None,
         turn_id: str | None = None,
         owner: str | None = None,
         summarizer: SummarizerChoice = "model",
@@ -258,6 +262,14 @@ class StoreSession:
         image_token_estimate: int = DEFAULT_IMAGE_TOKEN_ESTIMATE,
         hooks: Sequence[Hook] = (),
     ) -> None:
+        if context_window is None:
+            raise ConfigError(
+                "StoreSession needs context_window=… (the model's context window in tokens, "
+                "e.g. 128_000 or '128k'): unlike AutocompactSession it cannot read it from the "
+                "agent's model, because the runner stores each request's input (which the store "
+                "sizes) before the input filter sees the agent",
+                key="context_window",
+            )
         self.model = AgentModel(
             context_window=context_window, summarizer=summarizer, where="StoreSession"
         )
@@ -273,12 +285,12 @@ class StoreSession:
         self.duplicates = 0
         self._writes = 0
         self._wrapper: Any = None
-        self._options: dict[str, Any] = {
-            "context_window": context_window,
-            "clear_tool_outputs": clear_tool_outputs,
-            "image_token_estimate": image_token_estimate,
-            "hooks": hooks,
-        }
+        self._options = engine_options(
+            clear_tool_outputs=clear_tool_outputs,
+            image_token_estimate=image_token_estimate,
+            hooks=hooks,
+        )
+        self._options["context_window"] = self.model.context_window
         self._built: tuple[object, ContextGuard] | None = None
         self._offline = summary_service("offline")
         self._counts = RequestCounts()
@@ -344,10 +356,15 @@ class StoreSession:
                 "a stored session keeps the conversation, not system or developer messages: "
                 "pass them as the agent's instructions"
             )
-        key = f"{self.turn_id}:{self._writes}"
-        self._writes += 1
         core = self._core()  # creates the session on first use, with its meta
         assert core.store is not None
+        for message in converted.messages:
+            if message.role == "user":
+                # A store keeps every turn: what the input filter would refuse (a message or
+                # tool result larger than the window) is refused before it is stored.
+                core.check_fits(message)
+        key = f"{self.turn_id}:{self._writes}"
+        self._writes += 1
         # The runner stores a response's items after adding its usage: its count is known now.
         learned = self._learn(core.calibration)
         calibration = learned.to_dict() if learned is not None else None

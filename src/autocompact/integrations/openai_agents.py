@@ -38,7 +38,7 @@ from typing import Any
 
 from autocompact.compaction.plan import CompressionInfo
 from autocompact.content import Message
-from autocompact.errors import MissingDependencyError
+from autocompact.errors import MessageTooLargeError, MissingDependencyError
 from autocompact.events import Hook
 from autocompact.guard import ContextGuard, GuardState, request_stats
 from autocompact.providers.base import ToolSpec
@@ -66,8 +66,11 @@ from autocompact.integrations._openai_agents_model import (
     RequestCounts,
     RunAgents,
     add_side_usage,
+    engine_options,
     forward,
     guarded_input,
+    json_form,
+    take_back,
     with_mcp_tools,
 )
 from autocompact.integrations._openai_agents_store import StoreSession
@@ -129,16 +132,19 @@ class AutocompactSession:
         self.model = AgentModel(
             context_window=context_window, summarizer=summarizer, where="AutocompactSession"
         )
-        self._options: dict[str, Any] = {
-            "clear_tool_outputs": clear_tool_outputs,
-            "image_token_estimate": image_token_estimate,
-            "hooks": hooks,
-        }
+        self._options = engine_options(
+            clear_tool_outputs=clear_tool_outputs,
+            image_token_estimate=image_token_estimate,
+            hooks=hooks,
+        )
         self._built: tuple[tuple[int, int], ContextGuard] | None = None
         self._wrapper: Any = None
         self._counts = RequestCounts()
         self._run = RunAgents()
         self._others: dict[int, ContextGuard] = {}  # by window: other agents' requests
+        # The items stored since the filter last let a request out (what a refusal takes back).
+        self._added: list[str] = []  # their json_form
+        self._refused: list[str] = []
 
     @property
     def _guard(self) -> ContextGuard:
@@ -163,6 +169,8 @@ class AutocompactSession:
     async def get_items(self, limit: int | None = None, *, wrapper: Any = None) -> list[Item]:
         """The underlying session's items."""
         if wrapper is not None:
+            if wrapper is not self._wrapper:  # a new run: what it stores starts now
+                self._added = []
             self._wrapper = wrapper
         self._run.started(wrapper)
         return list(await forward(self.underlying.get_items, limit, wrapper=wrapper))
@@ -171,6 +179,7 @@ class AutocompactSession:
         """Store items in the underlying session."""
         self._learn()  # the runner stores a response's items after adding its usage
         await forward(self.underlying.add_items, items, wrapper=wrapper)
+        self._added.extend(json_form(item) for item in items)
 
     async def pop_item(self, *, wrapper: Any = None) -> Item | None:
         """Remove and return the newest item."""
@@ -180,6 +189,7 @@ class AutocompactSession:
         """Forget every item (and the breaker's count)."""
         await forward(self.underlying.clear_session, wrapper=wrapper)
         self.state = GuardState(calibration=self.state.calibration)
+        self._added = []
 
     def _learn(self, *, last: bool = False) -> None:
         """Learn the provider's scale from the model's count of the last request let out."""
@@ -226,6 +236,7 @@ class AutocompactSession:
         if wrapper is not None:
             self._wrapper = wrapper
         self._learn(last=True)  # before the side queries' usage is added to the run's
+        self._added = []  # the turn is over: its items are never taken back
         items = await self.underlying.get_items()
         converted = to_autocompact(items)
         messages = converted.messages
@@ -297,8 +308,39 @@ class AutocompactSession:
         For an agent with MCP servers it returns an awaitable (the runner awaits it): their
         tools are sent with every request, so it lists them (``agent.get_mcp_tools``) to count
         them. A server that does not cache its tool list is asked once more per request.
+
+        A request of the session's agent that cannot fit the window (a message or tool result
+        larger than it) raises ``MessageTooLargeError`` before it is sent, as ``ChatSession``
+        raises it; the items the runner stored for that request (the run's input, or the
+        model's call with its outputs) are first taken back out of the session, so the
+        conversation goes on from where it was (``ChatSession`` keeps no refused message).
         """
-        return with_mcp_tools(data, self._filter)
+        try:
+            result = with_mcp_tools(data, self._filter)
+        except MessageTooLargeError as exc:
+            if not self._refused:
+                raise
+            return self._refuse(exc)
+        if isinstance(result, ModelInputData):
+            return result
+        return self._awaited(result)
+
+    async def _awaited(self, pending: Awaitable[ModelInputData]) -> ModelInputData:
+        try:
+            return await pending
+        except MessageTooLargeError:
+            await self._take_back()
+            raise
+
+    async def _refuse(self, exc: MessageTooLargeError) -> ModelInputData:
+        await self._take_back()
+        raise exc
+
+    async def _take_back(self) -> None:
+        """Remove the refused request's stored items from the underlying session."""
+        refused, self._refused = self._refused, []
+        if refused:
+            await take_back(self.underlying, refused, wrapper=self._wrapper)
 
     def _filter(self, data: CallModelData[Any], mcp_tools: Sequence[Any]) -> ModelInputData:
         model_data = data.model_data
@@ -315,10 +357,16 @@ class AutocompactSession:
             guard, tools = self._other_guard(data.agent), agent_tool_specs(data.agent, mcp_tools)
             texts = (model_data.instructions, converted.system_instruction)
             system = "\n\n".join(t for t in texts if t) or None
-        sent, replaced = guarded_input(
-            guard, model_data, converted, system=system, tools=tools, state=self.state
-        )
+        try:
+            sent, replaced = guarded_input(
+                guard, model_data, converted, system=system, tools=tools, state=self.state
+            )
+        except MessageTooLargeError:
+            if own:  # what the runner stored for this request is taken back
+                self._refused, self._added = self._added, []
+            raise
         if own:
+            self._added = []  # sent: never taken back
             self._sent(sent, system)
         else:
             self._counts.forget()
