@@ -11,11 +11,17 @@ from autocompact.compaction.plan import CompressionTrigger
 from autocompact.thresholds import MAX_CONSECUTIVE_FAILURES, CompactionThresholds
 from autocompact.tips import Tip, select_tip
 
-__all__ = ["STATE_KEY", "entry_tip", "entry_tokens"]
+__all__ = ["STATE_KEY", "entry_tip", "entry_tokens", "entry_window"]
 
 STATE_KEY = "autocompact"
 
 _FORCED = frozenset({CompressionTrigger.HARD.value, CompressionTrigger.REACTIVE.value})
+
+
+def entry_window(state: Mapping[str, Any]) -> int | None:
+    """The window of the model the thread's last model call went to (``None``: not known)."""
+    window = (state.get(STATE_KEY) or {}).get("window")
+    return window if isinstance(window, int) and window > 0 else None
 
 
 def entry_tokens(state: Mapping[str, Any]) -> int:
