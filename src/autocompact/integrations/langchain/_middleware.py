@@ -48,7 +48,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.config import get_config
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
-from langgraph.types import Command
+from langgraph.types import Command, StateSnapshot
 
 from autocompact.compaction.extractive import extractive_summary
 from autocompact.compaction.service import CompressionService
@@ -65,6 +65,7 @@ from autocompact.integrations.langchain._entry import (
     entry_tip,
     entry_tokens,
     entry_window,
+    thread_values,
 )
 from autocompact.integrations.langchain._provider import (
     LangChainProvider,
@@ -265,18 +266,20 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
     def _state_window(self, state: Mapping[str, Any]) -> int:
         return self._window or entry_window(state) or self.context_window
 
-    def context_report(self, state: Mapping[str, Any]) -> ContextReport:
-        """The ``/context`` report for a thread's state (e.g. ``agent.get_state(cfg).values``),
-        on the window of the thread's last model call."""
-        window = self._state_window(state)
-        return build_context_report(entry_tokens(state), compute_thresholds(window))
+    def context_report(self, state: Mapping[str, Any] | StateSnapshot) -> ContextReport:
+        """The ``/context`` report for a thread's state (``agent.get_state(cfg)`` or its
+        ``.values``), on the window of the thread's last model call."""
+        values = thread_values(state)
+        window = self._state_window(values)
+        return build_context_report(entry_tokens(values), compute_thresholds(window))
 
-    def tip(self, state: Mapping[str, Any]) -> Tip | None:
-        """The tip for a thread's state, or ``None`` below the warn band (it says when a hold
-        or the breaker pauses automatic compaction, and whether a forced one already ran), on
-        the window of the thread's last model call."""
-        window = self._state_window(state)
-        return entry_tip(state, window, compute_thresholds(window))
+    def tip(self, state: Mapping[str, Any] | StateSnapshot) -> Tip | None:
+        """The tip for a thread's state (``agent.get_state(cfg)`` or its ``.values``), or
+        ``None`` below the warn band (it says when a hold or the breaker pauses automatic
+        compaction, and whether a forced one already ran)."""
+        values = thread_values(state)
+        window = self._state_window(values)
+        return entry_tip(values, window, compute_thresholds(window))
 
     # -- the hooks -------------------------------------------------------------------------
 
