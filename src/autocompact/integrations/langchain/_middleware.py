@@ -7,8 +7,9 @@ the same flows as :class:`autocompact.ChatSession`:
 - ``before_model`` runs :meth:`pre_send_flow` (the estimate, the hard rescue or the automatic
   compaction with clearing and the summary) and writes a compacted history back into the graph
   state (``RemoveMessage(REMOVE_ALL_MESSAGES)`` then the new messages), so a checkpointer saves
-  it. It needs the system prompt and tool schemas for the cold estimate; until this middleware has
-  seen one model request in this process it leaves the step to ``wrap_model_call``.
+  it. It needs the model, system prompt and tool schemas: those of the thread's last model call
+  (named in its entry); until this middleware has seen one in this process it leaves the step
+  to ``wrap_model_call``.
 - ``wrap_model_call`` runs :meth:`send_flow` around the framework's model call (the guarantee's
   trimming of the outgoing request only, the reactive compaction and one retry when the model
   rejects the prompt as too long), or the whole turn flow when ``before_model`` did not check
@@ -117,13 +118,15 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
 
     Args:
         context_window: the model's context window in tokens; ``None`` (the default): the chat
-            model's profile's ``max_input_tokens``, read on the first model call (a model
-            without one raises :class:`~autocompact.errors.ConfigError` asking for the number).
+            model's profile's ``max_input_tokens``, read on each model call (a middleware
+            given to agents on different models sizes each call on its own model's window; a
+            model without one raises :class:`~autocompact.errors.ConfigError` asking for it).
         summarizer: who writes summaries: ``"model"`` (the agent's own model, thinking off and
             the 20K cap where the chat model exposes them), another LangChain chat model, any
             autocompact provider, or ``"offline"`` (the extractive summarizer, no model call;
             ``"extractive"`` is a deprecated alias).
-        hooks: callables receiving every :mod:`autocompact.events` record (as ``ChatSession``).
+        hooks: a list of callables receiving every :mod:`autocompact.events` record (as
+            ``ChatSession``; one callable alone is a ``ConfigError``: ``hooks=[hook]``).
         clear_tool_outputs: clear old tool output (no model call) before summarizing.
         image_token_estimate: tokens per image or document.
         store: keep each thread's conversation in this session store (SQLite, PostgreSQL,
