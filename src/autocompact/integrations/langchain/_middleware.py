@@ -295,8 +295,8 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
             model=request.model,
             window=self._window_of(request.model),
         )
+        self._requests.pop(fixed.key, None)  # (re)inserted as the newest
         self._requests[fixed.key] = fixed
-        self._requests.move_to_end(fixed.key)
         while len(self._requests) > _KEPT_REQUESTS:
             self._requests.popitem(last=False)
         return fixed
