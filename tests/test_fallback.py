@@ -215,6 +215,30 @@ def test_check_message_fits_names_the_history_index() -> None:
     check_message_fits(Message.user("x" * 40), window=10, image_token_estimate=1_600)
 
 
+def test_the_refusal_names_the_tool_result_and_the_whole_request() -> None:
+    """A tool result too large for the window is named by its tool and call id, and the size
+    with the system prompt and tools reads as the request's (not the prompt's) size."""
+    result = FunctionResponsePart(id="c1", name="read", response={"output": "log line " * 4_000})
+    with pytest.raises(MessageTooLargeError) as alone:
+        check_message_fits(
+            Message(role="user", parts=(result,)),
+            window=8_000,
+            image_token_estimate=1_600,
+            fixed_tokens=61,
+        )
+    text = str(alone.value)
+    assert "the result of tool 'read' (call id 'c1'), is about" in text
+    assert "system prompt and tool declarations (about 61 tokens) the request is about" in text
+    assert f"the request is about {alone.value.tokens:,}," in text
+    assert "make the tool return less" in text
+    with_text = Message(role="user", parts=(result, TextPart(text="and say hi")))
+    with pytest.raises(MessageTooLargeError, match=r"tokens, [\d,]+ of them the result of tool"):
+        check_message_fits(with_text, window=8_000, image_token_estimate=1_600)
+    with pytest.raises(MessageTooLargeError, match="split it, shorten it") as plain:
+        check_message_fits(Message.user("word " * 9_000), window=8_000, image_token_estimate=1_600)
+    assert "tool" not in str(plain.value)
+
+
 def test_message_larger_than_the_window_sends_no_side_query_either() -> None:
     """With a history present, an oversized message still fails before any request is sent."""
     fake = FakeProvider()

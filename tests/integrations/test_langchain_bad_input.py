@@ -19,9 +19,13 @@ from langchain_core.messages import (
 )
 
 from autocompact.content import Usage
-from autocompact.errors import ContentError
+from autocompact.errors import ConfigError, ContentError
 from autocompact.estimation import DEFAULT_IMAGE_TOKEN_ESTIMATE, estimate_content_tokens
-from autocompact.integrations.langchain import from_autocompact, to_autocompact
+from autocompact.integrations.langchain import (
+    AutocompactMiddleware,
+    from_autocompact,
+    to_autocompact,
+)
 from autocompact.integrations.langchain._convert import completion_usage
 
 
@@ -174,3 +178,27 @@ def test_a_media_block_with_more_than_its_part_is_carried_beside_it(block: dict[
     assert estimate_content_tokens(history) < DEFAULT_IMAGE_TOKEN_ESTIMATE + 100
     (back,) = from_autocompact(history)
     assert back.content == [block]
+
+
+@pytest.mark.parametrize(
+    ("options", "needle"),
+    [
+        pytest.param({"hooks": print}, r"one hook: hooks=\[hook\]", id="one-hook"),
+        pytest.param(
+            {"hooks": [print, 3]}, r"hooks\[1\] must be a callable", id="hook-not-callable"
+        ),
+        pytest.param({"hooks": None}, "hooks must be a sequence", id="hooks-none"),
+        pytest.param({"context_window": 0}, "at least 1 token, got 0", id="window-0"),
+        pytest.param({"context_window": -1}, "at least 1 token, got -1", id="window-negative"),
+        pytest.param({"image_token_estimate": -5}, "image_token_estimate", id="image-estimate"),
+        pytest.param({"clear_tool_outputs": "no"}, "clear_tool_outputs", id="clear-flag"),
+    ],
+)
+def test_the_middleware_checks_its_arguments_when_built(
+    options: dict[str, Any], needle: str
+) -> None:
+    """A wrong argument is a ConfigError naming it when the middleware is built, as ChatSession
+    checks them (hooks=print was a bare TypeError; context_window=0 was accepted, then refused at
+    the first model call with another message than -1)."""
+    with pytest.raises(ConfigError, match=needle):
+        AutocompactMiddleware(**{"context_window": 16_000, **options})

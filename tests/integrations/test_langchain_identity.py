@@ -12,12 +12,14 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from autocompact.content import Message, TextPart
 from autocompact.integrations.langchain import AutocompactMiddleware
-from autocompact.integrations.langchain._middleware import _Fixed, _Turn
+from autocompact.integrations.langchain._turn import Fixed, Turn
 
 
 def test_a_new_message_never_takes_a_freed_message_s_sources() -> None:
     middleware = AutocompactMiddleware(context_window=16_000, summarizer="offline")
-    fixed = _Fixed(system=None, tools=(), model=GenericFakeChatModel(messages=iter(())))
+    fixed = Fixed(
+        system=None, tools=(), model=GenericFakeChatModel(messages=iter(())), window=16_000
+    )
     calls = [{"name": "read", "args": {}, "id": f"c{i}"} for i in range(2)]
     state = [
         HumanMessage("read both", id="h"),
@@ -27,7 +29,7 @@ def test_a_new_message_never_takes_a_freed_message_s_sources() -> None:
     ]
     converted = 0
     for _ in range(50):
-        turn = _Turn(middleware, state, {}, fixed)
+        turn = Turn(middleware, state, {}, fixed)
         # Many new messages, alive together: some take the addresses the turn freed.
         fresh = [Message(role="model", parts=(TextPart(text=f"m{i}"),)) for i in range(200)]
         out = turn.to_langchain(fresh)

@@ -14,6 +14,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
+from autocompact.errors import ConfigError
 from autocompact.integrations.langchain import AutocompactMiddleware
 
 from .lc_fakes import ScriptedModel, tool_call
@@ -86,3 +87,26 @@ def test_the_critical_tip_when_the_answer_crossed_hard_says_one_runs_next() -> N
     tip = middleware.tip(state)
     assert tip is not None
     assert NEXT in tip.message
+
+
+def test_report_and_tip_take_the_state_snapshot() -> None:
+    """``agent.get_state(config)`` (a StateSnapshot) is read as its ``.values``; anything else
+    that is no thread state (None, a list of messages) is a ConfigError naming what to pass
+    (each was an AttributeError: 'StateSnapshot' object has no attribute 'get')."""
+    middleware = AutocompactMiddleware(context_window=WINDOW, summarizer="offline")
+    agent = create_agent(
+        ScriptedModel(messages=iter(["ok"]), window=WINDOW),
+        [read_file],
+        middleware=[middleware],
+        checkpointer=InMemorySaver(),
+    )
+    agent.invoke(ask("hi " * 5_000), config())
+    snapshot = agent.get_state(config())
+    report = middleware.context_report(snapshot)
+    assert report == middleware.context_report(snapshot.values)
+    assert report.tokens > 3_000
+    assert middleware.tip(snapshot) == middleware.tip(snapshot.values)
+    for wrong in (None, snapshot.values["messages"], "state"):
+        for read in (middleware.context_report, middleware.tip):
+            with pytest.raises(ConfigError, match=r"agent.get_state\(config\) or its .values"):
+                read(wrong)  # type: ignore[arg-type]

@@ -139,27 +139,55 @@ def check_message_fits(
     (best guess: only what surely cannot fit is refused).
 
     Raises:
-        MessageTooLargeError: names the message, its size and what else the request carries.
+        MessageTooLargeError: names the message (and the tool result that makes most of it:
+            its tool's name and call id), its size, what else the request carries and what to
+            do.
     """
     scale = scale or ProviderScale()
     plain = estimate_content_tokens([message], image_token_estimate)
     tokens = scale.tokens(plain + fixed_tokens, scale="best")
-    if tokens > window:
-        which = "the message being sent" if index is None else f"history message {index}"
-        fixed = scale.tokens(fixed_tokens, scale="best")
-        extra = (
-            f" (with the system prompt and tool declarations, about {fixed:,} tokens)"
-            if fixed_tokens
-            else ""
+    if tokens <= window:
+        return
+    fixed = scale.tokens(fixed_tokens, scale="best")
+    size = tokens - fixed
+    which = "the message being sent" if index is None else f"history message {index}"
+    what = f"{which} is about {size:,} tokens"
+    advice = "split it, shorten it, or use a model with a larger window"
+    result = _largest_result(message, image_token_estimate)
+    if result is not None and result[1] * 2 >= plain:  # the tool result is what is too large
+        part, part_plain = result
+        named = f"the result of tool {part.name!r} (call id {part.id!r})"
+        if len(message.parts) == 1:
+            what = f"{which}, {named}, is about {size:,} tokens"
+        else:
+            share = min(size, math.ceil(size * part_plain / max(plain, 1)))
+            what = f"{what}, {share:,} of them {named}"
+        advice = (
+            "make the tool return less (truncate or page its output), or use a model with a "
+            "larger window"
         )
-        raise MessageTooLargeError(
-            f"{which} alone is about {tokens - fixed:,} tokens{extra}, larger than the model's "
-            f"whole context window of {window:,}: split it, shorten it, or use a model with a "
-            "larger window",
-            index=index,
-            tokens=tokens,
-            window=window,
+    if fixed_tokens:
+        what += (
+            f"; with the system prompt and tool declarations (about {fixed:,} tokens) the "
+            f"request is about {tokens:,}"
         )
+    raise MessageTooLargeError(
+        f"{what}, larger than the model's whole context window of {window:,}: {advice}",
+        index=index,
+        tokens=tokens,
+        window=window,
+    )
+
+
+def _largest_result(
+    message: Message, image_token_estimate: int
+) -> tuple[FunctionResponsePart, int] | None:
+    """The message's largest tool result and its plain estimate (``None``: it holds none)."""
+    sized = [
+        (part, estimate_content_tokens([part], image_token_estimate))
+        for part in message.function_responses
+    ]
+    return max(sized, key=lambda item: item[1], default=None)
 
 
 def trim_request(

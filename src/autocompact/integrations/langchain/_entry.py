@@ -8,14 +8,40 @@ from collections.abc import Mapping
 from typing import Any
 
 from autocompact.compaction.plan import CompressionTrigger
+from autocompact.errors import ConfigError
 from autocompact.thresholds import MAX_CONSECUTIVE_FAILURES, CompactionThresholds
 from autocompact.tips import Tip, select_tip
 
-__all__ = ["STATE_KEY", "entry_tip", "entry_tokens"]
+__all__ = ["STATE_KEY", "entry_tip", "entry_tokens", "entry_window", "thread_values"]
 
 STATE_KEY = "autocompact"
 
 _FORCED = frozenset({CompressionTrigger.HARD.value, CompressionTrigger.REACTIVE.value})
+
+
+def thread_values(state: object) -> Mapping[str, Any]:
+    """A thread's state values: ``state`` itself, or the ``values`` of the
+    ``StateSnapshot`` that ``agent.get_state(config)`` returns.
+
+    Raises:
+        ConfigError: anything else (``None``, a list of messages), naming what was given.
+    """
+    values = getattr(state, "values", None)
+    if not isinstance(state, Mapping) and isinstance(values, Mapping):
+        return values
+    if not isinstance(state, Mapping):
+        raise ConfigError(
+            "state must be a thread's state: agent.get_state(config) or its .values (a dict "
+            f"with 'messages'), got {type(state).__name__} {state!r:.60}",
+            key="state",
+        )
+    return state
+
+
+def entry_window(state: Mapping[str, Any]) -> int | None:
+    """The window of the model the thread's last model call went to (``None``: not known)."""
+    window = (state.get(STATE_KEY) or {}).get("window")
+    return window if isinstance(window, int) and window > 0 else None
 
 
 def entry_tokens(state: Mapping[str, Any]) -> int:
