@@ -196,7 +196,7 @@ def test_guarantee_refuses_a_pending_message_over_the_window_as_the_flow_does(
     with pytest.raises(MessageTooLargeError) as trim_only:
         guard.guarantee(messages)
     assert str(trim_only.value) == str(flow.value)
-    assert "the message being sent alone is about 25,000 tokens" in str(trim_only.value)
+    assert "the message being sent is about 25,000 tokens" in str(trim_only.value)
     measured = guard.guarantee(messages, over_window_ok=True)
     assert measured.over_window == str(flow.value)
     assert measured.request == tuple(messages)
