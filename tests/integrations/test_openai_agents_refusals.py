@@ -77,7 +77,7 @@ async def test_a_tool_result_over_the_window_is_refused_before_it_is_sent() -> N
     model = ScriptedModel(reads())
     agent = Agent(name="a", model=model, tools=[read_log])
     session = AutocompactSession(SQLiteSession("log"), context_window=16_000, summarizer="offline")
-    with pytest.raises(MessageTooLargeError, match="the message being sent.* is about"):
+    with pytest.raises(MessageTooLargeError, match=r"the message being sent.* is about"):
         await Runner.run(agent, "read the log", session=session, run_config=session.run_config())
     assert len(model.requests) == 1
     assert all(r["tokens"] < 16_000 for r in model.requests)
@@ -89,7 +89,7 @@ async def test_store_session_refuses_a_message_over_the_window(tmp_path: Path) -
     model = ScriptedModel(answers)
     store = open_store(f"sqlite:///{tmp_path / 's.db'}")
     session = StoreSession(store, "conv", context_window=4_000, summarizer="offline")
-    with pytest.raises(MessageTooLargeError, match="the message being sent.* is about"):
+    with pytest.raises(MessageTooLargeError, match=r"the message being sent.* is about"):
         await Runner.run(
             Agent(name="a", model=model), BIG, session=session, run_config=session.run_config()
         )
@@ -159,11 +159,11 @@ async def test_store_session_stores_nothing_it_refuses(tmp_path: Path) -> None:
         return StoreSession(store, "conv", context_window=16_000, turn_id=turn)
 
     first = session("r1")
-    with pytest.raises(MessageTooLargeError, match="the message being sent.* is about"):
+    with pytest.raises(MessageTooLargeError, match=r"the message being sent.* is about"):
         await Runner.run(agent, "read the log", session=first, run_config=first.run_config())
     assert [i.get("type") for i in await session("x").get_items()] == [None]
     first = session("r2")
-    with pytest.raises(MessageTooLargeError, match="the message being sent.* is about"):
+    with pytest.raises(MessageTooLargeError, match=r"the message being sent.* is about"):
         await Runner.run(agent, BIG * 4, session=first, run_config=first.run_config())
     assert len(await session("x").get_items()) == 1
     model.script = answers
@@ -254,7 +254,7 @@ async def test_an_agent_with_mcp_servers_is_refused_and_taken_back_too() -> None
     model = ScriptedModel(answers)
     agent = Agent(name="a", model=model, mcp_servers=[ListedTools(2)])
     session = AutocompactSession(SQLiteSession("mcp"), context_window=4_000)
-    with pytest.raises(MessageTooLargeError, match="the message being sent.* is about"):
+    with pytest.raises(MessageTooLargeError, match=r"the message being sent.* is about"):
         await Runner.run(agent, BIG, session=session, run_config=session.run_config())
     assert model.requests == []
     assert await session.get_items() == []
