@@ -19,9 +19,11 @@ from typing import Any, NoReturn, get_args
 from autocompact.content import CharStats, FunctionResponsePart, Message, Part, TextPart
 from autocompact.errors import ConfigError, ContentError
 from autocompact.jsonsafe import is_array
+from autocompact.thresholds import parse_window
 
 __all__ = [
     "check_count",
+    "check_driver_options",
     "check_flag",
     "check_history",
     "check_hooks",
@@ -93,6 +95,28 @@ def check_optional_str(value: object, name: str) -> str | None:
             f"{name} must be a str or None, got {type(value).__name__} {value!r:.60}", key=name
         )
     return value
+
+
+def check_driver_options(
+    *,
+    context_window: object,
+    clear_tool_outputs: object,
+    image_token_estimate: object,
+    hooks: object,
+) -> tuple[int | None, tuple[Any, ...]]:
+    """The options a framework integration passes to its engines, checked where they are given
+    (as ``ChatSession`` checks them), not at the first request: the window (``None``: learned
+    from the model later) and the hooks, as a tuple.
+
+    Raises:
+        ConfigError: the first bad option, in the words ``ChatSession`` uses.
+    """
+    window = None
+    if context_window is not None:
+        window = parse_window(context_window, name="context_window", minimum=1)
+    check_flag(clear_tool_outputs, "clear_tool_outputs")
+    check_count(image_token_estimate, "image_token_estimate")
+    return window, check_hooks(hooks)
 
 
 def check_hooks(hooks: object, name: str = "hooks") -> tuple[Any, ...]:

@@ -37,7 +37,7 @@ from autocompact.integrations._openai_agents_convert import (
 from autocompact.limits import known_limits
 from autocompact.providers.base import Provider, ToolSpec
 from autocompact.thresholds import parse_window
-from autocompact.validation import check_count, check_flag, check_hooks
+from autocompact.validation import check_driver_options
 
 logger = logging.getLogger("autocompact")
 
@@ -80,10 +80,16 @@ def engine_options(
     """A session's options for its engines, checked now (as ``ChatSession`` checks them) so a
     bad value is a ``ConfigError`` at construction, not in the middle of a run (``hooks=print``
     says ``hooks=[hook]``)."""
+    _, checked = check_driver_options(
+        context_window=None,
+        clear_tool_outputs=clear_tool_outputs,
+        image_token_estimate=image_token_estimate,
+        hooks=hooks,
+    )
     return {
-        "clear_tool_outputs": check_flag(clear_tool_outputs, "clear_tool_outputs"),
-        "image_token_estimate": check_count(image_token_estimate, "image_token_estimate"),
-        "hooks": check_hooks(hooks),
+        "clear_tool_outputs": clear_tool_outputs,
+        "image_token_estimate": image_token_estimate,
+        "hooks": checked,
     }
 
 

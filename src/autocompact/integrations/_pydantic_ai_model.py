@@ -33,8 +33,8 @@ from autocompact.providers.base import (
     FinishReason,
     Provider,
 )
-from autocompact.thresholds import COMPACT_MAX_OUTPUT_TOKENS, parse_window
-from autocompact.validation import check_count, check_flag, check_hooks
+from autocompact.thresholds import COMPACT_MAX_OUTPUT_TOKENS
+from autocompact.validation import check_driver_options
 
 try:
     from pydantic_ai import messages as pm
@@ -128,15 +128,15 @@ def checked_options(
     image_token_estimate: object,
     hooks: object,
 ) -> tuple[int | None, tuple[Hook, ...]]:
-    """The window (``None``: learned from the model) and the hooks, checked as the engine checks
-    them at the first request, so that a bad option is a ``ConfigError`` where it is given."""
-    window = None
-    if context_window is not None:
-        window = parse_window(context_window, name="context_window", minimum=1)
+    """The window (``None``: learned from the model) and the hooks, checked with the summarizer
+    as the engine checks them at the first request (``validation.check_driver_options``)."""
     check_summarizer(summarizer)
-    check_flag(clear_tool_outputs, "clear_tool_outputs")
-    check_count(image_token_estimate, "image_token_estimate")
-    return window, check_hooks(hooks)
+    return check_driver_options(
+        context_window=context_window,
+        clear_tool_outputs=clear_tool_outputs,
+        image_token_estimate=image_token_estimate,
+        hooks=hooks,
+    )
 
 
 def check_summarizer(choice: object) -> None:

@@ -54,7 +54,6 @@ from langgraph.types import Command, StateSnapshot
 from autocompact.compaction.extractive import extractive_summary
 from autocompact.compaction.service import CompressionService
 from autocompact.context_report import ContextReport, build_context_report
-from autocompact.engine import EngineConfig
 from autocompact.errors import ConfigError
 from autocompact.events import Hook
 from autocompact.integrations.langchain._convert import (
@@ -82,7 +81,7 @@ from autocompact.thresholds import (
     parse_window,
 )
 from autocompact.tips import Tip
-from autocompact.validation import check_hooks
+from autocompact.validation import check_driver_options
 
 __all__ = ["AutocompactMiddleware", "AutocompactState", "SummarizerChoice"]
 
@@ -160,10 +159,12 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
         self.store = store
         self.session_id = session_id
         self.owner = owner
-        self._window = (
-            None
-            if context_window is None
-            else parse_window(context_window, name="context_window", minimum=1)
+        # A bad value is a ConfigError now, not at the first model call.
+        self._window, hooks = check_driver_options(
+            context_window=context_window,
+            clear_tool_outputs=clear_tool_outputs,
+            image_token_estimate=image_token_estimate,
+            hooks=hooks,
         )
         if summarizer == "extractive":
             warnings.warn(
@@ -182,14 +183,9 @@ class AutocompactMiddleware(AgentMiddleware[AutocompactState, Any, Any]):
                 key="summarizer",
             )
         self.summarizer = summarizer
-        self.hooks: list[Hook] = list(check_hooks(hooks))
+        self.hooks: list[Hook] = list(hooks)
         self.clear_tool_outputs = clear_tool_outputs
         self.image_token_estimate = image_token_estimate
-        EngineConfig(  # a bad value is a ConfigError now, not at the first model call
-            context_window=self._window or 1,
-            image_token_estimate=image_token_estimate,
-            clear_tool_outputs=clear_tool_outputs,
-        )
         # The model, system prompt and tools of recent model calls, by the key each thread's
         # entry names: a thread's before_model uses its own last request (design note 39).
         self._requests: OrderedDict[str, Fixed] = OrderedDict()
